@@ -1,0 +1,519 @@
+//! JSON text <-> [`Json`], to the contract of the reference codec
+//! (`lua/trace.lua`), byte for byte.
+//!
+//! serde_json is not used here on purpose. The contract is about Lua's view
+//! of JSON, not Rust's: strings are byte strings (a server that sends
+//! Latin-1 still gets its text through, as it does with the reference),
+//! numbers are integers exactly when Lua's `tonumber` would make them
+//! integers, objects keep duplicate keys so that "last one wins" and "null
+//! deletes the key" happen in the same order as table assignment, and the
+//! printer writes numbers the way `%d` and `%.14g` do. Matching all of that
+//! on top of serde_json would cost more code than this file.
+//!
+//! One deliberate departure: a `\uXXXX` surrogate pair decodes to the one
+//! real character it names (the reference writes each half as its own
+//! 3-byte sequence, which no UTF-8 reader accepts), and a lone surrogate
+//! becomes U+FFFD.
+
+use std::fmt;
+
+/// A decoded JSON value. Strings are bytes, and objects are kept as an
+/// ordered list of pairs, duplicates included: [`Json::get`] resolves them
+/// the way Lua table assignment would.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Json {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(Vec<u8>),
+    Array(Vec<Json>),
+    Object(Vec<(Vec<u8>, Json)>),
+}
+
+impl Json {
+    pub fn str(s: impl AsRef<[u8]>) -> Json {
+        Json::Str(s.as_ref().to_vec())
+    }
+
+    /// Builds an object from pairs, keeping their order.
+    pub fn object<K: AsRef<[u8]>>(pairs: impl IntoIterator<Item = (K, Json)>) -> Json {
+        Json::Object(pairs.into_iter().map(|(k, v)| (k.as_ref().to_vec(), v)).collect())
+    }
+
+    /// The value of `key` as Lua would see it after decoding: the last
+    /// occurrence wins, and `null` means absent.
+    pub fn get(&self, key: &str) -> Option<&Json> {
+        match self {
+            Json::Object(pairs) => pairs
+                .iter()
+                .rev()
+                .find(|(k, _)| k == key.as_bytes())
+                .map(|(_, v)| v)
+                .filter(|v| !matches!(v, Json::Null)),
+            _ => None,
+        }
+    }
+
+    /// Lua truthiness: absent, `null` and `false` are false.
+    pub fn is_truthy(&self) -> bool {
+        !matches!(self, Json::Null | Json::Bool(false))
+    }
+
+    /// The elements Lua's `ipairs` would visit: an array's non-null
+    /// elements; nothing for any other value.
+    pub fn elements(&self) -> impl Iterator<Item = &Json> {
+        let items: &[Json] = match self {
+            Json::Array(items) => items,
+            _ => &[],
+        };
+        items.iter().filter(|v| !matches!(v, Json::Null))
+    }
+}
+
+/// Why a text is not JSON, and where.
+#[derive(Debug, PartialEq)]
+pub struct DecodeError {
+    pub what: &'static str,
+    pub at: usize,
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at byte {}", self.what, self.at + 1)
+    }
+}
+
+/// Nesting deeper than this is refused rather than recursed into: a
+/// hostile line of `[[[[...` must not overflow the Lua host's stack.
+const MAX_DEPTH: usize = 512;
+
+/// Parses one JSON text; only whitespace may surround the value.
+pub fn decode(text: &[u8]) -> Result<Json, DecodeError> {
+    let mut reader = Reader { text, pos: 0, depth: 0 };
+    let value = reader.value()?;
+    reader.skip_space();
+    if reader.pos < text.len() {
+        return Err(reader.fail("trailing text"));
+    }
+    Ok(value)
+}
+
+struct Reader<'a> {
+    text: &'a [u8],
+    pos: usize,
+    depth: usize,
+}
+
+impl Reader<'_> {
+    fn fail(&self, what: &'static str) -> DecodeError {
+        DecodeError { what, at: self.pos }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.text.get(self.pos).copied()
+    }
+
+    fn skip_space(&mut self) {
+        while let Some(b' ' | b'\t' | b'\r' | b'\n') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    fn literal(&mut self, word: &[u8], value: Json) -> Result<Json, DecodeError> {
+        if self.text[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            Ok(value)
+        } else {
+            Err(self.fail("unexpected character"))
+        }
+    }
+
+    fn value(&mut self) -> Result<Json, DecodeError> {
+        self.skip_space();
+        match self.peek() {
+            Some(b'{') => self.nested(Self::object),
+            Some(b'[') => self.nested(Self::array),
+            Some(b'"') => self.string().map(Json::Str),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(b't') => self.literal(b"true", Json::Bool(true)),
+            Some(b'f') => self.literal(b"false", Json::Bool(false)),
+            Some(b'n') => self.literal(b"null", Json::Null),
+            Some(_) => Err(self.fail("unexpected character")),
+            None => Err(self.fail("unexpected end of text")),
+        }
+    }
+
+    fn nested(&mut self, read: fn(&mut Self) -> Result<Json, DecodeError>) -> Result<Json, DecodeError> {
+        if self.depth >= MAX_DEPTH {
+            return Err(self.fail("nested too deeply"));
+        }
+        self.depth += 1;
+        let value = read(self);
+        self.depth -= 1;
+        value
+    }
+
+    fn object(&mut self) -> Result<Json, DecodeError> {
+        self.pos += 1;
+        let mut pairs = Vec::new();
+        self.skip_space();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(Json::Object(pairs));
+        }
+        loop {
+            if self.peek() != Some(b'"') {
+                return Err(self.fail("expected a key"));
+            }
+            let key = self.string()?;
+            self.skip_space();
+            if self.peek() != Some(b':') {
+                return Err(self.fail("expected ':'"));
+            }
+            self.pos += 1;
+            let value = self.value()?;
+            pairs.push((key, value));
+            self.skip_space();
+            match self.peek() {
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(Json::Object(pairs));
+                }
+                Some(b',') => {
+                    self.pos += 1;
+                    self.skip_space();
+                }
+                _ => return Err(self.fail("expected ',' or '}'")),
+            }
+        }
+    }
+
+    fn array(&mut self) -> Result<Json, DecodeError> {
+        self.pos += 1;
+        let mut items = Vec::new();
+        self.skip_space();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            return Ok(Json::Array(items));
+        }
+        loop {
+            items.push(self.value()?);
+            self.skip_space();
+            match self.peek() {
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(Json::Array(items));
+                }
+                Some(b',') => self.pos += 1,
+                _ => return Err(self.fail("expected ',' or ']'")),
+            }
+        }
+    }
+
+    fn hex4(&mut self) -> Result<u32, DecodeError> {
+        let digits = self.text.get(self.pos..self.pos + 4).ok_or_else(|| self.fail("bad \\u escape"))?;
+        let mut code = 0;
+        for &d in digits {
+            let nibble = (d as char).to_digit(16).ok_or_else(|| self.fail("bad \\u escape"))?;
+            code = code * 16 + nibble;
+        }
+        self.pos += 4;
+        Ok(code)
+    }
+
+    fn string(&mut self) -> Result<Vec<u8>, DecodeError> {
+        let start = self.pos;
+        self.pos += 1;
+        let mut out = Vec::new();
+        loop {
+            // Copy the run up to the next quote or backslash in one go: long
+            // tool results are mostly such runs.
+            let rest = &self.text[self.pos..];
+            let run = rest.iter().position(|&b| b == b'"' || b == b'\\');
+            let Some(run) = run else {
+                self.pos = start;
+                return Err(self.fail("unterminated string"));
+            };
+            out.extend_from_slice(&rest[..run]);
+            self.pos += run;
+            if self.text[self.pos] == b'"' {
+                self.pos += 1;
+                return Ok(out);
+            }
+            let escape = self.text.get(self.pos + 1).copied();
+            self.pos += 2;
+            let simple = match escape {
+                Some(b'"') => b'"',
+                Some(b'\\') => b'\\',
+                Some(b'/') => b'/',
+                Some(b'b') => 0x08,
+                Some(b'f') => 0x0c,
+                Some(b'n') => b'\n',
+                Some(b'r') => b'\r',
+                Some(b't') => b'\t',
+                Some(b'u') => {
+                    let code = self.escaped_char()?;
+                    let mut buf = [0u8; 4];
+                    out.extend_from_slice(code.encode_utf8(&mut buf).as_bytes());
+                    continue;
+                }
+                _ => {
+                    self.pos -= 2;
+                    return Err(self.fail("bad escape"));
+                }
+            };
+            out.push(simple);
+        }
+    }
+
+    /// After `\u`: one code unit, or a surrogate pair joined into one char.
+    fn escaped_char(&mut self) -> Result<char, DecodeError> {
+        let first = self.hex4()?;
+        if (0xD800..0xDC00).contains(&first) && self.text[self.pos..].starts_with(b"\\u") {
+            let save = self.pos;
+            self.pos += 2;
+            let second = self.hex4()?;
+            if (0xDC00..0xE000).contains(&second) {
+                let code = 0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00);
+                return Ok(char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER));
+            }
+            self.pos = save;
+        }
+        Ok(char::from_u32(first).unwrap_or(char::REPLACEMENT_CHARACTER))
+    }
+
+    fn number(&mut self) -> Result<Json, DecodeError> {
+        let start = self.pos;
+        let digits = |r: &mut Self| {
+            let from = r.pos;
+            while let Some(b'0'..=b'9') = r.peek() {
+                r.pos += 1;
+            }
+            r.pos - from
+        };
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        if digits(self) == 0 {
+            self.pos = start;
+            return Err(self.fail("bad number"));
+        }
+        let mut integral = true;
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            digits(self);
+            integral = false;
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.pos += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.pos += 1;
+            }
+            if digits(self) == 0 {
+                self.pos = start;
+                return Err(self.fail("bad number"));
+            }
+            integral = false;
+        }
+        // The slice is ASCII by construction.
+        let text = std::str::from_utf8(&self.text[start..self.pos]).unwrap_or("");
+        // As Lua's tonumber: a decimal integer that fits in 64 bits stays an
+        // integer; one that overflows becomes a float.
+        if integral {
+            if let Ok(i) = text.parse::<i64>() {
+                return Ok(Json::Int(i));
+            }
+        }
+        let text = text.replace(".e", ".0e").replace(".E", ".0E");
+        match text.trim_end_matches('.').parse::<f64>() {
+            Ok(f) => Ok(Json::Float(f)),
+            Err(_) => {
+                self.pos = start;
+                Err(self.fail("bad number"))
+            }
+        }
+    }
+}
+
+/// Appends the JSON text of `value`. Object pairs are written in the order
+/// they are held: callers put them in the order they want (sorted, or the
+/// `__jsonorder` of a Lua table) when they build the value.
+pub fn encode_into(value: &Json, out: &mut Vec<u8>) {
+    match value {
+        Json::Null => out.extend_from_slice(b"null"),
+        Json::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Json::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
+        Json::Float(f) => out.extend_from_slice(format_float(*f).as_bytes()),
+        Json::Str(s) => encode_string(s, out),
+        Json::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                encode_into(item, out);
+            }
+            out.push(b']');
+        }
+        Json::Object(pairs) => {
+            out.push(b'{');
+            for (i, (key, item)) in pairs.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                encode_string(key, out);
+                out.push(b':');
+                encode_into(item, out);
+            }
+            out.push(b'}');
+        }
+    }
+}
+
+pub fn encode(value: &Json) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_into(value, &mut out);
+    out
+}
+
+fn encode_string(s: &[u8], out: &mut Vec<u8>) {
+    out.push(b'"');
+    for &b in s {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x00..=0x1f | 0x7f => out.extend_from_slice(format!("\\u{:04x}", b).as_bytes()),
+            _ => out.push(b),
+        }
+    }
+    out.push(b'"');
+}
+
+/// A float as the wire writes it: integral values below 1e15 as `%d`,
+/// everything else as `%.14g`. Callers must not pass NaN or infinity.
+pub fn format_float(f: f64) -> String {
+    if f == f.trunc() && f.abs() < 1e15 {
+        return (f as i64).to_string();
+    }
+    format_g14(f)
+}
+
+/// C's `%.14g`, which is also how Lua's `tostring` writes floats.
+pub fn format_g14(f: f64) -> String {
+    const PRECISION: i32 = 14;
+    if f.is_nan() {
+        return if f.is_sign_negative() { "-nan" } else { "nan" }.into();
+    }
+    if f.is_infinite() {
+        return if f < 0.0 { "-inf" } else { "inf" }.into();
+    }
+    if f == 0.0 {
+        return if f.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    let scientific = format!("{:.*e}", (PRECISION - 1) as usize, f);
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    if exponent < -4 || exponent >= PRECISION {
+        let mantissa = trim_fraction(mantissa);
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exponent.abs())
+    } else {
+        let fixed = format!("{:.*}", (PRECISION - 1 - exponent) as usize, f);
+        trim_fraction(&fixed).to_string()
+    }
+}
+
+fn trim_fraction(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
+}
+
+/// Lua's `tostring` of a float: `%.14g`, plus ".0" when that looks like
+/// an integer. Content blocks and error codes are printed this way.
+pub fn lua_float_text(f: f64) -> String {
+    let text = format_g14(f);
+    if text.bytes().all(|b| b == b'-' || b.is_ascii_digit()) {
+        text + ".0"
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(text: &str) -> String {
+        String::from_utf8(encode(&decode(text.as_bytes()).unwrap())).unwrap()
+    }
+
+    #[test]
+    fn numbers_keep_lua_integer_and_float_kinds() {
+        assert_eq!(decode(b"10").unwrap(), Json::Int(10));
+        assert_eq!(decode(b"-0").unwrap(), Json::Int(0));
+        assert_eq!(decode(b"1e3").unwrap(), Json::Float(1000.0));
+        assert_eq!(decode(b"2.5").unwrap(), Json::Float(2.5));
+        assert_eq!(decode(b"9223372036854775807").unwrap(), Json::Int(i64::MAX));
+        assert_eq!(decode(b"9223372036854775808").unwrap(), Json::Float(9223372036854775808.0));
+    }
+
+    #[test]
+    fn floats_print_like_percent_g14() {
+        assert_eq!(format_float(3.0), "3");
+        assert_eq!(format_float(-0.0), "0");
+        assert_eq!(format_float(0.1), "0.1");
+        assert_eq!(format_float(1e15), "1e+15");
+        assert_eq!(format_float(123456789012345.6), "1.2345678901235e+14");
+        assert_eq!(format_float(1.0 / 3.0), "0.33333333333333");
+        assert_eq!(format_float(1e-5), "1e-05");
+        assert_eq!(format_float(0.0001), "0.0001");
+        assert_eq!(format_float(-2.5e300), "-2.5e+300");
+        assert_eq!(lua_float_text(3.0), "3.0");
+        assert_eq!(lua_float_text(1e100), "1e+100");
+    }
+
+    #[test]
+    fn strings_escape_controls_and_pass_other_bytes() {
+        let mut out = Vec::new();
+        encode_string(b"a\"\\\n\x01\x7f\xc3\xa9\xff/", &mut out);
+        assert_eq!(out, b"\"a\\\"\\\\\\n\\u0001\\u007f\xc3\xa9\xff/\"".to_vec());
+    }
+
+    #[test]
+    fn surrogate_pairs_join_and_lone_halves_become_replacement() {
+        assert_eq!(decode(br#""\ud83d\ude00""#).unwrap(), Json::str("\u{1F600}"));
+        assert_eq!(decode(br#""\ud83dx""#).unwrap(), Json::str("\u{FFFD}x"));
+        assert_eq!(decode(br#""\ude00""#).unwrap(), Json::str("\u{FFFD}"));
+    }
+
+    #[test]
+    fn duplicate_keys_resolve_like_table_assignment() {
+        let v = decode(br#"{"a":1,"a":2,"b":3,"b":null}"#).unwrap();
+        assert_eq!(v.get("a"), Some(&Json::Int(2)));
+        assert_eq!(v.get("b"), None);
+    }
+
+    #[test]
+    fn malformed_text_is_an_error_not_a_panic() {
+        for bad in ["", "{", "[1,", "{\"a\"}", "\"abc", "1 2", "-", "1e", "tru", "\"\\u12\"", "\"\\q\""] {
+            assert!(decode(bad.as_bytes()).is_err(), "{bad:?} decoded");
+        }
+        let deep = "[".repeat(100_000);
+        assert_eq!(decode(deep.as_bytes()).unwrap_err().what, "nested too deeply");
+    }
+
+    #[test]
+    fn round_trips_keep_order_and_forms() {
+        assert_eq!(round_trip(r#" {"b":[1,2.5,"x"],"a":{}} "#), r#"{"b":[1,2.5,"x"],"a":{}}"#);
+        assert_eq!(round_trip("1.0"), "1");
+    }
+}

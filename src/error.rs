@@ -1,0 +1,74 @@
+//! Every failure the module reports, as one enum.
+//!
+//! Each variant's text is what a Lua caller receives, raised as a plain
+//! string (see `binding.rs` for why never as userdata). Where the reference
+//! module (`lua/mcp.lua`) has a sentence for a case, the variant keeps it
+//! word for word: agent loops match on these and feed them to models.
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum Error {
+    /// `mcp.new` was given nothing to talk to.
+    #[error("mcp.new: needs a command, a url, or a transport")]
+    NoEndpoint,
+
+    /// A transport could not deliver a message or returned a failure;
+    /// `code` is the exit status, HTTP status or what the fixture returned.
+    #[error("MCP transport failed ({code}): {detail}")]
+    Transport { code: String, detail: String },
+
+    /// No reply carried the id of our request.
+    #[error("MCP: no response to {what}")]
+    NoResponse { what: String },
+
+    /// The server answered our request with a JSON-RPC error object.
+    #[error("MCP {what} failed: {message} (code {code})")]
+    Rpc { what: String, message: String, code: String },
+
+    /// A reply carried neither `result` nor `error` (the reference indexes
+    /// the missing result and dies with a Lua error; this says what is wrong).
+    #[error("MCP {what} failed: the reply has no result")]
+    NoResult { what: String },
+
+    /// The request did not complete within `opts.timeout`.
+    #[error("MCP {what} timed out after {seconds} s")]
+    Timeout { what: String, seconds: String },
+
+    /// A Lua value that JSON cannot carry; `path` names where it sits in the
+    /// message, e.g. `arguments.cb`.
+    #[error("MCP: cannot encode {what} at {path}")]
+    Encode { what: String, path: String },
+
+    /// A server reply line grew past `opts.max_message_bytes`.
+    #[error("MCP: a message from the server exceeded {limit} bytes (raise opts.max_message_bytes to allow it)")]
+    MessageTooLarge { limit: usize },
+
+    /// A tool of the same name is already in the registry.
+    #[error("mcp.mount: {quoted} already exists in the registry. Pass a prefix to namespace this server's tools.")]
+    Collision { quoted: String },
+
+    /// An option of the wrong type or value, named by `what`.
+    #[error("{0}")]
+    BadInput(String),
+
+    /// The server speaks a protocol version this client does not.
+    #[error("MCP initialize failed: the server chose protocol version {chosen}, which this client does not speak ({supported})")]
+    UnsupportedVersion { chosen: String, supported: String },
+
+    /// The client was closed and cannot be used again.
+    #[error("MCP: this client is closed")]
+    Closed,
+
+    /// The Lua state refused an operation (out of memory, usually).
+    #[error("MCP: {0}")]
+    Lua(String),
+}
+
+impl From<mlua::Error> for Error {
+    fn from(err: mlua::Error) -> Self {
+        Error::Lua(err.to_string())
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,44 @@
+//! lua-mcp: a Model Context Protocol client for Lua, as a native module.
+//!
+//! `require('mcp')` gives the same functions, tables and error strings as
+//! the pure-Lua reference module (`lua/mcp.lua`), so an agent swaps one for
+//! the other without a change. What changes is underneath.
+//!
+//! WHY NATIVE
+//!
+//! Lua cannot hold both ends of a pipe, so the reference re-spawns a stdio
+//! server and re-runs the handshake for every request: 0.7 s a call
+//! against server-everything, and whatever state the server held is gone
+//! by the next call. Here each client keeps one server process for its
+//! whole life, with one handshake, and a reader thread that answers the
+//! server's pings even while Lua is busy elsewhere.
+//!
+//! LAYERS, ONE FILE EACH
+//!
+//! * `codec`     JSON text <-> `Json`, to the reference codec's contract.
+//! * `protocol`  JSON-RPC messages and reply matching; no I/O, no Lua.
+//! * `session`   handshake once, requests with time limits, cancellation.
+//! * `transport` stdio (a child process) and Streamable HTTP.
+//! * `mount`     the registry rules: descriptions, schemas, collisions.
+//! * `binding`   the only file that touches Lua.
+//!
+//! The fixture seam (`opts.transport`, a Lua function) bypasses `session`
+//! on purpose: it reproduces the reference's batched exchange byte for
+//! byte, because users test their agents with it and it must not drift.
+
+pub mod codec;
+pub mod error;
+pub mod mount;
+pub mod protocol;
+pub mod session;
+pub mod transport;
+
+mod binding;
+
+pub use binding::open;
+
+#[cfg(feature = "module")]
+#[mlua::lua_module(name = "mcp", skip_memory_check)]
+fn luaopen(lua: &mlua::Lua) -> mlua::Result<mlua::Table> {
+    binding::open(lua)
+}

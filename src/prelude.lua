@@ -1,0 +1,54 @@
+-- The Lua face of the native module. Every public function is a thin
+-- wrapper around one Rust function from `native`, which returns
+-- `true, ...` on success or `false, err` on failure; the wrapper raises
+-- `err` with level 0. This is how errors reach Lua as the plain strings
+-- the reference raises: an error returned from Rust would arrive as a
+-- userdata printed "runtime error: ..." with a traceback.
+local native = ...
+
+local mcp = {}
+local Client = {}
+Client.__index = Client
+
+mcp.PROTOCOL_VERSION = "2025-06-18"
+mcp.CLIENT_INFO = { name = "lua-agent", version = "0.1" }
+
+local function raise_unless(ok, ...)
+  if ok then return ... end
+  error((...), 0)
+end
+
+function mcp.new(opts)
+  return raise_unless(native.new(opts))
+end
+
+function Client:discover()
+  return raise_unless(native.discover(self))
+end
+
+function Client:call(name, args)
+  return raise_unless(native.call(self, name, args))
+end
+
+-- Ends the client's session: the server process is stopped (stdio) or the
+-- session deleted (HTTP). A later call starts a new one.
+function Client:close()
+  return raise_unless(native.close(self))
+end
+
+function mcp.mount(registry, client, opts)
+  return raise_unless(native.mount(registry, client, opts))
+end
+
+-- A mounted tool's `run`: the tool's own failure text is raised as is,
+-- so the agent loop hands it to the model as an observation.
+local function runner(client, tool_name)
+  return function(args)
+    local text, is_error = client:call(tool_name, args)
+    if is_error then error(text, 0) end
+    return text
+  end
+end
+
+native.setup(mcp, Client, runner, pcall, tostring)
+return mcp

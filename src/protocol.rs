@@ -1,0 +1,277 @@
+//! JSON-RPC messages as MCP uses them, and the reading of replies.
+//!
+//! Nothing here knows about Lua or about pipes and sockets: messages are
+//! [`Json`] values in, [`Json`] values out, so the same rules serve the
+//! fixture transport, stdio and HTTP.
+
+use std::collections::HashMap;
+
+use crate::codec::{self, lua_float_text, Json};
+use crate::error::{Error, Result};
+
+/// Versions this client can speak, newest first. The handshake offers the
+/// client's `protocol_version`; a server may answer with any of these.
+pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// A request, with its keys in the order the reference codec sorts them.
+pub fn request(id: Json, method: &str, params: Json) -> Json {
+    Json::object([
+        ("id", id),
+        ("jsonrpc", Json::str("2.0")),
+        ("method", Json::str(method)),
+        ("params", params),
+    ])
+}
+
+pub fn notification(method: &str, params: Option<Json>) -> Json {
+    let mut pairs = vec![("jsonrpc", Json::str("2.0")), ("method", Json::str(method))];
+    if let Some(params) = params {
+        pairs.push(("params", params));
+    }
+    Json::object(pairs)
+}
+
+/// `initialize` params; `version` and `client_info` come from Lua as
+/// already-converted values, since a caller may have replaced either.
+pub fn initialize_params(version: Json, client_info: Json) -> Json {
+    Json::object([
+        ("capabilities", Json::Object(vec![])),
+        ("clientInfo", client_info),
+        ("protocolVersion", version),
+    ])
+}
+
+/// `tools/call` params. An absent name stays absent, as in the reference.
+pub fn call_params(name: Option<Json>, arguments: Json) -> Json {
+    let mut pairs = vec![("arguments", arguments)];
+    if let Some(name) = name {
+        pairs.push(("name", name));
+    }
+    Json::object(pairs)
+}
+
+/// The spec's cancellation notice, sent when a request outlives its time.
+pub fn cancelled(id: &Json, reason: &str) -> Json {
+    notification(
+        "notifications/cancelled",
+        Some(Json::object([("reason", Json::str(reason)), ("requestId", id.clone())])),
+    )
+}
+
+/// The reply a client owes a server's request: an empty result for `ping`,
+/// "method not found" for anything else this client does not offer.
+pub fn answer_server_request(request: &Json) -> Option<Json> {
+    let id = request.get("id")?.clone();
+    let method = request.get("method")?;
+    let mut pairs = vec![("id", id), ("jsonrpc", Json::str("2.0"))];
+    if method == &Json::str("ping") {
+        pairs.push(("result", Json::Object(vec![])));
+    } else {
+        let message = format!("Method not found: {}", lua_text(Some(method)));
+        pairs.push((
+            "error",
+            Json::object([("code", Json::Int(-32601)), ("message", Json::str(message))]),
+        ));
+    }
+    Some(Json::object(pairs))
+}
+
+/// What an incoming message is, by JSON-RPC's shape rules.
+#[derive(Debug, PartialEq)]
+pub enum Kind {
+    /// Has an id and a method: the server asks us something.
+    ServerRequest,
+    /// Has an id and no method: an answer to one of ours.
+    Response(IdKey),
+    /// A method and no id.
+    Notification,
+    /// Anything else (a batch array, an object with neither).
+    Other,
+}
+
+pub fn classify(msg: &Json) -> Kind {
+    match (msg.get("id"), msg.get("method")) {
+        (Some(_), Some(m)) if m.is_truthy() => Kind::ServerRequest,
+        (Some(id), _) => id_key(id).map_or(Kind::Other, Kind::Response),
+        (None, Some(m)) if m.is_truthy() => Kind::Notification,
+        _ => Kind::Other,
+    }
+}
+
+/// An id as a Lua table key: 1 and 1.0 are the same key, "1" is another.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum IdKey {
+    Int(i64),
+    Float(u64),
+    Str(Vec<u8>),
+    Bool(bool),
+}
+
+pub fn id_key(id: &Json) -> Option<IdKey> {
+    match id {
+        Json::Int(i) => Some(IdKey::Int(*i)),
+        Json::Float(f) if f.fract() == 0.0 && f.abs() < 9.2e18 => Some(IdKey::Int(*f as i64)),
+        Json::Float(f) => Some(IdKey::Float(f.to_bits())),
+        Json::Str(s) => Some(IdKey::Str(s.clone())),
+        Json::Bool(b) => Some(IdKey::Bool(*b)),
+        // A table key in Lua that nothing can look up again.
+        Json::Null | Json::Array(_) | Json::Object(_) => None,
+    }
+}
+
+/// Replies gathered from one or more raw transport outputs, as the
+/// reference's `decode_stream` gathers them: newline-delimited JSON or SSE
+/// `data:` lines, anything that is not a JSON object skipped, replies
+/// keyed by id (a later duplicate wins), notifications kept in order.
+#[derive(Default)]
+pub struct Replies {
+    by_id: HashMap<IdKey, Json>,
+    pub notifications: Vec<Json>,
+}
+
+impl Replies {
+    pub fn absorb(&mut self, raw: &[u8]) {
+        for line in raw.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let payload = match line.strip_prefix(b"data:") {
+                Some(rest) => trim_lua_space_start(rest),
+                None => line,
+            };
+            if !payload.iter().any(|b| !is_lua_space(*b)) {
+                continue;
+            }
+            let Ok(msg) = codec::decode(payload) else { continue };
+            if !matches!(msg, Json::Object(_)) {
+                continue;
+            }
+            match msg.get("id") {
+                Some(id) => {
+                    if let Some(key) = id_key(id) {
+                        self.by_id.insert(key, msg);
+                    }
+                }
+                None if msg.get("method").is_some_and(Json::is_truthy) => self.notifications.push(msg),
+                None => {}
+            }
+        }
+    }
+
+    pub fn take(&mut self, id: &Json) -> Option<Json> {
+        id_key(id).and_then(|key| self.by_id.remove(&key))
+    }
+}
+
+/// Lua's `%s` class: space, \t, \n, \v, \f, \r.
+pub fn is_lua_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+fn trim_lua_space_start(s: &[u8]) -> &[u8] {
+    let start = s.iter().position(|b| !is_lua_space(*b)).unwrap_or(s.len());
+    &s[start..]
+}
+
+/// What Lua's `tostring` prints for a decoded value; tables print as their
+/// JSON text (Lua would print an address, which tells a reader nothing).
+pub fn lua_text(value: Option<&Json>) -> String {
+    match value {
+        None | Some(Json::Null) => "nil".into(),
+        Some(Json::Bool(b)) => b.to_string(),
+        Some(Json::Int(i)) => i.to_string(),
+        Some(Json::Float(f)) => lua_float_text(*f),
+        Some(Json::Str(s)) => String::from_utf8_lossy(s).into_owned(),
+        Some(other) => String::from_utf8_lossy(&codec::encode(other)).into_owned(),
+    }
+}
+
+/// The `result` of a reply to `what`, or the error the reference raises.
+pub fn result_of(reply: Option<Json>, what: &str) -> Result<Json> {
+    let reply = reply.ok_or_else(|| Error::NoResponse { what: what.to_string() })?;
+    if let Some(err) = reply.get("error").filter(|e| e.is_truthy()) {
+        return Err(Error::Rpc {
+            what: what.to_string(),
+            message: lua_text(err.get("message")),
+            code: lua_text(err.get("code")),
+        });
+    }
+    match reply.get("result") {
+        Some(result) if result.is_truthy() => Ok(result.clone()),
+        _ => Err(Error::NoResult { what: what.to_string() }),
+    }
+}
+
+/// The text of a `tools/call` result and its `isError` flag, as the
+/// reference builds them: text blocks joined by "\n", every other block
+/// named `[TYPE content]`, `(no content)` when nothing is left.
+pub fn call_outcome(result: &Json) -> (Vec<u8>, bool) {
+    let mut parts: Vec<Vec<u8>> = Vec::new();
+    for block in result.get("content").map(Json::elements).into_iter().flatten() {
+        let kind = block.get("type");
+        match (kind, block.get("text")) {
+            (Some(Json::Str(k)), Some(text)) if k == b"text" && text.is_truthy() => {
+                parts.push(match text {
+                    Json::Str(s) => s.clone(),
+                    other => lua_text(Some(other)).into_bytes(),
+                });
+            }
+            (Some(kind), _) if kind.is_truthy() => {
+                parts.push(format!("[{} content]", lua_text(Some(kind))).into_bytes());
+            }
+            _ => {}
+        }
+    }
+    let mut text = parts.join(&b'\n');
+    if text.is_empty() {
+        text = b"(no content)".to_vec();
+    }
+    let is_error = result.get("isError") == Some(&Json::Bool(true));
+    (text, is_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::decode;
+
+    #[test]
+    fn replies_are_matched_by_id_whatever_their_order() {
+        let mut r = Replies::default();
+        r.absorb(b"banner line\n{\"id\":3,\"result\":{}}\r\nevent: message\ndata: {\"id\":2.0,\"result\":{\"x\":1}}\n{\"method\":\"notifications/x\"}\n");
+        assert!(r.take(&Json::Int(2)).is_some());
+        assert!(r.take(&Json::Int(3)).is_some());
+        assert!(r.take(&Json::Int(4)).is_none());
+        assert_eq!(r.notifications.len(), 1);
+    }
+
+    #[test]
+    fn string_ids_are_not_numeric_ids() {
+        let mut r = Replies::default();
+        r.absorb(b"{\"id\":\"1\",\"result\":{}}\n");
+        assert!(r.take(&Json::Int(1)).is_none());
+    }
+
+    #[test]
+    fn errors_use_the_reference_wording() {
+        let reply = decode(br#"{"id":1,"error":{"code":-32602,"message":"bad"}}"#).unwrap();
+        let err = result_of(Some(reply), "tools/call echo").unwrap_err();
+        assert_eq!(err.to_string(), "MCP tools/call echo failed: bad (code -32602)");
+        assert_eq!(result_of(None, "x").unwrap_err().to_string(), "MCP: no response to x");
+    }
+
+    #[test]
+    fn content_blocks_flatten_like_the_reference() {
+        let res = decode(br#"{"content":[{"type":"text","text":"a"},{"type":"image","data":"x"},null,{"type":"text","text":"b"}],"isError":true}"#).unwrap();
+        assert_eq!(call_outcome(&res), (b"a\n[image content]\nb".to_vec(), true));
+        assert_eq!(call_outcome(&decode(b"{}").unwrap()), (b"(no content)".to_vec(), false));
+    }
+
+    #[test]
+    fn server_requests_are_told_apart_from_responses() {
+        let ping = decode(br#"{"id":1,"method":"ping"}"#).unwrap();
+        assert_eq!(classify(&ping), Kind::ServerRequest);
+        let answer = answer_server_request(&ping).unwrap();
+        assert_eq!(codec::encode(&answer), br#"{"id":1,"jsonrpc":"2.0","result":{}}"#.to_vec());
+        let other = decode(br#"{"id":"a","method":"roots/list"}"#).unwrap();
+        let answer = codec::encode(&answer_server_request(&other).unwrap());
+        assert!(String::from_utf8(answer).unwrap().contains("-32601"));
+    }
+}

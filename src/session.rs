@@ -1,0 +1,84 @@
+//! One MCP session over a long-lived transport: the handshake once, then
+//! requests matched to their replies by id, with a time limit each.
+//!
+//! The Lua-facing fields (`server_info`, `negotiated_version`, ...) are the
+//! binding's business; this layer only moves messages.
+
+use std::time::{Duration, Instant};
+
+use crate::codec::{self, Json};
+use crate::error::{Error, Result};
+use crate::protocol::{self, classify, id_key, Kind};
+use crate::transport::Transport;
+
+pub struct Session {
+    transport: Box<dyn Transport>,
+    /// Set once `initialize` has been answered and `initialized` sent.
+    pub ready: bool,
+    /// The transport failed for good; the binding starts a new session.
+    pub broken: bool,
+}
+
+impl Session {
+    pub fn new(transport: Box<dyn Transport>) -> Self {
+        Session { transport, ready: false, broken: false }
+    }
+
+    pub fn notify(&mut self, message: &Json) -> Result<()> {
+        let sent = self.transport.send(&codec::encode(message));
+        self.broken |= sent.is_err();
+        sent
+    }
+
+    /// Sends `message` (a request with id `id`) and waits for its reply.
+    /// Notifications that arrive meanwhile go to `on_notification` as they
+    /// come; replies to ids we no longer wait for (cancelled on timeout)
+    /// are dropped. `what` names the request in errors.
+    pub fn request(
+        &mut self,
+        id: &Json,
+        message: &Json,
+        timeout: Duration,
+        what: &str,
+        on_notification: &mut dyn FnMut(Json),
+    ) -> Result<Json> {
+        let wanted = id_key(id);
+        let deadline = Instant::now() + timeout;
+        let outcome = self.transport.send(&codec::encode(message)).and_then(|()| loop {
+            match self.transport.receive(deadline)? {
+                Some(msg) => match classify(&msg) {
+                    Kind::Response(key) if Some(&key) == wanted.as_ref() => break Ok(msg),
+                    Kind::Notification => on_notification(msg),
+                    _ => {}
+                },
+                None => break Err(self.time_out(id, message, timeout, what)),
+            }
+        });
+        if let Err(e) = &outcome {
+            self.broken |= !matches!(e, Error::Timeout { .. });
+        }
+        outcome
+    }
+
+    fn time_out(&mut self, id: &Json, message: &Json, timeout: Duration, what: &str) -> Error {
+        // The spec forbids cancelling `initialize`; for anything else, tell
+        // the server to stop working on it. A failure to send changes
+        // nothing: the caller gets the timeout either way.
+        if message.get("method") != Some(&Json::str("initialize")) {
+            let reason = format!("timed out after {} s", seconds_text(timeout));
+            let _ = self.transport.send(&codec::encode(&protocol::cancelled(id, &reason)));
+        } else {
+            self.broken = true;
+        }
+        Error::Timeout { what: what.to_string(), seconds: seconds_text(timeout) }
+    }
+
+    pub fn close(&mut self) {
+        self.transport.close();
+    }
+}
+
+/// Seconds as a user wrote them: "60", "0.5".
+pub fn seconds_text(d: Duration) -> String {
+    codec::format_float(d.as_secs_f64())
+}

@@ -1,0 +1,26 @@
+//! Long-lived transports: one server process (stdio) or one HTTP session
+//! per client, behind the same small interface so that the session layer
+//! (`session.rs`) never knows which it drives.
+
+use std::time::Instant;
+
+use crate::codec::Json;
+use crate::error::Result;
+
+
+pub mod stdio;
+
+pub trait Transport {
+    /// Delivers one encoded JSON-RPC message (no trailing newline).
+    fn send(&mut self, message: &[u8]) -> Result<()>;
+
+    /// The next message from the server that is not a server request
+    /// (those are answered by the transport itself, at once, so that a
+    /// server's `ping` never waits on Lua). `Ok(None)` when `deadline`
+    /// passes first; an error when the connection is gone for good.
+    fn receive(&mut self, deadline: Instant) -> Result<Option<Json>>;
+
+    /// Ends the session the way the spec asks for this transport. Safe to
+    /// call more than once.
+    fn close(&mut self);
+}
