@@ -11,7 +11,9 @@
 //! value it raised and is re-raised unchanged, as the reference would let
 //! it propagate.
 
+use std::cell::OnceCell;
 use std::ffi::c_void;
+use std::rc::Rc;
 use std::time::Duration;
 
 use mlua::{AnyUserData, Function, IntoLuaMulti, Lua, MultiValue, Table, UserData, Value};
@@ -61,20 +63,24 @@ struct Glue {
 /// Opens the module on `lua`; `luaopen_mcp` calls this, and so do the
 /// cargo tests on an in-process Lua.
 pub fn open(lua: &Lua) -> mlua::Result<Table> {
+    // Each loaded copy of the module has its own glue, so two copies in
+    // one state (a test loading it afresh) never share client states.
+    let cell: Rc<OnceCell<Glue>> = Rc::new(OnceCell::new());
     let native = lua.create_table()?;
-    native.set("new", export(lua, new)?)?;
-    native.set("discover", export(lua, discover)?)?;
-    native.set("call", export(lua, call)?)?;
-    native.set("close", export(lua, close)?)?;
-    native.set("mount", export(lua, mount_tools)?)?;
+    native.set("new", export(lua, &cell, new)?)?;
+    native.set("discover", export(lua, &cell, discover)?)?;
+    native.set("call", export(lua, &cell, call)?)?;
+    native.set("close", export(lua, &cell, close)?)?;
+    native.set("mount", export(lua, &cell, mount_tools)?)?;
+    let setup_cell = cell.clone();
     native.set(
         "setup",
-        lua.create_function(|lua, (module, client_methods, runner, pcall, tostring): (Table, Table, Function, Function, Function)| {
+        lua.create_function(move |lua, (module, client_methods, runner, pcall, tostring): (Table, Table, Function, Function, Function)| {
             let states = lua.create_table()?;
             let weak = lua.create_table()?;
             weak.set("__mode", "k")?;
             states.set_metatable(Some(weak))?;
-            lua.set_app_data(Glue { module, client_methods, runner, pcall, tostring, states });
+            let _ = setup_cell.set(Glue { module, client_methods, runner, pcall, tostring, states });
             Ok(())
         })?,
     )?;
@@ -94,10 +100,15 @@ impl Drop for Reapers {
 
 /// Wraps a native function in the `true, ...` / `false, err` convention
 /// the prelude turns into returns or raises.
-fn export(lua: &Lua, f: fn(&Lua, MultiValue) -> Outcome) -> mlua::Result<Function> {
+fn export(lua: &Lua, cell: &Rc<OnceCell<Glue>>, f: fn(&Cx, MultiValue) -> Outcome) -> mlua::Result<Function> {
+    let cell = cell.clone();
     lua.create_function(move |lua, args: MultiValue| {
         let mut out = MultiValue::new();
-        match f(lua, args) {
+        let result = match cell.get() {
+            Some(glue) => f(&Cx { lua, glue }, args),
+            None => Err(Raise::Mcp(Error::Lua("the module was not set up".into()))),
+        };
+        match result {
             Ok(values) => {
                 out.push_back(Value::Boolean(true));
                 out.extend(values);
@@ -115,8 +126,17 @@ fn export(lua: &Lua, f: fn(&Lua, MultiValue) -> Outcome) -> mlua::Result<Functio
     })
 }
 
-fn glue(lua: &Lua) -> Outcome<mlua::AppDataRef<'_, Glue>> {
-    lua.app_data_ref::<Glue>().ok_or_else(|| Raise::Mcp(Error::Lua("the module was not set up".into())))
+/// What every native function works with: the Lua state and its glue.
+struct Cx<'a> {
+    lua: &'a Lua,
+    glue: &'a Glue,
+}
+
+impl std::ops::Deref for Cx<'_> {
+    type Target = Lua;
+    fn deref(&self) -> &Lua {
+        self.lua
+    }
 }
 
 fn arg(args: &MultiValue, i: usize) -> Value {
@@ -128,8 +148,8 @@ fn truthy(v: &Value) -> bool {
 }
 
 /// Calls Lua code through `pcall`: its raised value comes back untouched.
-fn call_lua(lua: &Lua, f: Function, args: impl IntoLuaMulti) -> Outcome {
-    let g = glue(lua)?;
+fn call_lua(lua: &Cx, f: Function, args: impl IntoLuaMulti) -> Outcome {
+    let g = lua.glue;
     let mut all = args.into_lua_multi(lua)?;
     all.push_front(Value::Function(f));
     let mut results: MultiValue = g.pcall.call(all)?;
@@ -140,7 +160,7 @@ fn call_lua(lua: &Lua, f: Function, args: impl IntoLuaMulti) -> Outcome {
 }
 
 /// `obj:name(...)`, looked up through the object's metatable as Lua would.
-fn call_method(lua: &Lua, obj: &Table, name: &str, args: impl IntoLuaMulti) -> Outcome {
+fn call_method(lua: &Cx, obj: &Table, name: &str, args: impl IntoLuaMulti) -> Outcome {
     let method: Value = obj.get(name)?;
     let Value::Function(method) = method else {
         return Err(Error::BadInput(format!("the object has no method '{name}'")).into());
@@ -150,8 +170,8 @@ fn call_method(lua: &Lua, obj: &Table, name: &str, args: impl IntoLuaMulti) -> O
     call_lua(lua, method, all)
 }
 
-fn lua_tostring(lua: &Lua, v: Value) -> Outcome<Vec<u8>> {
-    let f = glue(lua)?.tostring.clone();
+fn lua_tostring(lua: &Cx, v: Value) -> Outcome<Vec<u8>> {
+    let f = lua.glue.tostring.clone();
     let out = call_lua(lua, f, v)?;
     match out.front() {
         Some(Value::String(s)) => Ok(s.as_bytes().to_vec()),
@@ -379,8 +399,8 @@ fn string_map(opts: &Table, field: &str) -> Outcome<Vec<(String, String)>> {
 }
 
 /// The userdata and callback kept beside a client table.
-fn state_of(lua: &Lua, client: &Table) -> Outcome<Option<(AnyUserData, Option<Function>)>> {
-    let entry: Value = glue(lua)?.states.raw_get(client.clone())?;
+fn state_of(lua: &Cx, client: &Table) -> Outcome<Option<(AnyUserData, Option<Function>)>> {
+    let entry: Value = lua.glue.states.raw_get(client.clone())?;
     let Value::Table(entry) = entry else { return Ok(None) };
     Ok(Some((entry.raw_get(1)?, entry.raw_get(2)?)))
 }
@@ -404,9 +424,9 @@ fn next_id(client: &Table) -> Outcome<Json> {
     })
 }
 
-fn initialize_request(lua: &Lua, client: &Table, id: Json) -> Outcome<Json> {
+fn initialize_request(lua: &Cx, client: &Table, id: Json) -> Outcome<Json> {
     let version = Encoder::convert("protocol_version", &client.get::<Value>("protocol_version")?)?;
-    let info = Encoder::convert("mcp.CLIENT_INFO", &glue(lua)?.module.get::<Value>("CLIENT_INFO")?)?;
+    let info = Encoder::convert("mcp.CLIENT_INFO", &lua.glue.module.get::<Value>("CLIENT_INFO")?)?;
     Ok(protocol::request(id, "initialize", protocol::initialize_params(version, info)))
 }
 
@@ -415,7 +435,7 @@ fn initialized_notice() -> Json {
 }
 
 /// Records the initialize result on the client, as the reference does.
-fn apply_initialize(lua: &Lua, client: &Table, result: &Json) -> Outcome<()> {
+fn apply_initialize(lua: &Cx, client: &Table, result: &Json) -> Outcome<()> {
     client.set("server_info", to_lua_opt(lua, result.get("serverInfo"))?)?;
     client.set("negotiated_version", to_lua_opt(lua, result.get("protocolVersion"))?)?;
     client.set("session_ready", true)?;
@@ -444,7 +464,7 @@ fn tool_label(name: &Value) -> Outcome<String> {
 
 /// Sends `messages` as one newline-delimited batch through the user's
 /// transport function and gathers the replies, as the reference does.
-fn exchange_batch(lua: &Lua, client: &Table, transport: Function, messages: &[Json]) -> Outcome<Replies> {
+fn exchange_batch(lua: &Cx, client: &Table, transport: Function, messages: &[Json]) -> Outcome<Replies> {
     let mut text = Vec::new();
     for m in messages {
         codec::encode_into(m, &mut text);
@@ -471,7 +491,7 @@ fn exchange_batch(lua: &Lua, client: &Table, transport: Function, messages: &[Js
 
 /// The reference's handshake: before every batch, except over a url once
 /// the session is ready.
-fn batch_handshake(lua: &Lua, client: &Table) -> Outcome<(Vec<Json>, Option<Json>)> {
+fn batch_handshake(lua: &Cx, client: &Table) -> Outcome<(Vec<Json>, Option<Json>)> {
     let url: Value = client.get("url")?;
     let ready: Value = client.get("session_ready")?;
     if truthy(&url) && truthy(&ready) {
@@ -481,7 +501,7 @@ fn batch_handshake(lua: &Lua, client: &Table) -> Outcome<(Vec<Json>, Option<Json
     Ok((vec![initialize_request(lua, client, id.clone())?, initialized_notice()], Some(id)))
 }
 
-fn discover_batch(lua: &Lua, client: &Table, transport: Function) -> Outcome {
+fn discover_batch(lua: &Cx, client: &Table, transport: Function) -> Outcome {
     let (mut messages, init_id) = batch_handshake(lua, client)?;
     let list_id = next_id(client)?;
     messages.push(protocol::request(list_id.clone(), "tools/list", Json::Object(vec![])));
@@ -494,7 +514,7 @@ fn discover_batch(lua: &Lua, client: &Table, transport: Function) -> Outcome {
     store_tools(lua, client, listed.get("tools").filter(|t| t.is_truthy()))
 }
 
-fn store_tools(lua: &Lua, client: &Table, tools: Option<&Json>) -> Outcome {
+fn store_tools(lua: &Cx, client: &Table, tools: Option<&Json>) -> Outcome {
     let tools = match tools {
         Some(t) => to_lua(lua, t)?,
         None => Value::Table(lua.create_table()?),
@@ -503,7 +523,7 @@ fn store_tools(lua: &Lua, client: &Table, tools: Option<&Json>) -> Outcome {
     Ok(MultiValue::from_vec(vec![tools]))
 }
 
-fn call_batch(lua: &Lua, client: &Table, transport: Function, name: &Value, args: &Value) -> Outcome {
+fn call_batch(lua: &Cx, client: &Table, transport: Function, name: &Value, args: &Value) -> Outcome {
     let what = tool_label(name)?;
     let (mut messages, _) = batch_handshake(lua, client)?;
     let call_id = next_id(client)?;
@@ -513,12 +533,12 @@ fn call_batch(lua: &Lua, client: &Table, transport: Function, name: &Value, args
     call_return(lua, &result)
 }
 
-fn call_return(lua: &Lua, result: &Json) -> Outcome {
+fn call_return(lua: &Cx, result: &Json) -> Outcome {
     let (text, is_error) = call_outcome(result);
     Ok(MultiValue::from_vec(vec![Value::String(lua.create_string(text)?), Value::Boolean(is_error)]))
 }
 
-fn deliver_notifications(lua: &Lua, client: &Table, notes: Vec<Json>) -> Outcome<()> {
+fn deliver_notifications(lua: &Cx, client: &Table, notes: Vec<Json>) -> Outcome<()> {
     if notes.is_empty() {
         return Ok(());
     }
@@ -574,7 +594,7 @@ fn open_transport(client: &Table, state: &ClientState) -> Outcome<Box<dyn Transp
 /// Runs `request` on the client's live session, starting the session
 /// (process and handshake) first if there is none or the last one broke.
 fn with_session<T>(
-    lua: &Lua,
+    lua: &Cx,
     client: &Table,
     request: impl FnOnce(&mut Session, &mut dyn FnMut(Json), Duration) -> Outcome<T>,
 ) -> Outcome<T> {
@@ -627,7 +647,7 @@ fn check_version(result: &Json) -> Outcome<()> {
 /// cursor; a server that repeats its cursor is not followed round again.
 const MAX_TOOL_PAGES: usize = 100;
 
-fn discover_session(lua: &Lua, client: &Table) -> Outcome {
+fn discover_session(lua: &Cx, client: &Table) -> Outcome {
     let pages = with_session(lua, client, |session, notify, timeout| {
         let mut pages: Vec<Json> = Vec::new();
         let mut cursor: Option<Json> = None;
@@ -655,7 +675,7 @@ fn discover_session(lua: &Lua, client: &Table) -> Outcome {
     store_tools(lua, client, Some(&Json::Array(all)))
 }
 
-fn call_session(lua: &Lua, client: &Table, name: &Value, args: &Value) -> Outcome {
+fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value) -> Outcome {
     let what = tool_label(name)?;
     let params = call_params(name, args)?;
     let result = with_session(lua, client, |session, notify, timeout| {
@@ -678,7 +698,7 @@ fn client_arg(args: &MultiValue, method: &str) -> Outcome<Table> {
     }
 }
 
-fn new(lua: &Lua, args: MultiValue) -> Outcome {
+fn new(lua: &Cx, args: MultiValue) -> Outcome {
     let opts = match arg(&args, 0) {
         Value::Table(t) => t,
         _ => lua.create_table()?,
@@ -690,7 +710,7 @@ fn new(lua: &Lua, args: MultiValue) -> Outcome {
         return Err(Error::NoEndpoint.into());
     }
     let state = read_options(&opts)?;
-    let g = glue(lua)?;
+    let g = lua.glue;
     let mut version: Value = opts.get("protocol_version")?;
     if !truthy(&version) {
         version = g.module.get("PROTOCOL_VERSION")?;
@@ -710,7 +730,7 @@ fn new(lua: &Lua, args: MultiValue) -> Outcome {
     Ok(MultiValue::from_vec(vec![Value::Table(client)]))
 }
 
-fn discover(lua: &Lua, args: MultiValue) -> Outcome {
+fn discover(lua: &Cx, args: MultiValue) -> Outcome {
     let client = client_arg(&args, "discover")?;
     match client.get::<Value>("transport")? {
         Value::Function(f) => discover_batch(lua, &client, f),
@@ -719,7 +739,7 @@ fn discover(lua: &Lua, args: MultiValue) -> Outcome {
     }
 }
 
-fn call(lua: &Lua, args: MultiValue) -> Outcome {
+fn call(lua: &Cx, args: MultiValue) -> Outcome {
     let client = client_arg(&args, "call")?;
     let (name, call_args) = (arg(&args, 1), arg(&args, 2));
     match client.get::<Value>("transport")? {
@@ -729,7 +749,7 @@ fn call(lua: &Lua, args: MultiValue) -> Outcome {
     }
 }
 
-fn close(lua: &Lua, args: MultiValue) -> Outcome {
+fn close(lua: &Cx, args: MultiValue) -> Outcome {
     let client = client_arg(&args, "close")?;
     if let Some((ud, _)) = state_of(lua, &client)? {
         let session = ud.borrow_mut::<ClientState>().ok().and_then(|mut s| s.session.take());
@@ -740,7 +760,7 @@ fn close(lua: &Lua, args: MultiValue) -> Outcome {
     Ok(MultiValue::new())
 }
 
-fn mount_tools(lua: &Lua, args: MultiValue) -> Outcome {
+fn mount_tools(lua: &Cx, args: MultiValue) -> Outcome {
     let Value::Table(registry) = arg(&args, 0) else {
         return Err(Error::BadInput("mcp.mount: the registry must be a table".into()).into());
     };
@@ -768,7 +788,7 @@ fn mount_tools(lua: &Lua, args: MultiValue) -> Outcome {
         return Err(Error::BadInput("mcp.mount: the client's tools are not a list".into()).into());
     };
     let trusted = opts.get::<Value>("trust")? == Value::Boolean(true);
-    let runner = glue(lua)?.runner.clone();
+    let runner = lua.glue.runner.clone();
     let mounted = lua.create_table()?;
     for tool in tools.sequence_values::<Value>() {
         let Value::Table(tool) = tool? else {
@@ -798,7 +818,7 @@ fn mount_tools(lua: &Lua, args: MultiValue) -> Outcome {
 }
 
 /// Reads what the mount rules need from a JSON Schema held in Lua.
-fn schema_args(lua: &Lua, schema: Value) -> Outcome<Table> {
+fn schema_args(lua: &Cx, schema: Value) -> Outcome<Table> {
     let out = lua.create_table()?;
     let Value::Table(schema) = schema else { return Ok(out) };
     let Value::Table(properties) = schema.get::<Value>("properties")? else { return Ok(out) };

@@ -68,6 +68,13 @@ const NOISE_LINES: usize = 5;
 /// The spec's shutdown: close stdin, wait, SIGTERM, wait, SIGKILL.
 const GRACE: Duration = Duration::from_secs(2);
 
+/// What Lua (and the reader, for its answers) hand the writer.
+enum Outgoing {
+    Line(Vec<u8>),
+    /// Close stdin now, though the reader may still hold a sender.
+    Close,
+}
+
 enum Event {
     Message(Json),
     TooLarge,
@@ -85,7 +92,7 @@ struct Witness {
 pub struct Stdio {
     child: Option<Child>,
     launch: Launch,
-    outbox: Option<Sender<Vec<u8>>>,
+    outbox: Option<Sender<Outgoing>>,
     inbox: Receiver<Event>,
     witness: Arc<Mutex<Witness>>,
     threads: Vec<JoinHandle<()>>,
@@ -98,8 +105,10 @@ impl Stdio {
     pub fn spawn(options: &Options) -> Result<Stdio> {
         let mut command = match &options.launch {
             Launch::Shell(line) => {
+                // argv[0] "sh", as system(3) gives it: the shell's own
+                // messages then read as they do under the reference.
                 let mut c = Command::new("/bin/sh");
-                c.arg("-c").arg(line);
+                c.arg0("sh").arg("-c").arg(line);
                 c
             }
             Launch::Argv(argv) => {
@@ -128,7 +137,7 @@ impl Stdio {
         let stdout = child.stdout.take().expect("stdout was piped");
         let stderr = child.stderr.take().expect("stderr was piped");
         let witness = Arc::new(Mutex::new(Witness::default()));
-        let (outbox, outgoing) = mpsc::channel::<Vec<u8>>();
+        let (outbox, outgoing) = mpsc::channel::<Outgoing>();
         let (events, inbox) = mpsc::channel::<Event>();
 
         let mut threads = Vec::new();
@@ -188,10 +197,17 @@ impl Stdio {
         Error::Transport { code, detail }
     }
 
+    /// The writer drops stdin on this, which is EOF for the server.
+    fn close_stdin(&mut self) {
+        if let Some(outbox) = self.outbox.take() {
+            let _ = outbox.send(Outgoing::Close);
+        }
+    }
+
     /// The spec's shutdown sequence, blocking until every process in the
     /// group is gone and the leader reaped.
     fn shut_down(&mut self) {
-        self.outbox = None; // the writer ends and drops stdin: EOF for the server
+        self.close_stdin();
         if let Some(mut child) = self.child.take() {
             stop_group(&mut child);
         }
@@ -213,7 +229,7 @@ impl Transport for Stdio {
             // A dead writer shows up as EOF on stdout soon after; the
             // receive that follows reports it with the exit status.
             Some(outbox) => {
-                let _ = outbox.send(line);
+                let _ = outbox.send(Outgoing::Line(line));
                 Ok(())
             }
             None => Err(self.ended()),
@@ -243,7 +259,7 @@ impl Drop for Stdio {
     /// seconds a shutdown can take, so the sequence moves to a thread of
     /// its own; [`join_reapers`] waits for those when the Lua state closes.
     fn drop(&mut self) {
-        self.outbox = None;
+        self.close_stdin();
         let Some(mut child) = self.child.take() else { return };
         let threads = std::mem::take(&mut self.threads);
         let reaper = thread::spawn(move || {
@@ -330,9 +346,9 @@ fn wait_for(child: &mut Child, within: Duration) -> Option<ExitStatus> {
     }
 }
 
-fn write_loop(mut stdin: ChildStdin, outgoing: Receiver<Vec<u8>>) {
+fn write_loop(mut stdin: ChildStdin, outgoing: Receiver<Outgoing>) {
     block_sigpipe_in_this_thread();
-    for message in outgoing {
+    while let Ok(Outgoing::Line(message)) = outgoing.recv() {
         if stdin.write_all(&message).and_then(|()| stdin.flush()).is_err() {
             return;
         }
@@ -353,7 +369,7 @@ fn read_loop(
     stdout: impl Read,
     limit: usize,
     events: Sender<Event>,
-    answers: Sender<Vec<u8>>,
+    answers: Sender<Outgoing>,
     witness: Arc<Mutex<Witness>>,
 ) {
     let mut reader = BufReader::with_capacity(64 * 1024, stdout);
@@ -393,7 +409,7 @@ fn read_loop(
     let _ = events.send(Event::Eof);
 }
 
-fn handle_line(line: &[u8], events: &Sender<Event>, answers: &Sender<Vec<u8>>, witness: &Mutex<Witness>) {
+fn handle_line(line: &[u8], events: &Sender<Event>, answers: &Sender<Outgoing>, witness: &Mutex<Witness>) {
     let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.iter().all(u8::is_ascii_whitespace) {
@@ -416,7 +432,7 @@ fn handle_line(line: &[u8], events: &Sender<Event>, answers: &Sender<Vec<u8>>, w
         if let Some(answer) = answer_server_request(&msg) {
             let mut bytes = codec::encode(&answer);
             bytes.push(b'\n');
-            let _ = answers.send(bytes);
+            let _ = answers.send(Outgoing::Line(bytes));
         }
         return;
     }

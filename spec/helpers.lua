@@ -1,0 +1,217 @@
+-- Shared by the specs: where things are, how to load the two modules side
+-- by side, a scripted fixture server, a registry like an agent's, and
+-- process checks for the stdio specs.
+local trace = require('trace')
+
+local H = {}
+
+H.ROOT = os.getenv('MCP_ROOT') or '.'
+
+-- The reference module: lua/mcp.lua, or the file named by MCP_REFERENCE,
+-- so the whole comparison can run against a user's own copy. Loaded fresh
+-- each time, so a case that mutates mcp.CLIENT_INFO cannot leak.
+function H.reference()
+  local path = os.getenv('MCP_REFERENCE') or (H.ROOT .. '/lua/mcp.lua')
+  return assert(loadfile(path))()
+end
+
+-- The native module, also fresh: each load has its own glue.
+function H.native()
+  local open = assert(package.loadlib(H.ROOT .. '/mcp.so', 'luaopen_mcp'))
+  return open()
+end
+
+H.modules = { reference = H.reference, native = H.native }
+
+-- A registry with the interface agents give mcp.mount: get(name), add(t).
+local Registry = {}
+Registry.__index = Registry
+function H.registry(preset)
+  local r = setmetatable({ tools = {}, order = {} }, Registry)
+  for _, name in ipairs(preset or {}) do
+    r:add({ name = name, description = 'built in', args = {}, run = function() return 'builtin' end })
+  end
+  return r
+end
+function Registry:get(name) return self.tools[name] end
+function Registry:add(t)
+  self.tools[t.name] = t
+  self.order[#self.order + 1] = t.name
+end
+
+-- The registry as comparable data: everything but `run`, which is a fresh
+-- closure in each module and is compared by calling it instead.
+function Registry:snapshot()
+  local out = {}
+  for _, name in ipairs(self.order) do
+    local t = self.tools[name]
+    out[#out + 1] = {
+      name = t.name, description = t.description, args = t.args,
+      requires_approval = t.requires_approval, run = type(t.run),
+    }
+  end
+  return out
+end
+
+-- Deep copy for snapshots; functions become their type name.
+local function copy(v, seen)
+  if type(v) == 'function' then return 'function' end
+  if type(v) ~= 'table' then return v end
+  seen = seen or {}
+  if seen[v] then return seen[v] end
+  local out = {}
+  seen[v] = out
+  for k, x in pairs(v) do out[copy(k, seen)] = copy(x, seen) end
+  return out
+end
+H.copy = copy
+
+-- The client's own fields (rawly: methods live in the metatable).
+function H.fields(client)
+  local out = {}
+  for k, v in next, client do out[k] = copy(v) end
+  return out
+end
+
+-----------------------------------------------------------------------
+-- A scripted server behind a fixture transport
+-----------------------------------------------------------------------
+
+H.default_tools = {
+  { name = 'echo', description = 'Echoes back the input',
+    inputSchema = { type = 'object', properties = { message = { type = 'string' } }, required = { 'message' } } },
+  { name = 'add', description = 'Adds two numbers',
+    inputSchema = { type = 'object', properties = { a = { type = 'number' }, b = { type = 'integer' } }, required = { 'a', 'b' } } },
+}
+
+-- Default answers by method. `call` gets the tools/call params.
+local function default_call(params)
+  local args = params.arguments or {}
+  if params.name == 'echo' then
+    return { content = { { type = 'text', text = 'Echo: ' .. tostring(args.message) } } }
+  end
+  return { content = { { type = 'text', text = trace.encode(args) } } }
+end
+
+-- spec: tools, call(params, msg) -> result | nil, error_object,
+-- init(params) -> result, list() -> result, frame = 'ndjson' | 'sse',
+-- reverse = bool, before = { raw lines }, between = { raw lines },
+-- drop = { [method] = true }, fail = function(n, text) -> ok, raw, code.
+-- Returns transport(text), log: what each module sent, in order.
+function H.server(spec)
+  spec = spec or {}
+  local log = {}
+  local function reply(msg)
+    local m = msg.method
+    if spec.drop and spec.drop[m] then return nil end
+    if m == 'initialize' then
+      local result = spec.init and spec.init(msg.params) or {
+        protocolVersion = '2025-06-18',
+        capabilities = { tools = { listChanged = true } },
+        serverInfo = { name = 'scripted', version = '1.2.3' },
+      }
+      return { jsonrpc = '2.0', id = msg.id, result = result }
+    elseif m == 'tools/list' then
+      local result = spec.list and spec.list(msg.params) or { tools = spec.tools or H.default_tools }
+      return { jsonrpc = '2.0', id = msg.id, result = result }
+    elseif m == 'tools/call' then
+      local result, err = (spec.call or default_call)(msg.params, msg)
+      if err then return { jsonrpc = '2.0', id = msg.id, error = err } end
+      return { jsonrpc = '2.0', id = msg.id, result = result }
+    end
+  end
+  local function transport(text)
+    log[#log + 1] = text
+    if spec.fail then
+      local ok, raw, code = spec.fail(#log, text)
+      if ok ~= nil or raw ~= nil then return ok, raw, code end
+    end
+    local out = {}
+    for _, line in ipairs(spec.before or {}) do out[#out + 1] = line end
+    local replies = {}
+    for line in text:gmatch('[^\n]+') do
+      local msg = trace.decode(line)
+      if type(msg) == 'table' and msg.id ~= nil then
+        local r = reply(msg)
+        if r then replies[#replies + 1] = spec.raw and spec.raw(r) or trace.encode(r) end
+      end
+    end
+    if spec.reverse then
+      for i = #replies, 1, -1 do out[#out + 1] = replies[i] end
+    else
+      for _, r in ipairs(replies) do
+        out[#out + 1] = r
+        for _, line in ipairs(spec.between or {}) do out[#out + 1] = line end
+      end
+    end
+    if spec.frame == 'sse' then
+      for i, line in ipairs(out) do out[i] = 'event: message\nid: ' .. i .. '\ndata: ' .. line .. '\n' end
+    end
+    return true, table.concat(out, spec.eol or '\n') .. (spec.eol or '\n'), 200
+  end
+  return transport, log
+end
+
+-- Runs `steps(ctx)` through one module and records everything observable:
+-- each step's returns or error, the client's fields after it, the
+-- registry, and the bytes the transport received.
+function H.record(load_module, case)
+  local mcp = load_module()
+  local transport, log = H.server(case.server)
+  local record = { steps = {} }
+  local ctx = { mcp = mcp, registry = H.registry(case.builtins), transport = transport }
+  function ctx.new(given)
+    local opts = {}
+    for k, v in pairs(given or {}) do opts[k] = v end
+    if opts.transport == nil then opts.transport = transport end
+    if opts.transport == false then opts.transport = nil end
+    ctx.client = mcp.new(opts)
+    return ctx.client
+  end
+  function ctx.step(label, fn)
+    local out = table.pack(pcall(fn))
+    local entry = { label = label, ok = out[1] }
+    if out[1] then
+      entry.returns = {}
+      for i = 2, out.n do entry.returns[i - 1] = copy(out[i]) end
+    else
+      entry.error = out[2]
+      entry.error_type = type(out[2])
+    end
+    entry.fields = ctx.client and H.fields(ctx.client) or nil
+    entry.registry = ctx.registry:snapshot()
+    record.steps[#record.steps + 1] = entry
+    return table.unpack(out, 2, out.n)
+  end
+  case.run(ctx)
+  record.sent = log
+  return record
+end
+
+-----------------------------------------------------------------------
+-- Processes
+-----------------------------------------------------------------------
+
+function H.alive(pid)
+  return os.execute('kill -0 ' .. math.tointeger(pid) .. ' 2>/dev/null') == true
+end
+
+-- Polls until `pid` is gone or `seconds` pass; true when it is gone.
+function H.gone_within(pid, seconds)
+  local deadline = os.time() + seconds
+  repeat
+    if not H.alive(pid) then return true end
+    os.execute('sleep 0.05')
+  until os.time() > deadline
+  return not H.alive(pid)
+end
+
+function H.slurp(path)
+  local f = io.open(path, 'rb')
+  if not f then return nil end
+  local s = f:read('a')
+  f:close()
+  return s
+end
+
+return H

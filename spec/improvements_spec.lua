@@ -1,0 +1,127 @@
+-- Where the reference module is wrong, the native one is right on
+-- purpose. Each case pins both behaviours, so the difference is a decision
+-- on record rather than drift. The README lists these.
+local H = require('helpers')
+local trace = require('trace')
+
+local function both(case)
+  return H.record(H.reference, case), H.record(H.native, case)
+end
+
+local function only_step(record) return record.steps[1] end
+
+describe('deliberate differences from the reference', function()
+  it('a surrogate pair decodes to one real character, not CESU-8', function()
+    local case = {
+      server = { raw = function(r)
+        if r.id == 2 then return '{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"smile \\ud83d\\ude00 lone \\ud83d!"}]}}' end
+        return trace.encode(r)
+      end },
+      run = function(c) c.new(); c.step('call', function() return c.client:call('echo') end) end,
+    }
+    local ref, nat = both(case)
+    assert.equal('smile \237\160\189\237\184\128 lone \237\160\189!', only_step(ref).returns[1])
+    assert.equal('smile \u{1F600} lone \u{FFFD}!', only_step(nat).returns[1])
+    assert.is_truthy(utf8.len(only_step(nat).returns[1]))
+    assert.is_falsy(utf8.len(only_step(ref).returns[1]))
+  end)
+
+  local function call_with(args)
+    return {
+      server = {},
+      run = function(c) c.new(); c.step('call', function() return c.client:call('store', args) end) end,
+    }
+  end
+
+  it('a function in the arguments is refused with the path where it sits', function()
+    local ref, nat = both(call_with({ nested = { cb = print } }))
+    assert.equal('trace.encode: cannot encode a function', only_step(ref).error)
+    assert.equal('MCP: cannot encode a function at arguments.nested.cb', only_step(nat).error)
+    assert.same({}, nat.sent)
+  end)
+
+  it('NaN and infinity are refused instead of sent as invalid JSON', function()
+    local ref, nat = both(call_with({ list = { 1, 0 / 0 } }))
+    assert.is_truthy(ref.sent[1]:find('nan'))
+    assert.is_nil(trace.decode(ref.sent[1]:match('[^\n]+\n[^\n]+\n([^\n]+)')))
+    assert.equal('MCP: cannot encode NaN at arguments.list[2]', only_step(nat).error)
+    ref, nat = both(call_with({ x = math.huge }))
+    assert.equal('MCP: cannot encode an infinite number at arguments.x', only_step(nat).error)
+    assert.same({}, nat.sent)
+  end)
+
+  it('a table that contains itself is refused, not a stack overflow', function()
+    local loop = { name = 'loop' }
+    loop.self = loop
+    local ref, nat = both(call_with(loop))
+    assert.is_false(only_step(ref).ok)
+    assert.is_truthy(tostring(only_step(ref).error):find('stack overflow'))
+    assert.equal('MCP: cannot encode a table that contains itself at arguments.self', only_step(nat).error)
+    -- A table shared by two branches is not a cycle.
+    local shared = { 1 }
+    local _, ok = both(call_with({ a = shared, b = shared }))
+    assert.is_true(only_step(ok).ok)
+  end)
+
+  it('a string that is not UTF-8 is refused instead of sent', function()
+    local ref, nat = both(call_with({ blob = 'caf\233' }))
+    assert.is_true(only_step(ref).ok)
+    assert.equal('MCP: cannot encode a string that is not UTF-8 at arguments.blob', only_step(nat).error)
+  end)
+
+  it('a long description is cut on a character boundary', function()
+    local desc = string.rep('x', 116) .. 'é is past the cut'
+    local case = {
+      server = { tools = { { name = 'accent', description = desc } } },
+      run = function(c) c.new(); c.step('mount', function() return c.mcp.mount(c.registry, c.client) end) end,
+    }
+    local ref, nat = both(case)
+    local ref_desc = ref.steps[1].registry[1].description
+    local nat_desc = nat.steps[1].registry[1].description
+    assert.equal(string.rep('x', 116) .. '\195...', ref_desc)
+    assert.is_falsy(utf8.len(ref_desc))
+    assert.equal(string.rep('x', 116) .. '...', nat_desc)
+  end)
+
+  it('a reply with neither result nor error says so', function()
+    local case = {
+      server = { raw = function(r)
+        if r.id == 2 then return '{"jsonrpc":"2.0","id":2}' end
+        return trace.encode(r)
+      end },
+      run = function(c) c.new(); c.step('call', function() return c.client:call('echo') end) end,
+    }
+    local ref, nat = both(case)
+    assert.is_truthy(only_step(ref).error:find('attempt to index a nil value'))
+    assert.equal('MCP tools/call echo failed: the reply has no result', only_step(nat).error)
+  end)
+
+  it('a second discover over a url keeps server_info', function()
+    local case = {
+      server = {},
+      run = function(c)
+        c.new({ url = 'http://127.0.0.1:1/mcp' })
+        c.step('discover', function() return c.client:discover() end)
+        c.step('again', function() return c.client:discover() end)
+      end,
+    }
+    local ref, nat = both(case)
+    assert.same(ref.sent, nat.sent)
+    -- The reference takes the tools/list reply for the initialize reply.
+    assert.is_nil(ref.steps[2].fields.server_info)
+    assert.same({ name = 'scripted', version = '1.2.3' }, nat.steps[2].fields.server_info)
+    assert.equal('2025-06-18', nat.steps[2].fields.negotiated_version)
+  end)
+
+  it('a call without a tool name fails before anything is sent', function()
+    local case = {
+      server = {},
+      run = function(c) c.new(); c.step('call', function() return c.client:call(nil, {}) end) end,
+    }
+    local ref, nat = both(case)
+    assert.equal(1, #ref.sent)
+    assert.is_truthy(only_step(ref).error:find('concatenate'))
+    assert.same({}, nat.sent)
+    assert.equal('client:call: the tool name must be a string, got nil', only_step(nat).error)
+  end)
+end)
