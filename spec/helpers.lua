@@ -5,7 +5,14 @@ local trace = require('trace')
 
 local H = {}
 
-H.ROOT = os.getenv('MCP_ROOT') or '.'
+-- Absolute, so that servers started with another cwd still find things.
+local function cwd()
+  local p = io.popen('pwd')
+  local dir = p:read('l')
+  p:close()
+  return dir
+end
+H.ROOT = os.getenv('MCP_ROOT') or cwd()
 
 -- The reference module: lua/mcp.lua, or the file named by MCP_REFERENCE,
 -- so the whole comparison can run against a user's own copy. Loaded fresh
@@ -212,6 +219,53 @@ function H.slurp(path)
   local s = f:read('a')
   f:close()
   return s
+end
+
+-----------------------------------------------------------------------
+-- Servers
+-----------------------------------------------------------------------
+
+H.EVERYTHING = H.ROOT .. '/spec/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js'
+
+-- server-everything over stdio, started with node directly (npx would add
+-- a second or more to every spawn).
+function H.everything_argv()
+  return { 'node', H.EVERYTHING, 'stdio' }
+end
+
+function H.faulty(mode)
+  return { 'lua5.4', H.ROOT .. '/spec/servers/faulty.lua', mode }
+end
+
+function H.faulty_line(mode)
+  return 'lua5.4 ' .. H.ROOT .. '/spec/servers/faulty.lua ' .. mode
+end
+
+H.COUNTER = 'lua5.4 ' .. H.ROOT .. '/lua/servers/counter.lua'
+
+function H.tmpname()
+  local name = os.tmpname()
+  os.remove(name)
+  return name
+end
+
+-- Runs a Lua snippet in a separate lua5.4 process (for what must not
+-- happen to the test runner itself: a signal, a state close) and returns
+-- its stdout and exit status.
+function H.run_lua(source)
+  local path = H.tmpname() .. '.lua'
+  local f = assert(io.open(path, 'w'))
+  f:write('package.cpath = ' .. string.format('%q', H.ROOT .. '/?.so;') .. ' .. package.cpath\n')
+  f:write("assert(package.searchpath('mcp', package.cpath), 'mcp.so not built')\n")
+  -- Only the native module is on the path: `require('mcp')` must not find
+  -- the reference.
+  f:write(source)
+  f:close()
+  local p = io.popen('lua5.4 ' .. path .. ' 2>&1')
+  local out = p:read('a')
+  local _, _, status = p:close()
+  os.remove(path)
+  return out, status
 end
 
 return H

@@ -54,8 +54,10 @@ impl Session {
                 None => break Err(self.time_out(id, message, timeout, what)),
             }
         });
-        if let Err(e) = &outcome {
-            self.broken |= !matches!(e, Error::Timeout { .. });
+        // Only a dead transport ends the session; a timeout or an
+        // oversized reply leaves the server answering the next request.
+        if let Err(Error::Transport { .. }) = &outcome {
+            self.broken = true;
         }
         outcome
     }

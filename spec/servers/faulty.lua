@@ -1,0 +1,155 @@
+-- faulty.lua MODE - an MCP server over stdio that misbehaves on demand,
+-- for the faults a real server will not produce when asked:
+--
+--   crash      exits (status 3, a line on stderr) in the middle of tools/call
+--   garbage    banners, binary bytes, a BOM and CRLF around its replies
+--   chatty     notifications before and between replies
+--   reorder    a reply for an id nobody asked, before the real one
+--   pinger     sends ping and an unknown request before answering; its
+--              request ids collide with the client's on purpose
+--   flood      writes megabytes to stderr before every reply
+--   stubborn   ignores stdin EOF (SIGTERM too, when started through
+--              `trap '' TERM`)
+--   mute       answers nothing at all after initialize
+--
+-- Every mode also offers: echo, sleep {ms}, big {bytes}, pid, cancelled
+-- (the requestIds of notifications/cancelled received so far), answers
+-- (what the client replied to this server's own requests).
+local dir = arg[0]:match('^(.*)/[^/]*$') or '.'
+package.path = dir .. '/../../lua/?.lua;' .. dir .. '/../../lua/servers/?.lua;' .. package.path
+local server = require('stdio_server')
+local trace = require('trace')
+
+local mode = arg[1] or 'plain'
+local cancelled, answers = {}, {}
+
+local function log(s) io.stderr:write(s, '\n'); io.stderr:flush() end
+local function raw(s) io.stdout:write(s); io.stdout:flush() end
+
+local tools = {
+  echo = {
+    description = 'Echo the message back',
+    inputSchema = { type = 'object', properties = { message = { type = 'string' } } },
+    run = function(args) return server.text('Echo: ' .. tostring(args.message)) end,
+  },
+  sleep = {
+    description = 'Answer after ms milliseconds',
+    run = function(args)
+      os.execute(string.format('sleep %.3f', (args.ms or 1000) / 1000))
+      return server.text('slept ' .. tostring(args.ms))
+    end,
+  },
+  big = {
+    description = 'Return a text of the given size in bytes',
+    run = function(args) return server.text(string.rep('x', math.tointeger(args.bytes) or 1)) end,
+  },
+  pid = { run = function() return server.text(tostring(server.pid())) end },
+  env = { run = function(args) return server.text(tostring(os.getenv(args.name))) end },
+  cwd = { run = function() local p = io.popen('pwd'); local d = p:read('l'); p:close(); return server.text(d) end },
+  cancelled = { run = function() return server.text(table.concat(cancelled, ',')) end },
+  answers = { run = function() return server.text(table.concat(answers, '\n')) end },
+}
+
+local hooks = {}
+
+if mode == 'garbage' then
+  -- CRLF after every reply, as a server on a Windows-minded runtime sends.
+  server.send = function(msg)
+    io.stdout:write(trace.encode(msg), '\r\n')
+    io.stdout:flush()
+  end
+end
+
+function hooks.crash(msg)
+  if msg.method == 'tools/call' and msg.params.name == 'echo' then
+    raw('{"jsonrpc":"2.0","id":' .. trace.encode(msg.id) .. ',"resu')
+    log('fatal: segmentation fault in handler')
+    os.exit(3)
+  end
+end
+
+function hooks.garbage(msg)
+  if msg.id ~= nil and msg.method then
+    raw('Server starting up... v1.0\n')
+    raw('\0\1\2\255\254 binary junk\n')
+    raw('{"half": \n')
+    raw('\n\n')
+  end
+  if msg.method == 'tools/list' then
+    raw('\239\187\191')
+  end
+end
+
+function hooks.chatty(msg)
+  if msg.id ~= nil and msg.method then
+    server.send({ jsonrpc = '2.0', method = 'notifications/message', params = { level = 'info', data = 'before ' .. msg.method } })
+    server.send({ jsonrpc = '2.0', method = 'notifications/progress', params = { progress = 1, total = 2 } })
+  end
+end
+
+function hooks.reorder(msg)
+  if msg.method == 'tools/call' then
+    server.result(msg.id + 1000, server.text('not yours'))
+    server.result(tostring(msg.id), server.text('a string id is not yours either'))
+  end
+end
+
+local awaiting = 0
+function hooks.pinger(msg)
+  if msg.method == nil and msg.id ~= nil then
+    answers[#answers + 1] = trace.encode(msg)
+    return true
+  end
+  if msg.method == 'tools/call' and msg.params.name == 'echo' then
+    -- Same numeric id as the client's request: the client must not take
+    -- it for the reply to its own request.
+    server.send({ jsonrpc = '2.0', id = msg.id, method = 'ping' })
+    server.send({ jsonrpc = '2.0', id = 'srv-2', method = 'roots/list' })
+    -- Wait for both answers before replying, as a server would.
+    while #answers < 2 do
+      local line = io.stdin:read('l')
+      if not line then os.exit(0) end
+      local m = trace.decode(line)
+      if type(m) == 'table' and m.method == nil then answers[#answers + 1] = trace.encode(m) end
+    end
+  end
+end
+
+function hooks.flood(msg)
+  if msg.id ~= nil and msg.method then
+    local chunk = string.rep('log line that nobody reads\n', 4000)
+    for _ = 1, 40 do io.stderr:write(chunk) end
+    io.stderr:flush()
+  end
+end
+
+function hooks.mute(msg)
+  return msg.method ~= 'initialize'
+end
+
+local call_log = os.getenv('CALL_LOG')
+
+local function hook(msg)
+  if call_log and msg.method == 'tools/call' then
+    local f = io.open(call_log, 'a')
+    f:write(msg.params.name, '\n')
+    f:close()
+  end
+  if msg.method == 'notifications/cancelled' then
+    cancelled[#cancelled + 1] = tostring(msg.params.requestId)
+    return true
+  end
+  local h = hooks[mode]
+  return h and h(msg)
+end
+
+server.run(tools, {
+  name = 'faulty-' .. mode,
+  hook = hook,
+  on_eof = function()
+    if mode == 'stubborn' then
+      log('stdin closed; staying up anyway')
+      while true do os.execute('sleep 0.2') end
+    end
+  end,
+})
