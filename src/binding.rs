@@ -72,6 +72,8 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     native.set("call", export(lua, &cell, call)?)?;
     native.set("close", export(lua, &cell, close)?)?;
     native.set("mount", export(lua, &cell, mount_tools)?)?;
+    let started = std::time::Instant::now();
+    native.set("clock", lua.create_function(move |_, ()| Ok(started.elapsed().as_secs_f64()))?)?;
     let setup_cell = cell.clone();
     native.set(
         "setup",

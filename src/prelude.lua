@@ -40,6 +40,10 @@ function mcp.mount(registry, client, opts)
   return raise_unless(native.mount(registry, client, opts))
 end
 
+-- Seconds on a monotonic clock, for timing calls: os.clock counts only
+-- this process's CPU time, which leaves out every wait on a server.
+mcp.clock = native.clock
+
 -- A mounted tool's `run`: the tool's own failure text is raised as is,
 -- so the agent loop hands it to the model as an observation.
 local function runner(client, tool_name)

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what the demo (`deps.sh demo`) or the test suite (`deps.sh test`)
+# needs on a fresh Debian machine, and nothing that is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want=(lua5.4)
+if [ "${1:-test}" != demo ]; then
+  # liblua5.4-dev and pkg-config: the cargo tests link the system Lua.
+  want+=(liblua5.4-dev lua-busted pkg-config)
+fi
+missing=()
+for pkg in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+command -v cargo >/dev/null || { echo "cargo is needed: install Rust from https://rustup.rs" >&2; exit 1; }
+
+if [ "${1:-test}" != demo ]; then
+  # Real MCP peers, pinned by spec/peers/package-lock.json.
+  if [ ! -d spec/peers/node_modules/@modelcontextprotocol/server-everything ] ||
+     [ spec/peers/package-lock.json -nt spec/peers/node_modules/.package-lock.json ]; then
+    (cd spec/peers && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+fi
