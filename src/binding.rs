@@ -23,6 +23,7 @@ use crate::error::Error;
 use crate::mount;
 use crate::protocol::{self, call_outcome, result_of, Replies, SUPPORTED_VERSIONS};
 use crate::session::Session;
+use crate::transport::http::{self, Http};
 use crate::transport::stdio::{self, Launch, Stdio};
 use crate::transport::Transport;
 
@@ -345,6 +346,7 @@ fn to_lua_opt(lua: &Lua, json: Option<&Json>) -> mlua::Result<Value> {
 
 struct ClientState {
     timeout: Duration,
+    headers: Vec<(String, String)>,
     env: Vec<(String, String)>,
     cwd: Option<String>,
     max_message_bytes: usize,
@@ -373,11 +375,20 @@ fn read_options(opts: &Table) -> Outcome<ClientState> {
         _ => return Err(Error::BadInput("mcp.new: opts.cwd must be a string".into()).into()),
     };
     let env = string_map(opts, "env")?;
+    let headers = string_map(opts, "headers")?;
+    for (name, value) in &headers {
+        if value.contains(['\r', '\n']) || name.contains(['\r', '\n']) {
+            return Err(Error::BadInput(format!("mcp.new: opts.headers.{name} contains CR or LF, which would split the header")).into());
+        }
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
+            return Err(Error::BadInput(format!("mcp.new: opts.headers has an invalid header name {name:?}")).into());
+        }
+    }
     match opts.get::<Value>("on_notification")? {
         Value::Nil | Value::Function(_) => {}
         _ => return Err(Error::BadInput("mcp.new: opts.on_notification must be a function".into()).into()),
     }
-    Ok(ClientState { timeout, env, cwd, max_message_bytes, session: None })
+    Ok(ClientState { timeout, headers, env, cwd, max_message_bytes, session: None })
 }
 
 /// A table of string keys to string values, such as `opts.env`.
@@ -580,6 +591,15 @@ fn launch_of(command: &Value) -> Outcome<Launch> {
 }
 
 fn open_transport(client: &Table, state: &ClientState) -> Outcome<Box<dyn Transport>> {
+    if let Value::String(url) = client.get::<Value>("url")? {
+        let options = http::Options {
+            url: url.to_str()?.to_string(),
+            headers: state.headers.clone(),
+            timeout: state.timeout,
+            max_message_bytes: state.max_message_bytes,
+        };
+        return Ok(Box::new(Http::connect(options)?));
+    }
     let command: Value = client.get("command")?;
     if !truthy(&command) {
         return Err(Error::BadInput("mcp: the client has no command, url or transport".into()).into());
@@ -598,7 +618,7 @@ fn open_transport(client: &Table, state: &ClientState) -> Outcome<Box<dyn Transp
 fn with_session<T>(
     lua: &Cx,
     client: &Table,
-    request: impl FnOnce(&mut Session, &mut dyn FnMut(Json), Duration) -> Outcome<T>,
+    mut request: impl FnMut(&mut Session, &mut dyn FnMut(Json), Duration) -> Outcome<T>,
 ) -> Outcome<T> {
     let Some((ud, callback)) = state_of(lua, client)? else {
         return Err(Error::BadInput("MCP: this client was not made by mcp.new".into()).into());
@@ -613,25 +633,47 @@ fn with_session<T>(
             }
         }
     };
-    if state.session.as_ref().is_some_and(|s| s.broken) {
-        // Dropping hands the dead server to a background reaper.
-        state.session = None;
-    }
     let timeout = state.timeout;
-    if state.session.is_none() {
-        let mut session = Session::new(open_transport(client, &state)?);
-        let id = next_id(client)?;
-        let init = initialize_request(lua, client, id.clone())?;
-        let reply = session.request(&id, &init, timeout, "initialize", &mut notify)?;
-        let result = result_of(Some(reply), "initialize")?;
-        check_version(&result)?;
-        apply_initialize(lua, client, &result)?;
-        session.notify(&initialized_notice())?;
-        session.ready = true;
-        state.session = Some(session);
+    // An HTTP server may forget a session (404): then one new session,
+    // and the request sent once more. Any other failure is final.
+    let mut retried = false;
+    loop {
+        if state.session.as_ref().is_some_and(|s| s.broken) {
+            // Dropping hands a dead server to a background reaper.
+            state.session = None;
+        }
+        if state.session.is_none() {
+            state.session = Some(handshake(lua, client, &state, &mut notify)?);
+        }
+        let session = state.session.as_mut().expect("a session was just set");
+        match request(session, &mut notify, timeout) {
+            Err(Raise::Mcp(Error::SessionExpired)) if !retried => {
+                retried = true;
+                state.session = None;
+            }
+            other => return other,
+        }
     }
-    let session = state.session.as_mut().expect("a session was just set");
-    request(session, &mut notify, timeout)
+}
+
+/// A new session: transport opened, initialize answered, initialized sent.
+fn handshake(lua: &Cx, client: &Table, state: &ClientState, notify: &mut dyn FnMut(Json)) -> Outcome<Session> {
+    let mut session = Session::new(open_transport(client, state)?);
+    let id = next_id(client)?;
+    let init = initialize_request(lua, client, id.clone())?;
+    let reply = session.request(&id, &init, state.timeout, "initialize", notify)?;
+    let result = result_of(Some(reply), "initialize")?;
+    check_version(&result)?;
+    apply_initialize(lua, client, &result)?;
+    if let Some(session_id) = session.session_id() {
+        client.set("session_id", session_id)?;
+    }
+    session.notify(&initialized_notice())?;
+    if let Some(Json::Str(version)) = result.get("protocolVersion") {
+        session.established(&String::from_utf8_lossy(version));
+    }
+    session.ready = true;
+    Ok(session)
 }
 
 fn check_version(result: &Json) -> Outcome<()> {
@@ -682,7 +724,7 @@ fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value) -> Outcome
     let params = call_params(name, args)?;
     let result = with_session(lua, client, |session, notify, timeout| {
         let id = next_id(client)?;
-        let request = protocol::request(id.clone(), "tools/call", params);
+        let request = protocol::request(id.clone(), "tools/call", params.clone());
         let reply = session.request(&id, &request, timeout, &what, notify)?;
         Ok(result_of(Some(reply), &what)?)
     })?;

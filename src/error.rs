@@ -56,9 +56,10 @@ pub enum Error {
     #[error("MCP initialize failed: the server chose protocol version {chosen}, which this client does not speak ({supported})")]
     UnsupportedVersion { chosen: String, supported: String },
 
-    /// The client was closed and cannot be used again.
-    #[error("MCP: this client is closed")]
-    Closed,
+    /// An HTTP server answered 404 to a request that carried a session id:
+    /// the session is gone. The binding starts a new one and retries once.
+    #[error("MCP: the server ended the session (HTTP 404)")]
+    SessionExpired,
 
     /// The Lua state refused an operation (out of memory, usually).
     #[error("MCP: {0}")]

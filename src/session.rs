@@ -75,6 +75,14 @@ impl Session {
         Error::Timeout { what: what.to_string(), seconds: seconds_text(timeout) }
     }
 
+    pub fn established(&mut self, negotiated_version: &str) {
+        self.transport.established(negotiated_version);
+    }
+
+    pub fn session_id(&self) -> Option<String> {
+        self.transport.session_id()
+    }
+
     pub fn close(&mut self) {
         self.transport.close();
     }

@@ -8,6 +8,7 @@ use crate::codec::Json;
 use crate::error::Result;
 
 
+pub mod http;
 pub mod stdio;
 
 pub trait Transport {
@@ -19,6 +20,15 @@ pub trait Transport {
     /// server's `ping` never waits on Lua). `Ok(None)` when `deadline`
     /// passes first; an error when the connection is gone for good.
     fn receive(&mut self, deadline: Instant) -> Result<Option<Json>>;
+
+    /// The handshake is done: later messages carry the negotiated version
+    /// (HTTP sends it as a header), and the server may now talk first.
+    fn established(&mut self, _negotiated_version: &str) {}
+
+    /// The session id a server gave (HTTP only).
+    fn session_id(&self) -> Option<String> {
+        None
+    }
 
     /// Ends the session the way the spec asks for this transport. Safe to
     /// call more than once.
