@@ -268,4 +268,33 @@ function H.run_lua(source)
   return out, status
 end
 
+-- Starts a background server and waits for `ready` (a Lua pattern) in its
+-- output. Returns its pid and a stop function.
+function H.start(command, ready, seconds)
+  local log = H.tmpname()
+  local p = io.popen(command .. ' > ' .. log .. ' 2>&1 & echo $!')
+  local pid = math.tointeger(tonumber(p:read('l')))
+  p:close()
+  local deadline = os.time() + (seconds or 15)
+  local out = ''
+  repeat
+    out = H.slurp(log) or ''
+    if out:find(ready) then break end
+    os.execute('sleep 0.05')
+  until os.time() > deadline
+  assert(out:find(ready), 'server did not start: ' .. command .. '\n' .. out)
+  local function stop()
+    os.execute('kill ' .. pid .. ' 2>/dev/null')
+    os.remove(log)
+  end
+  return pid, stop, out
+end
+
+-- A port for a test server: each spec file takes its own range.
+local next_port = 20000 + (tonumber(tostring(os.time()):sub(-3)) or 0) * 10
+function H.port()
+  next_port = next_port + 1
+  return next_port
+end
+
 return H

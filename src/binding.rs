@@ -668,10 +668,10 @@ fn handshake(lua: &Cx, client: &Table, state: &ClientState, notify: &mut dyn FnM
     if let Some(session_id) = session.session_id() {
         client.set("session_id", session_id)?;
     }
-    session.notify(&initialized_notice())?;
     if let Some(Json::Str(version)) = result.get("protocolVersion") {
         session.established(&String::from_utf8_lossy(version));
     }
+    session.notify(&initialized_notice())?;
     session.ready = true;
     Ok(session)
 }

@@ -122,6 +122,9 @@ pub struct Http {
     inbox: Option<Receiver<Json>>,
     /// The last POST ran out of time.
     timed_out: bool,
+    /// The handshake is done; the server's stream opens after our next
+    /// message (`initialized`), so the server hears that first.
+    listen_pending: bool,
 }
 
 impl Http {
@@ -138,7 +141,7 @@ impl Http {
             protocol_version: Mutex::new(None),
             stopped: AtomicBool::new(false),
         });
-        Ok(Http { shared, queue: VecDeque::new(), stream: None, resume: None, resumes: 0, inbox: None, timed_out: false })
+        Ok(Http { shared, queue: VecDeque::new(), stream: None, resume: None, resumes: 0, inbox: None, timed_out: false, listen_pending: false })
     }
 
     fn limit(&self) -> usize {
@@ -270,6 +273,9 @@ impl Transport for Http {
             other => other?,
         };
         let status = response.status().as_u16();
+        if std::mem::take(&mut self.listen_pending) {
+            self.listen();
+        }
         if is_initialize {
             // Any letter case: header names are case-insensitive.
             if let Some(id) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
@@ -289,6 +295,13 @@ impl Transport for Http {
     }
 
     fn receive(&mut self, deadline: Instant) -> Result<Option<Json>> {
+        // What the server's own stream brought while Lua was elsewhere
+        // comes first: it arrived first.
+        if let Some(inbox) = &self.inbox {
+            let mut early: VecDeque<Json> = inbox.try_iter().collect();
+            early.append(&mut self.queue);
+            self.queue = early;
+        }
         loop {
             if let Some(msg) = self.queue.pop_front() {
                 return Ok(Some(msg));
@@ -342,9 +355,7 @@ impl Transport for Http {
 
     fn established(&mut self, negotiated_version: &str) {
         *self.shared.protocol_version.lock().unwrap_or_else(|p| p.into_inner()) = Some(negotiated_version.to_string());
-        if self.inbox.is_none() {
-            self.listen();
-        }
+        self.listen_pending = self.inbox.is_none();
     }
 
     fn session_id(&self) -> Option<String> {
@@ -355,14 +366,11 @@ impl Transport for Http {
         self.shared.stopped.store(true, Ordering::Relaxed);
         self.stream = None;
         self.inbox = None;
-        if let Some(id) = self.shared.session_id.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if self.shared.session_id().is_some() {
             // 405 means the server does not let clients end sessions: fine.
-            let req = self.shared.agent.delete(&self.shared.options.url).header("Mcp-Session-Id", id);
-            let mut req = req;
-            for (name, value) in &self.shared.options.headers {
-                req = req.header(name.as_str(), value.as_str());
-            }
+            let req = self.shared.decorate(self.shared.agent.delete(&self.shared.options.url));
             let _ = req.config().timeout_global(Some(Duration::from_secs(2))).build().call();
+            *self.shared.session_id.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }
     }
 }

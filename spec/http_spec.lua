@@ -1,0 +1,244 @@
+-- The native Streamable HTTP transport, against server-everything in
+-- streamableHttp mode (on 127.0.0.1 only) and against a fault server of our
+-- own (spec/servers/http_faults.js) for what a real server will not do on
+-- demand.
+local H = require('helpers')
+local trace = require('trace')
+
+local mcp = H.native()
+
+local function fetch_log(base)
+  -- The fault server's request log, read through a fixture-free path: a
+  -- tiny node one-liner, so the assertion does not trust our own client.
+  local p = io.popen('node -e "fetch(\'' .. base .. '/log\').then(r => r.text()).then(t => process.stdout.write(t))"')
+  local text = p:read('a')
+  p:close()
+  return assert(trace.decode(text))
+end
+
+describe('HTTP against server-everything #peer', function()
+  local stop, url
+  setup(function()
+    local port = H.port()
+    _, stop = H.start('PORT=' .. port .. ' node --require ' .. H.ROOT .. '/spec/servers/loopback.cjs ' .. H.EVERYTHING
+      .. ' streamableHttp', 'listening on port')
+    url = 'http://127.0.0.1:' .. port .. '/mcp'
+  end)
+  teardown(function() stop() end)
+
+  it('discovers, echoes and returns structured content over one session', function()
+    local client = mcp.new({ url = url })
+    local tools = client:discover()
+    assert.is_true(#tools >= 10)
+    assert.equal('mcp-servers/everything', client.server_info.name)
+    assert.is_true(client.session_ready)
+    local session = client.session_id
+    assert.is_string(session)
+    assert.same({ 'Echo: over http', false }, { client:call('echo', { message = 'over http' }) })
+    assert.is_truthy(client:call('get-structured-content', { location = 'New York' }):find('"temperature"', 1, true))
+    for i = 1, 50 do
+      assert.equal('Echo: ' .. i, (client:call('echo', { message = tostring(i) })))
+    end
+    assert.equal(session, client.session_id)
+    client:close()
+  end)
+
+  it('close ends the session with DELETE; the next call opens a new one', function()
+    local client = mcp.new({ url = url })
+    client:discover()
+    local first = client.session_id
+    client:close()
+    client:close()
+    assert.equal('Echo: again', (client:call('echo', { message = 'again' })))
+    assert.are_not.equal(first, client.session_id)
+    -- The old session is gone on the server: a request with it is refused
+    -- (server-everything answers 400 here where the spec says 404).
+    local p = io.popen('node -e "fetch(\'' .. url .. '\', {method: \'POST\', headers: {\'content-type\': \'application/json\', '
+      .. '\'accept\': \'application/json, text/event-stream\', \'mcp-session-id\': \'' .. first .. '\'}, '
+      .. 'body: JSON.stringify({jsonrpc: \'2.0\', id: 1, method: \'tools/list\'})}).then(r => console.log(r.status))"')
+    local status = p:read('l')
+    p:close()
+    assert.is_truthy(status == '400' or status == '404', status)
+    client:close()
+  end)
+
+  it('progress notifications of a long operation reach on_notification', function()
+    local seen = {}
+    local client = mcp.new({ url = url, on_notification = function(m) seen[#seen + 1] = m.method end })
+    local text = client:call('trigger-long-running-operation', { duration = 1, steps = 2 })
+    assert.is_truthy(text:find('completed', 1, true))
+    client:close()
+  end)
+
+  it('mounts and runs tools as over stdio', function()
+    local client = mcp.new({ url = url, prefix = 'web_' })
+    local registry = H.registry()
+    mcp.mount(registry, client)
+    assert.equal('Echo: via registry', registry:get('web_echo').run({ message = 'via registry' }))
+    client:close()
+  end)
+end)
+
+describe('HTTP faults', function()
+  local stop, base
+  setup(function()
+    local port = H.port()
+    _, stop = H.start('node ' .. H.ROOT .. '/spec/servers/http_faults.js ' .. port, 'listening on')
+    base = 'http://127.0.0.1:' .. port
+    fetch_log(base)
+  end)
+  teardown(function() stop() end)
+
+  local function requests(method, path)
+    local out = {}
+    for _, r in ipairs(fetch_log(base)) do
+      if (not method or r.method == method) and (not path or r.path == path) then out[#out + 1] = r end
+    end
+    return out
+  end
+
+  it('sends the session id and the negotiated version on every later request, and our headers on all', function()
+    local client = mcp.new({ url = base .. '/plain', headers = { Authorization = 'Bearer t0k', ['X-Trace'] = 'abc' } })
+    client:discover()
+    client:call('echo', { message = 'x' })
+    client:close()
+    local log = requests(nil, '/plain')
+    assert.is_true(#log >= 5)
+    assert.equal('initialize', trace.decode(log[1].body).method)
+    assert.is_nil(log[1].headers['mcp-session-id'])
+    assert.is_nil(log[1].headers['mcp-protocol-version'])
+    assert.equal('application/json, text/event-stream', log[1].headers.accept)
+    assert.equal('application/json', log[1].headers['content-type'])
+    for i, r in ipairs(log) do
+      assert.equal('Bearer t0k', r.headers.authorization, 'request ' .. i)
+      assert.equal('abc', r.headers['x-trace'])
+      if i > 1 then
+        assert.equal(client.session_id, r.headers['mcp-session-id'], 'request ' .. i)
+        assert.equal('2025-06-18', r.headers['mcp-protocol-version'], 'request ' .. i)
+      end
+    end
+    assert.equal('DELETE', log[#log].method)
+  end)
+
+  it("answers a ping on the server's stream and delivers its notifications", function()
+    local seen = {}
+    local client = mcp.new({ url = base .. '/plain', on_notification = function(m) seen[#seen + 1] = m.params.data end })
+    client:discover()
+    -- The server's stream is read by a thread; what it brings is handed
+    -- to Lua while Lua waits on a request, so give it a few requests.
+    for _ = 1, 20 do
+      client:call('echo', { message = 'x' })
+      if #seen > 0 then break end
+      os.execute('sleep 0.05')
+    end
+    client:close()
+    assert.same({ 'hello from the server stream' }, seen)
+    local answered = false
+    for _, r in ipairs(requests('POST', '/plain')) do
+      local msg = trace.decode(r.body)
+      if msg.id == 'server-ping-1' then
+        assert.same({ jsonrpc = '2.0', id = 'server-ping-1', result = {} }, msg)
+        answered = true
+      end
+    end
+    assert.is_true(answered)
+  end)
+
+  it('a 404 on a live session starts a new session and sends the request once more', function()
+    local client = mcp.new({ url = base .. '/expire' })
+    client:discover()
+    local first = client.session_id
+    for i = 1, 4 do
+      assert.equal('Echo: ' .. i, (client:call('echo', { message = tostring(i) })))
+    end
+    assert.are_not.equal(first, client.session_id)
+    client:close()
+    local inits, calls = 0, 0
+    for _, r in ipairs(requests('POST', '/expire')) do
+      local m = trace.decode(r.body).method
+      if m == 'initialize' then inits = inits + 1 end
+      if m == 'tools/call' then calls = calls + 1 end
+    end
+    assert.equal(2, inits)
+    assert.equal(5, calls) -- four calls, one of them sent twice
+  end)
+
+  it('an SSE stream that drops after its priming event is resumed with Last-Event-ID', function()
+    local client = mcp.new({ url = base .. '/drop' })
+    assert.equal('Echo: resumed', (client:call('echo', { message = 'resumed' })))
+    client:close()
+    local resumed = requests('GET', '/drop')
+    local last = resumed[#resumed]
+    assert.equal('evt-1', last.headers['last-event-id'])
+  end)
+
+  it('a JSON-RPC error body on a 4xx is the error, with its message', function()
+    local client = mcp.new({ url = base .. '/errors' })
+    local ok, err = pcall(client.call, client, 'bad', {})
+    assert.is_false(ok)
+    assert.equal('MCP tools/call bad failed: Invalid params: message is required (code -32602)', err)
+    ok, err = pcall(client.call, client, 'html', {})
+    assert.is_false(ok)
+    assert.equal('MCP transport failed (500): HTTP 500: <html><body><h1>Internal Server Error</h1></body></html>', err)
+    assert.equal('Echo: fine', (client:call('echo', { message = 'fine' })))
+    client:close()
+  end)
+
+  it('a slow server meets the timeout, and the client goes on', function()
+    local client = mcp.new({ url = base .. '/slow', timeout = 0.5 })
+    local ok, err = pcall(client.call, client, 'slow', {})
+    assert.is_false(ok)
+    assert.equal('MCP tools/call slow timed out after 0.5 s', err)
+    assert.equal('Echo: next', (client:call('echo', { message = 'next' })))
+    client:close()
+    local cancelled = false
+    for _, r in ipairs(requests('POST', '/slow')) do
+      local m = trace.decode(r.body)
+      if m.method == 'notifications/cancelled' then cancelled = m.params.requestId end
+    end
+    assert.equal(2, cancelled) -- initialize was 1
+  end)
+
+  it('a session id full of shell metacharacters runs nothing', function()
+    for _, f in ipairs({ '/tmp/lua-mcp-pwned', '/tmp/lua-mcp-pwned2', '/tmp/lua-mcp-pwned3' }) do os.remove(f) end
+    local client = mcp.new({ url = base .. '/evil' })
+    client:discover()
+    assert.equal('Echo: safe', (client:call('echo', { message = 'safe' })))
+    assert.is_truthy(client.session_id:find('$(touch', 1, true))
+    client:close()
+    for _, f in ipairs({ '/tmp/lua-mcp-pwned', '/tmp/lua-mcp-pwned2', '/tmp/lua-mcp-pwned3' }) do
+      assert.is_nil(io.open(f), f .. ' was created')
+    end
+    -- and the id went back to the server byte for byte
+    local log = requests('POST', '/evil')
+    assert.equal(client.session_id, log[#log].headers['mcp-session-id'])
+  end)
+
+  it('a server without its own stream (GET 405) works', function()
+    local client = mcp.new({ url = base .. '/nostream' })
+    client:discover()
+    assert.equal('Echo: x', (client:call('echo', { message = 'x' })))
+    client:close()
+  end)
+
+  it('an unreachable server gives the reference message', function()
+    local url = 'http://127.0.0.1:1/mcp'
+    local client = mcp.new({ url = url })
+    local ok, err = pcall(client.discover, client)
+    assert.is_false(ok)
+    assert.equal('MCP transport failed (7): cannot reach the MCP server at ' .. url, err)
+    if os.execute('command -v curl >/dev/null') then
+      local reference = H.reference().new({ url = url })
+      assert.equal(err, select(2, pcall(reference.discover, reference)))
+    end
+  end)
+
+  it('header values with CR or LF are refused', function()
+    local ok, err = pcall(mcp.new, { url = base .. '/plain', headers = { Authorization = 'Bearer x\r\nX-Injected: 1' } })
+    assert.is_false(ok)
+    assert.equal('mcp.new: opts.headers.Authorization contains CR or LF, which would split the header', err)
+    ok, err = pcall(mcp.new, { url = base .. '/plain', headers = { ['Bad Name'] = 'x' } })
+    assert.is_false(ok)
+    assert.equal('mcp.new: opts.headers has an invalid header name "Bad Name"', err)
+  end)
+end)

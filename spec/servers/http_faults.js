@@ -1,0 +1,158 @@
+// http_faults.js PORT - a Streamable HTTP MCP server on 127.0.0.1 that
+// misbehaves on demand, for what a real server will not do when asked.
+// The behaviour is chosen per request by the path:
+//
+//   /plain      a well-behaved server (JSON replies, a GET stream)
+//   /expire     forgets its first session after 3 requests (404), as after a restart
+//   /drop       answers tools/call over SSE, but closes the stream after a
+//               priming event; the reply is there on resumption (GET with
+//               Last-Event-ID)
+//   /errors     tools/call "bad" gets 400 with a JSON-RPC error body,
+//               "html" a 500 with an HTML page
+//   /slow       tools/call "slow" answers after 1.5 s
+//   /evil       hands out a session id full of shell metacharacters
+//   /nostream   a GET gets 405: no server stream
+//
+// GET /log returns every request seen (method, path, headers, body) and
+// clears it. On the GET stream the server sends a ping and a notification
+// as soon as a client opens it.
+const http = require('http');
+
+const port = Number(process.argv[2] || 0);
+let log = [];
+const sessions = new Map(); // id -> { requests, stream }
+let counter = 0;
+let expiredOnce = false;
+
+const EVIL_ID = "x$(touch /tmp/lua-mcp-pwned)`touch /tmp/lua-mcp-pwned2`;touch${IFS}/tmp/lua-mcp-pwned3";
+
+function json(res, status, body, headers = {}) {
+  res.writeHead(status, { 'Content-Type': 'application/json', ...headers });
+  res.end(JSON.stringify(body));
+}
+
+function result(id, value) {
+  return { jsonrpc: '2.0', id, result: value };
+}
+
+function toolResult(text, isError) {
+  return { content: [{ type: 'text', text }], ...(isError ? { isError: true } : {}) };
+}
+
+const server = http.createServer((req, res) => {
+  let chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    const body = Buffer.concat(chunks).toString();
+    const path = req.url.split('?')[0];
+    if (path === '/log') {
+      json(res, 200, log);
+      log = [];
+      return;
+    }
+    log.push({ method: req.method, path, headers: req.headers, body });
+    handle(path, req, res, body);
+  });
+});
+
+function handle(path, req, res, body) {
+  const sid = req.headers['mcp-session-id'];
+  if (req.method === 'DELETE') {
+    sessions.delete(sid);
+    res.writeHead(path === '/plain' ? 200 : 405);
+    res.end();
+    return;
+  }
+  if (req.method === 'GET') {
+    if (path === '/nostream') {
+      res.writeHead(405);
+      res.end();
+      return;
+    }
+    if (path === '/drop' && req.headers['last-event-id']) {
+      // Resumption: replay what was missed on the dropped stream.
+      const s = sessions.get(sid);
+      res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+      if (s && s.pending) {
+        res.write(`id: ${s.pending.eventId}\ndata: ${JSON.stringify(s.pending.msg)}\n\n`);
+        s.pending = null;
+      }
+      res.end();
+      return;
+    }
+    if (path === '/drop') {
+      res.writeHead(405);
+      res.end();
+      return;
+    }
+    res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+    res.write(': server stream\n\n');
+    res.write(`data: ${JSON.stringify({ jsonrpc: '2.0', id: 'server-ping-1', method: 'ping' })}\n\n`);
+    res.write(`data: ${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'hello from the server stream' } })}\n\n`);
+    const s = sessions.get(sid);
+    if (s) s.stream = res;
+    return; // kept open until the client goes away
+  }
+  let msg;
+  try { msg = JSON.parse(body); } catch (e) { return json(res, 400, { jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error' } }); }
+  if (msg.method === 'initialize') {
+    const id = path === '/evil' ? EVIL_ID : `session-${++counter}`;
+    sessions.set(id, { requests: 0, survivor: path === '/expire' && expiredOnce });
+    return json(res, 200, result(msg.id, {
+      protocolVersion: msg.params.protocolVersion,
+      capabilities: { tools: {} },
+      serverInfo: { name: 'http-faults' + path, version: '1.0' },
+    }), { 'mcp-session-id': id });
+  }
+  const s = sessions.get(sid);
+  if (!s) return json(res, 404, { jsonrpc: '2.0', id: msg.id ?? null, error: { code: -32001, message: 'Session not found' } });
+  s.requests++;
+  if (path === '/expire' && s.requests > 3 && !s.survivor) {
+    sessions.delete(sid);
+    expiredOnce = true;
+    return json(res, 404, { jsonrpc: '2.0', id: msg.id ?? null, error: { code: -32001, message: 'Session not found' } });
+  }
+  if (msg.id === undefined || msg.method === undefined) {
+    res.writeHead(202);
+    res.end();
+    return;
+  }
+  if (msg.method === 'tools/list') {
+    return json(res, 200, result(msg.id, { tools: [
+      { name: 'echo', description: 'Echo', inputSchema: { type: 'object', properties: { message: { type: 'string' } } } },
+      { name: 'whoami', description: 'Session id and request count', inputSchema: { type: 'object' } },
+    ] }));
+  }
+  if (msg.method !== 'tools/call') {
+    return json(res, 200, { jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'Method not found' } });
+  }
+  const name = msg.params.name;
+  const args = msg.params.arguments || {};
+  if (path === '/errors' && name === 'bad') {
+    return json(res, 400, { jsonrpc: '2.0', id: null, error: { code: -32602, message: 'Invalid params: message is required' } });
+  }
+  if (path === '/errors' && name === 'html') {
+    res.writeHead(500, { 'Content-Type': 'text/html' });
+    res.end('<html><body><h1>Internal Server Error</h1></body></html>');
+    return;
+  }
+  const reply = result(msg.id, toolResult(name === 'whoami' ? `${sid} ${s.requests}` : `Echo: ${args.message}`));
+  if (path === '/slow' && name === 'slow') {
+    setTimeout(() => json(res, 200, reply), 1500);
+    return;
+  }
+  if (path === '/drop') {
+    // Priming event (an id, empty data, a retry hint), then the stream
+    // closes before the reply; the reply waits for resumption.
+    s.pending = { eventId: 'evt-2', msg: reply };
+    res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+    res.write('id: evt-1\nretry: 200\ndata: \n\n');
+    res.end();
+    return;
+  }
+  json(res, 200, reply);
+}
+
+server.listen(port, '127.0.0.1', () => {
+  console.log(`listening on ${server.address().port}`);
+});
