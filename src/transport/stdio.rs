@@ -87,6 +87,8 @@ struct Witness {
     stderr: VecDeque<u8>,
     noise: VecDeque<String>,
     any_stdout: bool,
+    /// The stderr pipe reached EOF: the tail is complete.
+    stderr_done: bool,
 }
 
 pub struct Stdio {
@@ -173,6 +175,13 @@ impl Stdio {
                 },
                 None => "-1".into(),
             };
+            // stdout and stderr close together, but are read by different
+            // threads: give the stderr drain a moment to catch up, so the
+            // message quotes what the server said last.
+            let settle = Instant::now() + Duration::from_millis(500);
+            while !self.witness.lock().unwrap_or_else(|p| p.into_inner()).stderr_done && Instant::now() < settle {
+                thread::sleep(Duration::from_millis(2));
+            }
             let witness = self.witness.lock().unwrap_or_else(|p| p.into_inner());
             let stderr: Vec<u8> = witness.stderr.iter().copied().collect();
             let stderr = String::from_utf8_lossy(&stderr).into_owned();
@@ -443,7 +452,10 @@ fn drain_stderr(mut stderr: impl Read, witness: Arc<Mutex<Witness>>) {
     let mut buf = [0u8; 16 * 1024];
     loop {
         match stderr.read(&mut buf) {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => {
+                witness.lock().unwrap_or_else(|p| p.into_inner()).stderr_done = true;
+                return;
+            }
             Ok(n) => {
                 let mut seen = witness.lock().unwrap_or_else(|p| p.into_inner());
                 seen.stderr.extend(&buf[..n]);
