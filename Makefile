@@ -1,6 +1,7 @@
 # make demo   build the module and run the demo against the bundled server
 # make test   install what the suite needs, build, run cargo and busted specs
 # make build  build the module: target/release/libmcp.so, copied to ./mcp.so
+# make bench  benchmarks against the pure module and the TypeScript SDK (not part of test)
 
 .PHONY: build demo test test-rust test-lua bench clean
 
@@ -25,6 +26,14 @@ test:
 	bash scripts/deps.sh test
 	$(MAKE) --no-print-directory test-rust
 	$(MAKE) --no-print-directory test-lua
+
+bench:
+	bash scripts/deps.sh bench
+	$(MAKE) --no-print-directory build
+	mkdir -p target/bench
+	gcc -O2 -Wall -o target/bench/echo_server bench/echo_server.c
+	gcc -O2 -Wall -o target/bench/pipe_rtt bench/pipe_rtt.c
+	lua5.4 bench/run.lua
 
 clean:
 	cargo clean

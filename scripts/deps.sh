@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the demo (`deps.sh demo`) or the test suite (`deps.sh test`)
-# needs on a fresh Debian machine, and nothing that is already there.
+# Installs what the demo (`deps.sh demo`), the test suite (`deps.sh test`)
+# or the benchmarks (`deps.sh bench`) need on a fresh Debian machine, and
+# nothing that is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,6 +9,11 @@ want=(lua5.4)
 if [ "${1:-test}" != demo ]; then
   # liblua5.4-dev and pkg-config: the cargo tests link the system Lua.
   want+=(liblua5.4-dev lua-busted pkg-config)
+fi
+if [ "${1:-test}" = bench ]; then
+  # gcc builds the minimal echo server and the pipe floor; curl is what the
+  # pure-Lua module's HTTP transport runs.
+  want+=(gcc curl)
 fi
 missing=()
 for pkg in "${want[@]}"; do

@@ -198,54 +198,87 @@ fn concat_piece(v: &Value) -> Option<Vec<u8>> {
 
 /// Converts a Lua value for the wire, refusing what JSON cannot carry and
 /// naming where it was found (`arguments.items[2].cb`).
+///
+/// The path is only built when something is refused, on the way back up:
+/// formatting a path segment for every value would cost more than the
+/// conversion itself.
 struct Encoder {
-    path: Vec<String>,
     /// Tables on the way down from the root: meeting one again is a cycle.
     /// (A table shared by two branches is fine and encodes twice.)
     open: Vec<*const c_void>,
 }
 
+/// A refused value: what it was, and the path to it, innermost first.
+struct Refusal {
+    what: String,
+    path: Vec<String>,
+}
+
+impl Refusal {
+    fn new(what: impl Into<String>) -> Self {
+        Refusal { what: what.into(), path: Vec::new() }
+    }
+
+    fn under(mut self, segment: String) -> Self {
+        self.path.push(segment);
+        self
+    }
+}
+
+enum Fail {
+    Refused(Refusal),
+    Lua(mlua::Error),
+}
+
+impl From<mlua::Error> for Fail {
+    fn from(e: mlua::Error) -> Self {
+        Fail::Lua(e)
+    }
+}
+
 impl Encoder {
     fn convert(root: &str, value: &Value) -> Outcome<Json> {
-        let mut enc = Encoder { path: vec![root.to_string()], open: Vec::new() };
-        enc.value(value)
-    }
-
-    fn refuse(&self, what: &str) -> Raise {
-        let mut path = String::new();
-        for (i, part) in self.path.iter().enumerate() {
-            if i > 0 && !part.starts_with('[') {
-                path.push('.');
+        let mut enc = Encoder { open: Vec::new() };
+        match enc.value(value) {
+            Ok(json) => Ok(json),
+            Err(Fail::Lua(e)) => Err(e.into()),
+            Err(Fail::Refused(refusal)) => {
+                let mut path = root.to_string();
+                for segment in refusal.path.iter().rev() {
+                    if !segment.starts_with('[') {
+                        path.push('.');
+                    }
+                    path.push_str(segment);
+                }
+                Err(Raise::Mcp(Error::Encode { what: refusal.what, path }))
             }
-            path.push_str(part);
         }
-        Raise::Mcp(Error::Encode { what: what.into(), path })
     }
 
-    fn value(&mut self, value: &Value) -> Outcome<Json> {
+    fn value(&mut self, value: &Value) -> Result<Json, Fail> {
         Ok(match value {
             Value::Nil => Json::Null,
             Value::Boolean(b) => Json::Bool(*b),
             Value::Integer(i) => Json::Int(*i),
-            Value::Number(f) if f.is_nan() => return Err(self.refuse("NaN")),
-            Value::Number(f) if f.is_infinite() => return Err(self.refuse("an infinite number")),
+            Value::Number(f) if f.is_nan() => return Err(Fail::Refused(Refusal::new("NaN"))),
+            Value::Number(f) if f.is_infinite() => return Err(Fail::Refused(Refusal::new("an infinite number"))),
             Value::Number(f) => Json::Float(*f),
             Value::String(s) => {
                 let bytes = s.as_bytes();
                 if std::str::from_utf8(&bytes).is_err() {
-                    return Err(self.refuse("a string that is not UTF-8"));
+                    return Err(Fail::Refused(Refusal::new("a string that is not UTF-8")));
                 }
                 Json::Str(bytes.to_vec())
             }
             Value::Table(t) => self.table(t)?,
-            other => return Err(self.refuse(&format!("a {}", other.type_name()))),
+            other => return Err(Fail::Refused(Refusal::new(format!("a {}", other.type_name())))),
         })
     }
 
-    fn table(&mut self, t: &Table) -> Outcome<Json> {
+    fn table(&mut self, t: &Table) -> Result<Json, Fail> {
         let ptr = t.to_pointer();
         if self.open.contains(&ptr) {
-            return Err(self.refuse("a table that contains itself"));
+            return Err(Fail::Refused(Refusal::new("a table that contains itself")));
         }
         self.open.push(ptr);
         let json = self.table_body(t);
@@ -253,7 +286,7 @@ impl Encoder {
         json
     }
 
-    fn table_body(&mut self, t: &Table) -> Outcome<Json> {
+    fn table_body(&mut self, t: &Table) -> Result<Json, Fail> {
         let mut entries: Vec<(Value, Value)> = Vec::new();
         for pair in t.pairs::<Value, Value>() {
             entries.push(pair?);
@@ -265,9 +298,11 @@ impl Encoder {
             entries.sort_by_key(|(k, _)| k.as_integer().unwrap_or(0));
             let mut items = Vec::with_capacity(entries.len());
             for (i, (_, v)) in entries.iter().enumerate() {
-                self.path.push(format!("[{}]", i + 1));
-                items.push(self.value(v)?);
-                self.path.pop();
+                match self.value(v) {
+                    Ok(json) => items.push(json),
+                    Err(Fail::Refused(r)) => return Err(Fail::Refused(r.under(format!("[{}]", i + 1)))),
+                    Err(e) => return Err(e),
+                }
             }
             return Ok(Json::Array(items));
         }
@@ -277,7 +312,7 @@ impl Encoder {
                 Value::String(s) => s.as_bytes().to_vec(),
                 Value::Integer(i) => i.to_string().into_bytes(),
                 Value::Number(f) => format_float(*f).into_bytes(),
-                other => return Err(self.refuse(&format!("a {} key", other.type_name()))),
+                other => return Err(Fail::Refused(Refusal::new(format!("a {} key", other.type_name())))),
             };
             keyed.push((text, v));
         }
@@ -296,11 +331,14 @@ impl Encoder {
         }
         let mut pairs = Vec::with_capacity(keyed.len());
         for (key, v) in keyed {
-            self.path.push(String::from_utf8_lossy(&key).into_owned());
-            let json = self.value(&v)?;
-            self.path.pop();
+            let segment = || String::from_utf8_lossy(&key).into_owned();
+            let json = match self.value(&v) {
+                Ok(json) => json,
+                Err(Fail::Refused(r)) => return Err(Fail::Refused(r.under(segment()))),
+                Err(e) => return Err(e),
+            };
             if std::str::from_utf8(&key).is_err() {
-                return Err(self.refuse("a key that is not UTF-8"));
+                return Err(Fail::Refused(Refusal::new("a key that is not UTF-8").under(segment())));
             }
             pairs.push((key, json));
         }
@@ -310,30 +348,51 @@ impl Encoder {
 
 /// A decoded value as the reference codec would give it to Lua: `null`
 /// dropped from objects and arrays alike.
+///
+/// Built with the raw C API inside one protected call: going through
+/// mlua's safe `Table::raw_set` costs a protected call and a reference per
+/// value, which made a 1 MB tool list several times slower to hand over
+/// than to parse.
 fn to_lua(lua: &Lua, json: &Json) -> mlua::Result<Value> {
-    Ok(match json {
-        Json::Null => Value::Nil,
-        Json::Bool(b) => Value::Boolean(*b),
-        Json::Int(i) => Value::Integer(*i),
-        Json::Float(f) => Value::Number(*f),
-        Json::Str(s) => Value::String(lua.create_string(s)?),
+    // SAFETY: `push_json` only pushes values and sets fields on tables it
+    // created, keeps the stack balanced (one value left per call), and
+    // holds nothing with a destructor across Lua calls, so an allocation
+    // error raised inside cannot skip a drop.
+    unsafe { lua.exec_raw::<Value>((), |state| push_json(state, json)) }
+}
+
+unsafe fn push_json(state: *mut mlua::ffi::lua_State, json: &Json) {
+    use mlua::ffi;
+    match json {
+        Json::Null => ffi::lua_pushnil(state),
+        Json::Bool(b) => ffi::lua_pushboolean(state, *b as std::os::raw::c_int),
+        Json::Int(i) => ffi::lua_pushinteger(state, *i),
+        Json::Float(f) => ffi::lua_pushnumber(state, *f),
+        Json::Str(s) => {
+            ffi::lua_pushlstring(state, s.as_ptr().cast(), s.len());
+        }
         Json::Array(items) => {
-            let t = lua.create_table_with_capacity(items.len(), 0)?;
+            ffi::luaL_checkstack(state, 4, std::ptr::null());
+            ffi::lua_createtable(state, items.len().min(1 << 24) as std::os::raw::c_int, 0);
             let mut n = 0;
             for item in items.iter().filter(|v| !matches!(v, Json::Null)) {
+                push_json(state, item);
                 n += 1;
-                t.raw_set(n, to_lua(lua, item)?)?;
+                ffi::lua_rawseti(state, -2, n);
             }
-            Value::Table(t)
         }
         Json::Object(pairs) => {
-            let t = lua.create_table_with_capacity(0, pairs.len())?;
+            ffi::luaL_checkstack(state, 4, std::ptr::null());
+            ffi::lua_createtable(state, 0, pairs.len().min(1 << 24) as std::os::raw::c_int);
             for (k, v) in pairs {
-                t.raw_set(lua.create_string(k)?, to_lua(lua, v)?)?;
+                ffi::lua_pushlstring(state, k.as_ptr().cast(), k.len());
+                // A null value assigns nil: a key set earlier in the same
+                // object is removed, as table assignment would do.
+                push_json(state, v);
+                ffi::lua_rawset(state, -3);
             }
-            Value::Table(t)
         }
-    })
+    }
 }
 
 fn to_lua_opt(lua: &Lua, json: Option<&Json>) -> mlua::Result<Value> {
@@ -543,10 +602,10 @@ fn call_batch(lua: &Cx, client: &Table, transport: Function, name: &Value, args:
     messages.push(protocol::request(call_id.clone(), "tools/call", call_params(name, args)?));
     let mut replies = exchange_batch(lua, client, transport, &messages)?;
     let result = result_of(replies.take(&call_id), &what)?;
-    call_return(lua, &result)
+    call_return(lua, result)
 }
 
-fn call_return(lua: &Cx, result: &Json) -> Outcome {
+fn call_return(lua: &Cx, result: Json) -> Outcome {
     let (text, is_error) = call_outcome(result);
     Ok(MultiValue::from_vec(vec![Value::String(lua.create_string(text)?), Value::Boolean(is_error)]))
 }
@@ -728,7 +787,7 @@ fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value) -> Outcome
         let reply = session.request(&id, &request, timeout, &what, notify)?;
         Ok(result_of(Some(reply), &what)?)
     })?;
-    call_return(lua, &result)
+    call_return(lua, result)
 }
 
 // ---------------------------------------------------------------------

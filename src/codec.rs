@@ -55,6 +55,14 @@ impl Json {
         }
     }
 
+    /// Removes and returns the value of `key` as [`Json::get`] sees it,
+    /// so a large result can be handed on without a copy.
+    pub fn take(&mut self, key: &str) -> Option<Json> {
+        let Json::Object(pairs) = self else { return None };
+        let at = pairs.iter().rposition(|(k, _)| k == key.as_bytes())?;
+        Some(pairs.swap_remove(at).1).filter(|v| !matches!(v, Json::Null))
+    }
+
     /// Lua truthiness: absent, `null` and `false` are false.
     pub fn is_truthy(&self) -> bool {
         !matches!(self, Json::Null | Json::Bool(false))
@@ -405,6 +413,11 @@ pub fn format_float(f: f64) -> String {
 }
 
 /// C's `%.14g`, which is also how Lua's `tostring` writes floats.
+///
+/// The digits come from Rust's shortest round-trip form when that has at
+/// most 14 significant digits (then it is exactly what rounding to 14
+/// digits gives, since the 14-digit grid is far coarser than a float's
+/// spacing); otherwise from exact formatting, which is much slower.
 pub fn format_g14(f: f64) -> String {
     const PRECISION: i32 = 14;
     if f.is_nan() {
@@ -416,24 +429,32 @@ pub fn format_g14(f: f64) -> String {
     if f == 0.0 {
         return if f.is_sign_negative() { "-0" } else { "0" }.into();
     }
-    let scientific = format!("{:.*e}", (PRECISION - 1) as usize, f);
+    let mut scientific = format!("{:e}", f);
+    let significant = scientific.split('e').next().map_or(0, |m| m.bytes().filter(u8::is_ascii_digit).count());
+    if significant > PRECISION as usize {
+        scientific = format!("{:.*e}", (PRECISION - 1) as usize, f);
+    }
     let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
     let exponent: i32 = exponent.parse().unwrap_or(0);
+    let negative = mantissa.starts_with('-');
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let digits = digits.trim_end_matches('0');
+    let digits = if digits.is_empty() { "0" } else { digits };
+    let sign = if negative { "-" } else { "" };
     if exponent < -4 || exponent >= PRECISION {
-        let mantissa = trim_fraction(mantissa);
-        let sign = if exponent < 0 { '-' } else { '+' };
-        format!("{mantissa}e{sign}{:02}", exponent.abs())
+        let (first, rest) = digits.split_at(1);
+        let dot = if rest.is_empty() { "" } else { "." };
+        let esign = if exponent < 0 { '-' } else { '+' };
+        format!("{sign}{first}{dot}{rest}e{esign}{:02}", exponent.abs())
+    } else if exponent >= 0 {
+        let whole = exponent as usize + 1;
+        if digits.len() <= whole {
+            format!("{sign}{digits}{}", "0".repeat(whole - digits.len()))
+        } else {
+            format!("{sign}{}.{}", &digits[..whole], &digits[whole..])
+        }
     } else {
-        let fixed = format!("{:.*}", (PRECISION - 1 - exponent) as usize, f);
-        trim_fraction(&fixed).to_string()
-    }
-}
-
-fn trim_fraction(s: &str) -> &str {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        s
+        format!("{sign}0.{}{digits}", "0".repeat((-exponent - 1) as usize))
     }
 }
 
@@ -479,6 +500,13 @@ mod tests {
         assert_eq!(format_float(-2.5e300), "-2.5e+300");
         assert_eq!(lua_float_text(3.0), "3.0");
         assert_eq!(lua_float_text(1e100), "1e+100");
+        assert_eq!(format_g14(0.1 + 0.2), "0.3");
+        assert_eq!(format_g14(-1234.5678), "-1234.5678");
+        assert_eq!(format_g14(9.99999999999999e14), "1e+15");
+        assert_eq!(format_g14(123456.0), "123456");
+        assert_eq!(format_g14(0.000123), "0.000123");
+        assert_eq!(format_g14(std::f64::consts::PI), "3.1415926535898");
+        assert_eq!(format_g14(2.0f64.powi(63)), "9.2233720368548e+18");
     }
 
     #[test]

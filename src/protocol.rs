@@ -185,7 +185,7 @@ pub fn lua_text(value: Option<&Json>) -> String {
 
 /// The `result` of a reply to `what`, or the error the reference raises.
 pub fn result_of(reply: Option<Json>, what: &str) -> Result<Json> {
-    let reply = reply.ok_or_else(|| Error::NoResponse { what: what.to_string() })?;
+    let mut reply = reply.ok_or_else(|| Error::NoResponse { what: what.to_string() })?;
     if let Some(err) = reply.get("error").filter(|e| e.is_truthy()) {
         return Err(Error::Rpc {
             what: what.to_string(),
@@ -193,8 +193,8 @@ pub fn result_of(reply: Option<Json>, what: &str) -> Result<Json> {
             code: lua_text(err.get("code")),
         });
     }
-    match reply.get("result") {
-        Some(result) if result.is_truthy() => Ok(result.clone()),
+    match reply.take("result") {
+        Some(result) if result.is_truthy() => Ok(result),
         _ => Err(Error::NoResult { what: what.to_string() }),
     }
 }
@@ -202,15 +202,22 @@ pub fn result_of(reply: Option<Json>, what: &str) -> Result<Json> {
 /// The text of a `tools/call` result and its `isError` flag, as the
 /// reference builds them: text blocks joined by "\n", every other block
 /// named `[TYPE content]`, `(no content)` when nothing is left.
-pub fn call_outcome(result: &Json) -> (Vec<u8>, bool) {
+pub fn call_outcome(mut result: Json) -> (Vec<u8>, bool) {
+    let is_error = result.get("isError") == Some(&Json::Bool(true));
+    let blocks = match result.take("content") {
+        Some(Json::Array(blocks)) => blocks,
+        _ => Vec::new(),
+    };
     let mut parts: Vec<Vec<u8>> = Vec::new();
-    for block in result.get("content").map(Json::elements).into_iter().flatten() {
+    for mut block in blocks.into_iter().filter(|b| !matches!(b, Json::Null)) {
         let kind = block.get("type");
+        let is_text = matches!(kind, Some(Json::Str(k)) if k == b"text");
         match (kind, block.get("text")) {
-            (Some(Json::Str(k)), Some(text)) if k == b"text" && text.is_truthy() => {
-                parts.push(match text {
-                    Json::Str(s) => s.clone(),
-                    other => lua_text(Some(other)).into_bytes(),
+            (_, Some(text)) if is_text && text.is_truthy() => {
+                // Moved, not copied: a tool result can be tens of megabytes.
+                parts.push(match block.take("text") {
+                    Some(Json::Str(s)) => s,
+                    other => lua_text(other.as_ref()).into_bytes(),
                 });
             }
             (Some(kind), _) if kind.is_truthy() => {
@@ -219,11 +226,10 @@ pub fn call_outcome(result: &Json) -> (Vec<u8>, bool) {
             _ => {}
         }
     }
-    let mut text = parts.join(&b'\n');
+    let mut text = if parts.len() == 1 { parts.pop().unwrap_or_default() } else { parts.join(&b'\n') };
     if text.is_empty() {
         text = b"(no content)".to_vec();
     }
-    let is_error = result.get("isError") == Some(&Json::Bool(true));
     (text, is_error)
 }
 
@@ -260,8 +266,8 @@ mod tests {
     #[test]
     fn content_blocks_flatten_like_the_reference() {
         let res = decode(br#"{"content":[{"type":"text","text":"a"},{"type":"image","data":"x"},null,{"type":"text","text":"b"}],"isError":true}"#).unwrap();
-        assert_eq!(call_outcome(&res), (b"a\n[image content]\nb".to_vec(), true));
-        assert_eq!(call_outcome(&decode(b"{}").unwrap()), (b"(no content)".to_vec(), false));
+        assert_eq!(call_outcome(res), (b"a\n[image content]\nb".to_vec(), true));
+        assert_eq!(call_outcome(decode(b"{}").unwrap()), (b"(no content)".to_vec(), false));
     }
 
     #[test]

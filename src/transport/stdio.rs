@@ -409,6 +409,10 @@ fn read_loop(
                 handle_line(&line, &events, &answers, &witness);
             }
             line.clear();
+            // A one-off huge line must not pin its buffer for the session.
+            if line.capacity() > 1 << 20 {
+                line = Vec::new();
+            }
             oversized = false;
         }
     }

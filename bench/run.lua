@@ -1,0 +1,321 @@
+-- run.lua - lua-mcp against every alternative, side by side, in one run.
+--
+--   make bench        (builds what it needs, then runs this)
+--
+-- Prints a table and writes bench/results/latest.json. Every figure is a
+-- median with its spread (25th-75th percentile, or min-max over repeated
+-- process runs where noted). Nothing here is asserted: targets are read
+-- off the table.
+local function absolute(dir)
+  local p = io.popen('cd ' .. dir .. ' && pwd')
+  local out = p:read('l')
+  p:close()
+  return out
+end
+local root = absolute((arg[0]:match('^(.*)/[^/]*$') or '.') .. '/..')
+package.path = root .. '/lua/?.lua;' .. root .. '/spec/?.lua;' .. package.path
+local native = assert(package.loadlib(root .. '/mcp.so', 'luaopen_mcp'))()
+local trace = require('trace')
+local H = require('helpers')
+local clock = native.clock
+
+local QUICK = os.getenv('BENCH_QUICK') ~= nil
+local function reps(n) return QUICK and math.max(1, n // 10) or n end
+
+local ECHO = root .. '/target/bench/echo_server'
+local EVERYTHING = { 'node', H.EVERYTHING, 'stdio' }
+local function shell_line(argv) return table.concat(argv, ' ') end
+
+-- statistics -------------------------------------------------------------
+local function summary(xs)
+  local s = {}
+  for i, x in ipairs(xs) do s[i] = x end
+  table.sort(s)
+  local function q(p) return s[math.max(1, math.min(#s, math.floor(p * (#s - 1) + 1.5)))] end
+  return { median = q(0.5), p25 = q(0.25), p75 = q(0.75), min = s[1], max = s[#s], n = #s }
+end
+
+local rows, results = {}, {}
+local function record(section, name, unit, xs, note)
+  local s = summary(xs)
+  rows[#rows + 1] = { section = section, name = name, unit = unit, s = s, note = note }
+  results[#results + 1] = { section = section, name = name, unit = unit, median = s.median,
+    p25 = s.p25, p75 = s.p75, min = s.min, max = s.max, samples = s.n, note = note }
+  io.stderr:write(string.format('  %-58s %12.3f %s\n', section .. ' / ' .. name, s.median, unit))
+  return s.median
+end
+
+local function run_cmd(cmd)
+  local p = io.popen(cmd)
+  local out = p:read('a')
+  p:close()
+  return out
+end
+
+local function vm_hwm_kb()
+  local f = io.open('/proc/self/status')
+  local s = f:read('a')
+  f:close()
+  return tonumber(s:match('VmHWM:%s*(%d+)'))
+end
+
+-- per-call latency ---------------------------------------------------------
+local function lua_calls(module, opts, tool, args, n)
+  local client = module.new(opts)
+  client:discover()
+  local xs = {}
+  for i = 1, n do
+    local t0 = clock()
+    client:call(tool, args)
+    xs[i] = (clock() - t0) * 1e6
+  end
+  if client.close then client:close() end
+  return xs
+end
+
+local function ts(mode, target, tool, args, n)
+  local cmd = string.format("node %s/bench/ts_client.mjs %s '%s' %s '%s' %d", root, mode,
+    mode == 'stdio' and trace.encode(target) or target, tool, trace.encode(args), n)
+  local out = assert(trace.decode(run_cmd(cmd)), 'the TS client failed: ' .. cmd)
+  return out
+end
+
+local reference = H.reference()
+
+local function per_call(section, server_argv, tool, args, counts)
+  local floor_rate = {}
+  local xs = lua_calls(native, { command = server_argv }, tool, args, reps(counts.native))
+  local m = record(section, 'native', 'us/call', xs)
+  floor_rate.native = m
+  xs = lua_calls(reference, { command = shell_line(server_argv) }, tool, args, reps(counts.pure))
+  floor_rate.pure = record(section, 'pure-Lua reference', 'us/call', xs)
+  local out = ts('stdio', server_argv, tool, args, reps(counts.ts))
+  floor_rate.ts = record(section, 'TypeScript SDK', 'us/call', out.calls_us)
+  return floor_rate
+end
+
+io.stderr:write('stdio, per call\n')
+local c_echo = per_call('stdio per call, minimal C server', { ECHO }, 'echo', {}, { native = 5000, pure = 100, ts = 5000 })
+local everything = per_call('stdio per call, server-everything echo', EVERYTHING, 'echo', { message = 'hi' },
+  { native = 2000, pure = 10, ts = 2000 })
+
+-- the floor ------------------------------------------------------------------
+io.stderr:write('pipe floor\n')
+local floor = {}
+for i = 1, reps(5) do
+  floor[i] = tonumber(run_cmd(root .. '/target/bench/pipe_rtt 20000'):match('^(%S+)'))
+end
+local floor_us = record('floor', 'raw pipe round trip between two processes', 'us', floor)
+
+-- HTTP -----------------------------------------------------------------------
+io.stderr:write('HTTP\n')
+local port = 39000 + math.random(0, 999)
+local _, stop_http = H.start('PORT=' .. port .. ' node --require ' .. root .. '/spec/servers/loopback.cjs '
+  .. H.EVERYTHING .. ' streamableHttp', 'listening on port')
+local url = 'http://127.0.0.1:' .. port .. '/mcp'
+local http = {}
+http.native = record('HTTP per call, server-everything echo', 'native', 'us/call',
+  lua_calls(native, { url = url }, 'echo', { message = 'hi' }, reps(2000)))
+if os.execute('command -v curl >/dev/null') then
+  http.pure = record('HTTP per call, server-everything echo', 'pure-Lua reference (curl)', 'us/call',
+    lua_calls(reference, { url = url }, 'echo', { message = 'hi' }, reps(100)))
+end
+http.ts = record('HTTP per call, server-everything echo', 'TypeScript SDK', 'us/call',
+  ts('http', url, 'echo', { message = 'hi' }, reps(2000)).calls_us)
+
+-- time to the tool list --------------------------------------------------------
+io.stderr:write('time to the tool list\n')
+local function to_list(module, opts, n)
+  local xs = {}
+  for i = 1, n do
+    local t0 = clock()
+    local c = module.new(opts)
+    c:discover()
+    xs[i] = (clock() - t0) * 1e3
+    if c.close then c:close() end
+  end
+  return xs
+end
+record('mcp.new to tool list', 'native, stdio server-everything', 'ms', to_list(native, { command = EVERYTHING }, reps(10)))
+record('mcp.new to tool list', 'pure-Lua, stdio server-everything', 'ms', to_list(reference, { command = shell_line(EVERYTHING) }, reps(10)))
+do
+  local xs = {}
+  for i = 1, reps(10) do
+    local o = ts('stdio', EVERYTHING, 'echo', { message = 'hi' }, 0)
+    xs[i] = o.connect_ms + o.list_ms
+  end
+  record('mcp.new to tool list', 'TypeScript SDK, stdio server-everything', 'ms', xs)
+end
+record('mcp.new to tool list', 'native, HTTP server-everything', 'ms', to_list(native, { url = url }, reps(20)))
+if http.pure then
+  record('mcp.new to tool list', 'pure-Lua (curl), HTTP server-everything', 'ms', to_list(reference, { url = url }, reps(20)))
+end
+stop_http()
+
+-- whole processes ----------------------------------------------------------------
+io.stderr:write('whole processes\n')
+local function process_script(which, with_rss)
+  local load = which == 'native'
+    and string.format('local mcp = assert(package.loadlib(%q, "luaopen_mcp"))()', root .. '/mcp.so')
+    or string.format('package.path = %q .. package.path; local mcp = dofile(%q)', root .. '/lua/?.lua;', root .. '/lua/mcp.lua')
+  local command = which == 'native' and trace.encode(EVERYTHING):gsub('^%[', '{'):gsub('%]$', '}')
+    or string.format('%q', shell_line(EVERYTHING))
+  return load .. '\n' .. 'local c = mcp.new({ command = ' .. command .. ' })\n'
+    .. 'c:discover()\nfor i = 1, 10 do c:call("echo", { message = "hi" }) end\n'
+    .. (with_rss and 'local f = io.open("/proc/self/status"); print(f:read("a"):match("VmHWM:%s*(%d+)"))\n' or '')
+end
+local function time_process(source, n)
+  local path = os.tmpname() .. '.lua'
+  local f = io.open(path, 'w')
+  f:write(source)
+  f:close()
+  local xs, rss = {}, {}
+  for i = 1, n do
+    local t0 = clock()
+    rss[i] = tonumber(run_cmd('lua5.4 ' .. path))
+    xs[i] = (clock() - t0) * 1e3
+  end
+  os.remove(path)
+  return xs, rss
+end
+local nat_ms, nat_rss = time_process(process_script('native', true), reps(5))
+record('a process: discover + 10 calls, stdio server-everything', 'native', 'ms', nat_ms, 'min-max over processes')
+local pure_ms, pure_rss = time_process(process_script('pure', true), QUICK and 1 or 3)
+record('a process: discover + 10 calls, stdio server-everything', 'pure-Lua reference', 'ms', pure_ms, 'min-max over processes')
+do
+  local xs = {}
+  for i = 1, reps(5) do
+    local t0 = clock()
+    run_cmd(string.format("node %s/bench/ts_client.mjs stdio '%s' echo '{\"message\":\"hi\"}' 10", root, trace.encode(EVERYTHING)))
+    xs[i] = (clock() - t0) * 1e3
+  end
+  record('a process: discover + 10 calls, stdio server-everything', 'TypeScript SDK (node)', 'ms', xs, 'min-max over processes')
+end
+record('Lua host peak RSS (VmHWM), discover + 10 calls', 'native', 'MB', (function()
+  local t = {} for i, v in ipairs(nat_rss) do t[i] = v / 1024 end return t end)())
+record('Lua host peak RSS (VmHWM), discover + 10 calls', 'pure-Lua reference', 'MB', (function()
+  local t = {} for i, v in ipairs(pure_rss) do t[i] = v / 1024 end return t end)())
+
+-- large results ----------------------------------------------------------------
+io.stderr:write('large results\n')
+local function large(which, bytes)
+  local load = which == 'native'
+    and string.format('local mcp = assert(package.loadlib(%q, "luaopen_mcp"))()', root .. '/mcp.so')
+    or string.format('package.path = %q .. package.path; local mcp = dofile(%q)', root .. '/lua/?.lua;', root .. '/lua/mcp.lua')
+  local clock_src = string.format('local clock = assert(package.loadlib(%q, "luaopen_mcp"))().clock', root .. '/mcp.so')
+  local source = load .. '\n' .. clock_src .. '\n'
+    .. string.format('local c = mcp.new({ command = %q })\n', ECHO)
+    .. 'c:discover()\nlocal t0 = clock()\n'
+    .. string.format('local text = c:call("echo", { bytes = %d })\n', bytes)
+    .. 'local took = clock() - t0\nassert(#text == ' .. bytes .. ')\n'
+    .. 'local f = io.open("/proc/self/status"); print(took * 1000, f:read("a"):match("VmHWM:%s*(%d+)"))\n'
+  local path = os.tmpname() .. '.lua'
+  local f = io.open(path, 'w')
+  f:write(source)
+  f:close()
+  local ms, rss = {}, {}
+  for i = 1, reps(5) do
+    local a, b = run_cmd('lua5.4 ' .. path):match('(%S+)%s+(%S+)')
+    ms[i], rss[i] = tonumber(a), tonumber(b) / 1024
+  end
+  os.remove(path)
+  return ms, rss
+end
+for _, mb in ipairs({ 1, 10, 50 }) do
+  for _, which in ipairs({ 'native', 'pure' }) do
+    local ms, rss = large(which, mb * 1000 * 1000)
+    local label = which == 'native' and 'native' or 'pure-Lua reference'
+    record(string.format('a %d MB tool result through call', mb), label .. ', time', 'ms', ms)
+    record(string.format('a %d MB tool result through call', mb), label .. ', peak RSS', 'MB', rss)
+  end
+end
+
+-- the codec alone -------------------------------------------------------------------
+io.stderr:write('codec\n')
+local function nested(size)
+  local items, n = {}, 0
+  while n < size do
+    local item = { id = #items + 1, name = 'item ' .. #items, tags = { 'a', 'b', 'c' }, score = 0.5 + #items,
+      nested = { deep = { text = string.rep('lorem ipsum ', 4), flag = true } } }
+    items[#items + 1] = item
+    n = n + 150
+  end
+  return { items = items }
+end
+local payload = nested(1000 * 1000)
+local payload_text = trace.encode(payload)
+local reply = '{"jsonrpc":"2.0","id":2,"result":{"tools":' .. trace.encode(payload.items) .. '}}'
+local function codec_bench(module, label)
+  local enc, dec = {}, {}
+  local last
+  local client = module.new({ transport = function(text)
+    last = text
+    return true, '{"jsonrpc":"2.0","id":' .. 2 .. ',"result":{"content":[]}}', 200
+  end })
+  for i = 1, reps(10) do
+    client.next_id = 0
+    local t0 = clock()
+    client:call('store', payload)
+    enc[i] = (clock() - t0) * 1e3
+  end
+  local lister = module.new({ url = 'http://unused', transport = function() return true, reply, 200 end })
+  lister.session_ready = true
+  for i = 1, reps(10) do
+    lister.next_id = 1
+    local t0 = clock()
+    lister:discover()
+    dec[i] = (clock() - t0) * 1e3
+  end
+  record('codec: a ' .. string.format('%.1f', #payload_text / 1e6) .. ' MB nested value', label .. ', encode (call with it as arguments)', 'ms', enc)
+  record('codec: a ' .. string.format('%.1f', #payload_text / 1e6) .. ' MB nested value', label .. ', decode (discover with it as the tool list)', 'ms', dec)
+  return last
+end
+codec_bench(native, 'native')
+codec_bench(reference, 'pure-Lua reference')
+
+-- ratios -----------------------------------------------------------------------------
+local ratios = {
+  { 'native per call / raw pipe round trip (C server)', c_echo.native / floor_us, 'target <= 3' },
+  { 'TS SDK / native per call (C server)', c_echo.ts / c_echo.native, 'target >= 4' },
+  { 'pure / native per call (C server)', c_echo.pure / c_echo.native, '' },
+  { 'TS SDK / native per call (server-everything)', everything.ts / everything.native, 'target > 1' },
+  { 'pure / native per call (server-everything)', everything.pure / everything.native, '' },
+  { 'TS SDK / native per call (HTTP)', http.ts / http.native, 'target >= 2' },
+}
+if http.pure then ratios[#ratios + 1] = { 'pure / native per call (HTTP)', http.pure / http.native, 'target >= 5' } end
+
+-- output -----------------------------------------------------------------------------
+local out = {}
+out[#out + 1] = '| section | client | median | spread (p25-p75) | unit |'
+out[#out + 1] = '|---|---|---:|---|---|'
+local function fmt(x)
+  if x >= 100 then return string.format('%.0f', x) end
+  if x >= 10 then return string.format('%.1f', x) end
+  return string.format('%.2f', x)
+end
+for _, r in ipairs(rows) do
+  local spread = r.note and string.format('%s-%s (min-max)', fmt(r.s.min), fmt(r.s.max))
+    or string.format('%s-%s', fmt(r.s.p25), fmt(r.s.p75))
+  out[#out + 1] = string.format('| %s | %s | %s | %s | %s |', r.section, r.name, fmt(r.s.median), spread, r.unit)
+end
+out[#out + 1] = ''
+out[#out + 1] = '| ratio | value | |'
+out[#out + 1] = '|---|---:|---|'
+for _, r in ipairs(ratios) do
+  out[#out + 1] = string.format('| %s | %.1f | %s |', r[1], r[2], r[3])
+end
+local calls_per_s = {}
+for _, r in ipairs(rows) do
+  if r.unit == 'us/call' then
+    calls_per_s[#calls_per_s + 1] = string.format('%s / %s: %.0f calls/s', r.section, r.name, 1e6 / r.s.median)
+  end
+end
+print(table.concat(out, '\n'))
+print('\ncalls per second (1 / median):\n  ' .. table.concat(calls_per_s, '\n  '))
+
+os.execute('mkdir -p ' .. root .. '/bench/results')
+local f = assert(io.open(root .. '/bench/results/latest.json', 'w'))
+local ratio_out = {}
+for i, r in ipairs(ratios) do ratio_out[i] = { name = r[1], value = r[2], target = r[3] } end
+f:write(trace.encode({ date = os.date('!%Y-%m-%dT%H:%M:%SZ'), results = results, ratios = ratio_out }), '\n')
+f:close()
