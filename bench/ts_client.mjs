@@ -5,6 +5,7 @@
 //   node bench/ts_client.mjs stdio '["node","server.js","stdio"]' TOOL ARGS_JSON N
 //   node bench/ts_client.mjs http URL TOOL ARGS_JSON N
 // Prints JSON: { connect_ms, list_ms, calls_us: [...] }.
+import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL, fileURLToPath } from 'node:url';
 
@@ -37,5 +38,6 @@ for (let i = 0; i < n; i++) {
   calls.push((performance.now() - s) * 1000);
 }
 await client.close();
-process.stdout.write(JSON.stringify({ connect_ms: t1 - t0, list_ms: t2 - t1, calls_us: calls }) + '\n');
+// Synchronous: process.exit would cut an asynchronous write to a pipe short.
+fs.writeSync(1, JSON.stringify({ connect_ms: t1 - t0, list_ms: t2 - t1, calls_us: calls }) + '\n');
 process.exit(0);

@@ -244,6 +244,18 @@ describe('stdio faults', function()
     client:close()
   end)
 
+  it('a server that hangs: each request times out, the server is kept, close still stops it', function()
+    local client = mcp.new({ command = H.faulty('mute'), timeout = 0.2 })
+    for _ = 1, 2 do
+      local ok, err = pcall(client.call, client, 'echo', { message = 'anyone?' })
+      assert.is_false(ok)
+      assert.equal('MCP tools/call echo timed out after 0.2 s', err)
+    end
+    local ok, err = pcall(client.discover, client)
+    assert.equal('MCP tools/list timed out after 0.2 s', err)
+    client:close()
+  end)
+
   it('a server that never answers initialize times out without a cancel', function()
     local client = mcp.new({ command = 'sleep 30', timeout = 0.2 })
     local ok, err = pcall(client.discover, client)
