@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 
 want=(lua5.4)
 if [ "${1:-test}" != demo ]; then
-  # liblua5.4-dev and pkg-config: the cargo tests link the system Lua.
-  want+=(liblua5.4-dev lua-busted pkg-config)
+  # liblua5.4-dev and pkg-config: the cargo tests link the system Lua;
+  # openssl makes the certificates of the HTTPS spec.
+  want+=(liblua5.4-dev lua-busted pkg-config openssl)
 fi
 if [ "${1:-test}" = bench ]; then
   # gcc builds the minimal echo server and the pipe floor; curl is what the

@@ -290,6 +290,25 @@ function H.start(command, ready, seconds)
   return pid, stop, out
 end
 
+-- A private CA and a certificate it signed for 127.0.0.1, made with
+-- openssl in a fresh directory. Returns the directory.
+function H.make_certificates()
+  local dir = H.tmpname()
+  local steps = {
+    'mkdir -p ' .. dir,
+    'cd ' .. dir .. ' && openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=lua-mcp-test-ca'
+      .. ' -keyout ca.key -out ca.pem',
+    'cd ' .. dir .. ' && openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout server.key -out server.csr',
+    'cd ' .. dir .. " && printf 'subjectAltName=IP:127.0.0.1\\nbasicConstraints=CA:FALSE\\n' > ext.cnf"
+      .. ' && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2'
+      .. ' -extfile ext.cnf -out server.pem',
+  }
+  for _, step in ipairs(steps) do
+    assert(os.execute(step .. ' >/dev/null 2>&1'), 'failed: ' .. step)
+  end
+  return dir
+end
+
 -- A port for a test server: each spec file takes its own range.
 local next_port = 20000 + (tonumber(tostring(os.time()):sub(-3)) or 0) * 10
 function H.port()

@@ -79,6 +79,42 @@ describe('HTTP against server-everything #peer', function()
   end)
 end)
 
+describe('HTTPS', function()
+  local stop, url, certs
+  setup(function()
+    certs = H.make_certificates()
+    local port = H.port()
+    _, stop = H.start('node ' .. H.ROOT .. '/spec/servers/http_faults.js ' .. port .. ' ' .. certs .. '/server.pem '
+      .. certs .. '/server.key', 'listening on')
+    url = 'https://127.0.0.1:' .. port .. '/plain'
+  end)
+  teardown(function()
+    stop()
+    os.execute('rm -rf ' .. certs)
+  end)
+
+  it('works with the server CA given in opts.ca_file', function()
+    local client = mcp.new({ url = url, ca_file = certs .. '/ca.pem' })
+    client:discover()
+    assert.equal('Echo: over TLS', (client:call('echo', { message = 'over TLS' })))
+    assert.is_string(client.session_id)
+    client:close()
+  end)
+
+  it('refuses a certificate it cannot trust, and says why', function()
+    local client = mcp.new({ url = url })
+    local ok, err = pcall(client.discover, client)
+    assert.is_false(ok)
+    assert.is_truthy(err:find('MCP transport failed (60): cannot reach the MCP server at ' .. url .. ' (TLS: ', 1, true), err)
+  end)
+
+  it('a ca_file that cannot be read fails at mcp.new', function()
+    local ok, err = pcall(mcp.new, { url = url, ca_file = '/nonexistent/ca.pem' })
+    assert.is_false(ok)
+    assert.equal('mcp.new: cannot read opts.ca_file /nonexistent/ca.pem: No such file or directory (os error 2)', err)
+  end)
+end)
+
 describe('HTTP faults', function()
   local stop, base
   setup(function()

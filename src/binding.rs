@@ -406,6 +406,7 @@ fn to_lua_opt(lua: &Lua, json: Option<&Json>) -> mlua::Result<Value> {
 struct ClientState {
     timeout: Duration,
     headers: Vec<(String, String)>,
+    ca_pem: Option<Vec<u8>>,
     env: Vec<(String, String)>,
     cwd: Option<String>,
     max_message_bytes: usize,
@@ -434,6 +435,15 @@ fn read_options(opts: &Table) -> Outcome<ClientState> {
         _ => return Err(Error::BadInput("mcp.new: opts.cwd must be a string".into()).into()),
     };
     let env = string_map(opts, "env")?;
+    // Read now, so a wrong path fails at mcp.new rather than at first use.
+    let ca_pem = match opts.get::<Value>("ca_file")? {
+        Value::Nil => None,
+        Value::String(path) => {
+            let path = path.to_str()?.to_string();
+            Some(std::fs::read(&path).map_err(|e| Error::BadInput(format!("mcp.new: cannot read opts.ca_file {path}: {e}")))?)
+        }
+        _ => return Err(Error::BadInput("mcp.new: opts.ca_file must be a path".into()).into()),
+    };
     let headers = string_map(opts, "headers")?;
     for (name, value) in &headers {
         if value.contains(['\r', '\n']) || name.contains(['\r', '\n']) {
@@ -447,7 +457,7 @@ fn read_options(opts: &Table) -> Outcome<ClientState> {
         Value::Nil | Value::Function(_) => {}
         _ => return Err(Error::BadInput("mcp.new: opts.on_notification must be a function".into()).into()),
     }
-    Ok(ClientState { timeout, headers, env, cwd, max_message_bytes, session: None })
+    Ok(ClientState { timeout, headers, ca_pem, env, cwd, max_message_bytes, session: None })
 }
 
 /// A table of string keys to string values, such as `opts.env`.
@@ -656,6 +666,7 @@ fn open_transport(client: &Table, state: &ClientState) -> Outcome<Box<dyn Transp
             headers: state.headers.clone(),
             timeout: state.timeout,
             max_message_bytes: state.max_message_bytes,
+            ca_pem: state.ca_pem.clone(),
         };
         return Ok(Box::new(Http::connect(options)?));
     }

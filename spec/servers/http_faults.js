@@ -1,4 +1,5 @@
-// http_faults.js PORT - a Streamable HTTP MCP server on 127.0.0.1 that
+// http_faults.js PORT [CERT KEY] - a Streamable HTTP MCP server on
+// 127.0.0.1 (HTTPS when given a certificate and its key) that
 // misbehaves on demand, for what a real server will not do when asked.
 // The behaviour is chosen per request by the path:
 //
@@ -17,6 +18,8 @@
 // clears it. On the GET stream the server sends a ping and a notification
 // as soon as a client opens it.
 const http = require('http');
+const https = require('https');
+const fs = require('fs');
 
 const port = Number(process.argv[2] || 0);
 let log = [];
@@ -39,7 +42,9 @@ function toolResult(text, isError) {
   return { content: [{ type: 'text', text }], ...(isError ? { isError: true } : {}) };
 }
 
-const server = http.createServer((req, res) => {
+const [certFile, keyFile] = process.argv.slice(3);
+const tls = certFile ? { cert: fs.readFileSync(certFile), key: fs.readFileSync(keyFile) } : null;
+const listener = (req, res) => {
   let chunks = [];
   req.on('data', (c) => chunks.push(c));
   req.on('end', () => {
@@ -53,7 +58,8 @@ const server = http.createServer((req, res) => {
     log.push({ method: req.method, path, headers: req.headers, body });
     handle(path, req, res, body);
   });
-});
+};
+const server = tls ? https.createServer(tls, listener) : http.createServer(listener);
 
 function handle(path, req, res, body) {
   const sid = req.headers['mcp-session-id'];

@@ -19,6 +19,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ureq::http::Response;
+use ureq::tls::{parse_pem, PemItem, RootCerts, TlsConfig};
 use ureq::{Agent, Body};
 
 use crate::codec::{self, Json};
@@ -32,6 +33,9 @@ pub struct Options {
     pub headers: Vec<(String, String)>,
     pub timeout: Duration,
     pub max_message_bytes: usize,
+    /// PEM certificates to trust instead of the bundled Mozilla roots
+    /// (a private CA, a self-signed server).
+    pub ca_pem: Option<Vec<u8>>,
 }
 
 /// Reconnecting to a stream that closed before our reply: how often, and
@@ -92,12 +96,22 @@ impl Shared {
     /// The reference's words for a server that cannot be reached, with
     /// curl's exit codes for the same cases.
     fn unreachable(&self, err: ureq::Error) -> Error {
-        let code = match err {
-            ureq::Error::HostNotFound => "6",
-            ureq::Error::Timeout(_) => "28",
-            _ => "7",
+        let url = &self.options.url;
+        let (code, why) = match &err {
+            ureq::Error::HostNotFound => ("6", None),
+            ureq::Error::Timeout(_) => ("28", None),
+            // A certificate problem is not a network problem: say which.
+            ureq::Error::Rustls(e) => ("60", Some(format!("TLS: {e}"))),
+            ureq::Error::Tls(e) => ("60", Some(format!("TLS: {e}"))),
+            // rustls reports a refused certificate through the I/O layer.
+            ureq::Error::Io(e) if e.kind() == std::io::ErrorKind::InvalidData => ("60", Some(format!("TLS: {e}"))),
+            _ => ("7", None),
         };
-        Error::Transport { code: code.into(), detail: format!("cannot reach the MCP server at {}", self.options.url) }
+        let detail = match why {
+            Some(why) => format!("cannot reach the MCP server at {url} ({why})"),
+            None => format!("cannot reach the MCP server at {url}"),
+        };
+        Error::Transport { code: code.into(), detail }
     }
 
     /// Answers a request the server sent us, on a connection of its own.
@@ -129,9 +143,23 @@ pub struct Http {
 
 impl Http {
     pub fn connect(options: Options) -> Result<Http> {
+        let mut tls = TlsConfig::builder();
+        if let Some(pem) = &options.ca_pem {
+            let certs: Vec<_> = parse_pem(pem)
+                .filter_map(|item| match item {
+                    Ok(PemItem::Certificate(cert)) => Some(cert),
+                    _ => None,
+                })
+                .collect();
+            if certs.is_empty() {
+                return Err(Error::BadInput("mcp: opts.ca_file holds no PEM certificate".into()));
+            }
+            tls = tls.root_certs(RootCerts::from(certs));
+        }
         let config = Agent::config_builder()
             .http_status_as_error(false)
             .max_idle_connections_per_host(4)
+            .tls_config(tls.build())
             .build();
         let agent = Agent::new_with_config(config);
         let shared = Arc::new(Shared {
