@@ -287,6 +287,22 @@ describe('stdio faults', function()
     assert.is_truthy(out:find('host alive', 1, true), out)
   end)
 
+  it('tools/list pages are followed through nextCursor', function()
+    local client = mcp.new({ command = H.faulty('paged') })
+    local names = {}
+    for i, t in ipairs(client:discover()) do names[i] = t.name end
+    assert.same({ 'page1-a', 'page1-b', 'page2-a', 'page2-b', 'page3-a', 'page3-b' }, names)
+    client:close()
+  end)
+
+  it('a server that repeats its cursor is not followed round again', function()
+    local client = mcp.new({ command = H.faulty('stuck') })
+    local tools = client:discover()
+    assert.same({ 'again', 'again' }, { tools[1].name, tools[2].name })
+    assert.equal(2, #tools)
+    client:close()
+  end)
+
   it('cwd sets the working directory', function()
     local client = mcp.new({ command = H.faulty('plain'), cwd = '/tmp' })
     assert.equal('/tmp', (client:call('cwd')))

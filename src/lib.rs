@@ -20,7 +20,7 @@
 //! * `session`   handshake once, requests with time limits, cancellation.
 //! * `transport` stdio (a child process) and Streamable HTTP.
 //! * `mount`     the registry rules: descriptions, schemas, collisions.
-//! * `binding`   the only file that touches Lua.
+//! * `binding`   the only code that touches Lua (one file per concern).
 //!
 //! The fixture seam (`opts.transport`, a Lua function) bypasses `session`
 //! on purpose: it reproduces the reference's batched exchange byte for

@@ -13,15 +13,13 @@ use crate::transport::Transport;
 
 pub struct Session {
     transport: Box<dyn Transport>,
-    /// Set once `initialize` has been answered and `initialized` sent.
-    pub ready: bool,
     /// The transport failed for good; the binding starts a new session.
     pub broken: bool,
 }
 
 impl Session {
     pub fn new(transport: Box<dyn Transport>) -> Self {
-        Session { transport, ready: false, broken: false }
+        Session { transport, broken: false }
     }
 
     pub fn notify(&mut self, message: &Json) -> Result<()> {

@@ -11,6 +11,8 @@
 --   stubborn   ignores stdin EOF (SIGTERM too, when started through
 --              `trap '' TERM`)
 --   mute       answers nothing at all after initialize
+--   paged      lists its tools three pages long, through nextCursor
+--   stuck      hands out the same nextCursor forever
 --
 -- Every mode also offers: echo, sleep {ms}, big {bytes}, pid, cancelled
 -- (the requestIds of notifications/cancelled received so far), answers
@@ -121,6 +123,21 @@ function hooks.flood(msg)
     for _ = 1, 40 do io.stderr:write(chunk) end
     io.stderr:flush()
   end
+end
+
+function hooks.paged(msg)
+  if msg.method ~= 'tools/list' then return end
+  local page = tonumber(msg.params and msg.params.cursor) or 1
+  local result = { tools = { { name = 'page' .. page .. '-a' }, { name = 'page' .. page .. '-b' } } }
+  if page < 3 then result.nextCursor = tostring(page + 1) end
+  server.result(msg.id, result)
+  return true
+end
+
+function hooks.stuck(msg)
+  if msg.method ~= 'tools/list' then return end
+  server.result(msg.id, { tools = { { name = 'again' } }, nextCursor = 'same' })
+  return true
 end
 
 function hooks.mute(msg)

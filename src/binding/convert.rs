@@ -1,0 +1,218 @@
+//! Lua values <-> [`Json`]: what the wire may carry, and how replies
+//! become Lua tables exactly as the reference codec builds them.
+
+use super::*;
+
+/// The bytes Lua's `..` would use for a string or number; None otherwise.
+pub(super) fn concat_piece(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::String(s) => Some(s.as_bytes().to_vec()),
+        Value::Integer(i) => Some(i.to_string().into_bytes()),
+        Value::Number(f) => Some(lua_float_text(*f).into_bytes()),
+        _ => None,
+    }
+}
+
+
+/// Converts a Lua value for the wire, refusing what JSON cannot carry and
+/// naming where it was found (`arguments.items[2].cb`).
+///
+/// The path is only built when something is refused, on the way back up:
+/// formatting a path segment for every value would cost more than the
+/// conversion itself.
+pub(super) struct Encoder {
+    /// Tables on the way down from the root: meeting one again is a cycle.
+    /// (A table shared by two branches is fine and encodes twice.)
+    open: Vec<*const c_void>,
+}
+
+/// A refused value: what it was, and the path to it, innermost first.
+pub(super) struct Refusal {
+    what: String,
+    path: Vec<String>,
+}
+
+impl Refusal {
+    fn new(what: impl Into<String>) -> Self {
+        Refusal { what: what.into(), path: Vec::new() }
+    }
+
+    fn under(mut self, segment: String) -> Self {
+        self.path.push(segment);
+        self
+    }
+}
+
+pub(super) enum Fail {
+    Refused(Refusal),
+    Lua(mlua::Error),
+}
+
+impl From<mlua::Error> for Fail {
+    fn from(e: mlua::Error) -> Self {
+        Fail::Lua(e)
+    }
+}
+
+impl Encoder {
+    pub(super) fn convert(root: &str, value: &Value) -> Outcome<Json> {
+        let mut enc = Encoder { open: Vec::new() };
+        match enc.value(value) {
+            Ok(json) => Ok(json),
+            Err(Fail::Lua(e)) => Err(e.into()),
+            Err(Fail::Refused(refusal)) => {
+                let mut path = root.to_string();
+                for segment in refusal.path.iter().rev() {
+                    if !segment.starts_with('[') {
+                        path.push('.');
+                    }
+                    path.push_str(segment);
+                }
+                Err(Raise::Mcp(Error::Encode { what: refusal.what, path }))
+            }
+        }
+    }
+
+    fn value(&mut self, value: &Value) -> Result<Json, Fail> {
+        Ok(match value {
+            Value::Nil => Json::Null,
+            Value::Boolean(b) => Json::Bool(*b),
+            Value::Integer(i) => Json::Int(*i),
+            Value::Number(f) if f.is_nan() => return Err(Fail::Refused(Refusal::new("NaN"))),
+            Value::Number(f) if f.is_infinite() => return Err(Fail::Refused(Refusal::new("an infinite number"))),
+            Value::Number(f) => Json::Float(*f),
+            Value::String(s) => {
+                let bytes = s.as_bytes();
+                if std::str::from_utf8(&bytes).is_err() {
+                    return Err(Fail::Refused(Refusal::new("a string that is not UTF-8")));
+                }
+                Json::Str(bytes.to_vec())
+            }
+            Value::Table(t) => self.table(t)?,
+            other => return Err(Fail::Refused(Refusal::new(format!("a {}", other.type_name())))),
+        })
+    }
+
+    fn table(&mut self, t: &Table) -> Result<Json, Fail> {
+        let ptr = t.to_pointer();
+        if self.open.contains(&ptr) {
+            return Err(Fail::Refused(Refusal::new("a table that contains itself")));
+        }
+        self.open.push(ptr);
+        let json = self.table_body(t);
+        self.open.pop();
+        json
+    }
+
+    fn table_body(&mut self, t: &Table) -> Result<Json, Fail> {
+        let mut entries: Vec<(Value, Value)> = Vec::new();
+        for pair in t.pairs::<Value, Value>() {
+            entries.push(pair?);
+        }
+        let is_array = !entries.is_empty()
+            && entries.iter().all(|(k, _)| matches!(k, Value::Integer(i) if *i >= 1))
+            && entries.iter().map(|(k, _)| k.as_integer().unwrap_or(0)).max() == Some(entries.len() as i64);
+        if is_array {
+            entries.sort_by_key(|(k, _)| k.as_integer().unwrap_or(0));
+            let mut items = Vec::with_capacity(entries.len());
+            for (i, (_, v)) in entries.iter().enumerate() {
+                match self.value(v) {
+                    Ok(json) => items.push(json),
+                    Err(Fail::Refused(r)) => return Err(Fail::Refused(r.under(format!("[{}]", i + 1)))),
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok(Json::Array(items));
+        }
+        let mut keyed = Vec::with_capacity(entries.len());
+        for (k, v) in entries {
+            let text = match &k {
+                Value::String(s) => s.as_bytes().to_vec(),
+                Value::Integer(i) => i.to_string().into_bytes(),
+                Value::Number(f) => format_float(*f).into_bytes(),
+                other => return Err(Fail::Refused(Refusal::new(format!("a {} key", other.type_name())))),
+            };
+            keyed.push((text, v));
+        }
+        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        // `trace.ordered` tables list some keys first, in the given order.
+        if let Some(order) = t.metatable().and_then(|mt| mt.raw_get::<Option<Table>>("__jsonorder").ok().flatten()) {
+            let mut front = Vec::new();
+            for key in order.sequence_values::<Value>() {
+                let Some(text) = concat_piece(&key?) else { continue };
+                if let Some(at) = keyed.iter().position(|(k, _)| *k == text) {
+                    front.push(keyed.remove(at));
+                }
+            }
+            front.append(&mut keyed);
+            keyed = front;
+        }
+        let mut pairs = Vec::with_capacity(keyed.len());
+        for (key, v) in keyed {
+            let segment = || String::from_utf8_lossy(&key).into_owned();
+            let json = match self.value(&v) {
+                Ok(json) => json,
+                Err(Fail::Refused(r)) => return Err(Fail::Refused(r.under(segment()))),
+                Err(e) => return Err(e),
+            };
+            if std::str::from_utf8(&key).is_err() {
+                return Err(Fail::Refused(Refusal::new("a key that is not UTF-8").under(segment())));
+            }
+            pairs.push((key, json));
+        }
+        Ok(Json::Object(pairs))
+    }
+}
+
+/// A decoded value as the reference codec would give it to Lua: `null`
+/// dropped from objects and arrays alike.
+///
+/// Built with the raw C API inside one protected call: going through
+/// mlua's safe `Table::raw_set` costs a protected call and a reference per
+/// value, which made a 1 MB tool list several times slower to hand over
+/// than to parse.
+pub(super) fn to_lua(lua: &Lua, json: &Json) -> mlua::Result<Value> {
+    // SAFETY: `push_json` only pushes values and sets fields on tables it
+    // created, keeps the stack balanced (one value left per call), and
+    // holds nothing with a destructor across Lua calls, so an allocation
+    // error raised inside cannot skip a drop.
+    unsafe { lua.exec_raw::<Value>((), |state| push_json(state, json)) }
+}
+
+pub(super) unsafe fn push_json(state: *mut mlua::ffi::lua_State, json: &Json) {
+    use mlua::ffi;
+    match json {
+        Json::Null => ffi::lua_pushnil(state),
+        Json::Bool(b) => ffi::lua_pushboolean(state, *b as std::os::raw::c_int),
+        Json::Int(i) => ffi::lua_pushinteger(state, *i),
+        Json::Float(f) => ffi::lua_pushnumber(state, *f),
+        Json::Str(s) => {
+            ffi::lua_pushlstring(state, s.as_ptr().cast(), s.len());
+        }
+        Json::Array(items) => {
+            ffi::luaL_checkstack(state, 4, std::ptr::null());
+            ffi::lua_createtable(state, items.len().min(1 << 24) as std::os::raw::c_int, 0);
+            let mut n = 0;
+            for item in items.iter().filter(|v| !matches!(v, Json::Null)) {
+                push_json(state, item);
+                n += 1;
+                ffi::lua_rawseti(state, -2, n);
+            }
+        }
+        Json::Object(pairs) => {
+            ffi::luaL_checkstack(state, 4, std::ptr::null());
+            ffi::lua_createtable(state, 0, pairs.len().min(1 << 24) as std::os::raw::c_int);
+            for (k, v) in pairs {
+                ffi::lua_pushlstring(state, k.as_ptr().cast(), k.len());
+                // A null value assigns nil: a key set earlier in the same
+                // object is removed, as table assignment would do.
+                push_json(state, v);
+                ffi::lua_rawset(state, -3);
+            }
+        }
+    }
+}
+
+pub(super) fn to_lua_opt(lua: &Lua, json: Option<&Json>) -> mlua::Result<Value> {
+    json.map_or(Ok(Value::Nil), |j| to_lua(lua, j))
+}

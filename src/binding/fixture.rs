@@ -1,0 +1,95 @@
+//! The fixture transport (`opts.transport`, a Lua function): the
+//! reference's batched exchange, byte for byte. Users test their agents
+//! through this seam, so it must not drift.
+
+use super::*;
+
+/// Sends `messages` as one newline-delimited batch through the user's
+/// transport function and gathers the replies, as the reference does.
+pub(super) fn exchange_batch(lua: &Cx, client: &Table, transport: Function, messages: &[Json]) -> Outcome<Replies> {
+    let mut text = Vec::new();
+    for m in messages {
+        codec::encode_into(m, &mut text);
+        text.push(b'\n');
+    }
+    text.pop();
+    text.push(b'\n');
+    let mut out = call_lua(lua, transport, lua.create_string(&text)?)?;
+    let ok = out.pop_front().unwrap_or(Value::Nil);
+    let raw = out.pop_front().unwrap_or(Value::Nil);
+    let code = out.pop_front().unwrap_or(Value::Nil);
+    let raw = lua_tostring(lua, raw)?;
+    if !truthy(&ok) {
+        let code = String::from_utf8_lossy(&lua_tostring(lua, code)?).into_owned();
+        let detail = String::from_utf8_lossy(&raw[..raw.len().min(400)]).into_owned();
+        return Err(Error::Transport { code, detail }.into());
+    }
+    let mut replies = Replies::default();
+    replies.absorb(&raw);
+    let notes = std::mem::take(&mut replies.notifications);
+    deliver_notifications(lua, client, notes)?;
+    Ok(replies)
+}
+
+/// The reference's handshake: before every batch, except over a url once
+/// the session is ready.
+pub(super) fn batch_handshake(lua: &Cx, client: &Table) -> Outcome<(Vec<Json>, Option<Json>)> {
+    let url: Value = client.get("url")?;
+    let ready: Value = client.get("session_ready")?;
+    if truthy(&url) && truthy(&ready) {
+        return Ok((vec![], None));
+    }
+    let id = next_id(client)?;
+    Ok((vec![initialize_request(lua, client, id.clone())?, initialized_notice()], Some(id)))
+}
+
+pub(super) fn discover_batch(lua: &Cx, client: &Table, transport: Function) -> Outcome {
+    let (mut messages, init_id) = batch_handshake(lua, client)?;
+    let list_id = next_id(client)?;
+    messages.push(protocol::request(list_id.clone(), "tools/list", Json::Object(vec![])));
+    let mut replies = exchange_batch(lua, client, transport, &messages)?;
+    if let Some(init_id) = init_id {
+        let result = result_of(replies.take(&init_id), "initialize")?;
+        apply_initialize(lua, client, &result)?;
+    }
+    let listed = result_of(replies.take(&list_id), "tools/list")?;
+    store_tools(lua, client, listed.get("tools").filter(|t| t.is_truthy()))
+}
+
+pub(super) fn store_tools(lua: &Cx, client: &Table, tools: Option<&Json>) -> Outcome {
+    let tools = match tools {
+        Some(t) => to_lua(lua, t)?,
+        None => Value::Table(lua.create_table()?),
+    };
+    client.set("tools", tools.clone())?;
+    Ok(MultiValue::from_vec(vec![tools]))
+}
+
+pub(super) fn call_batch(lua: &Cx, client: &Table, transport: Function, name: &Value, args: &Value) -> Outcome {
+    let what = tool_label(name)?;
+    let (mut messages, _) = batch_handshake(lua, client)?;
+    let call_id = next_id(client)?;
+    messages.push(protocol::request(call_id.clone(), "tools/call", call_params(name, args)?));
+    let mut replies = exchange_batch(lua, client, transport, &messages)?;
+    let result = result_of(replies.take(&call_id), &what)?;
+    call_return(lua, result)
+}
+
+pub(super) fn call_return(lua: &Cx, result: Json) -> Outcome {
+    let (text, is_error) = call_outcome(result);
+    Ok(MultiValue::from_vec(vec![Value::String(lua.create_string(text)?), Value::Boolean(is_error)]))
+}
+
+pub(super) fn deliver_notifications(lua: &Cx, client: &Table, notes: Vec<Json>) -> Outcome<()> {
+    if notes.is_empty() {
+        return Ok(());
+    }
+    let Some((_, Some(callback))) = state_of(lua, client)? else { return Ok(()) };
+    for note in notes {
+        let msg = to_lua(lua, &note)?;
+        // A failing callback must not break the client: its error is
+        // dropped, and the next notification is delivered as usual.
+        let _ = call_lua(lua, callback.clone(), msg);
+    }
+    Ok(())
+}

@@ -1,0 +1,166 @@
+//! Long-lived sessions, stdio and HTTP: started lazily, handshaken once,
+//! restarted when the transport dies or the HTTP session expires.
+
+use super::*;
+
+pub(super) fn launch_of(command: &Value) -> Outcome<Launch> {
+    let bad = || Raise::Mcp(Error::BadInput("mcp: command must be a string or an array of strings".into()));
+    match command {
+        Value::String(s) => Ok(Launch::Shell(s.to_str()?.to_string())),
+        Value::Table(t) => {
+            let mut argv = Vec::new();
+            for v in t.sequence_values::<Value>() {
+                match v? {
+                    Value::String(s) => argv.push(s.to_str()?.to_string()),
+                    _ => return Err(bad()),
+                }
+            }
+            if argv.is_empty() {
+                return Err(bad());
+            }
+            Ok(Launch::Argv(argv))
+        }
+        _ => Err(bad()),
+    }
+}
+
+pub(super) fn open_transport(client: &Table, state: &ClientState) -> Outcome<Box<dyn Transport>> {
+    if let Value::String(url) = client.get::<Value>("url")? {
+        let options = http::Options {
+            url: url.to_str()?.to_string(),
+            headers: state.headers.clone(),
+            timeout: state.timeout,
+            max_message_bytes: state.max_message_bytes,
+            ca_pem: state.ca_pem.clone(),
+        };
+        return Ok(Box::new(Http::connect(options)?));
+    }
+    let command: Value = client.get("command")?;
+    if !truthy(&command) {
+        return Err(Error::BadInput("mcp: the client has no command, url or transport".into()).into());
+    }
+    let options = stdio::Options {
+        launch: launch_of(&command)?,
+        env: state.env.clone(),
+        cwd: state.cwd.clone(),
+        max_message_bytes: state.max_message_bytes,
+    };
+    Ok(Box::new(Stdio::spawn(&options)?))
+}
+
+/// Runs `request` on the client's live session, starting the session
+/// (process and handshake) first if there is none or the last one broke.
+pub(super) fn with_session<T>(
+    lua: &Cx,
+    client: &Table,
+    mut request: impl FnMut(&mut Session, &mut dyn FnMut(Json), Duration) -> Outcome<T>,
+) -> Outcome<T> {
+    let Some((ud, callback)) = state_of(lua, client)? else {
+        return Err(Error::BadInput("MCP: this client was not made by mcp.new".into()).into());
+    };
+    let mut state = ud
+        .borrow_mut::<ClientState>()
+        .map_err(|_| Error::BadInput("MCP: the client is already busy (called again from on_notification?)".into()))?;
+    let mut notify = |note: Json| {
+        if let Some(cb) = &callback {
+            if let Ok(msg) = to_lua(lua, &note) {
+                let _ = call_lua(lua, cb.clone(), msg);
+            }
+        }
+    };
+    let timeout = state.timeout;
+    // An HTTP server may forget a session (404): then one new session,
+    // and the request sent once more. Any other failure is final.
+    let mut retried = false;
+    loop {
+        if state.session.as_ref().is_some_and(|s| s.broken) {
+            // Dropping hands a dead server to a background reaper.
+            state.session = None;
+        }
+        if state.session.is_none() {
+            state.session = Some(handshake(lua, client, &state, &mut notify)?);
+        }
+        let session = state.session.as_mut().expect("a session was just set");
+        match request(session, &mut notify, timeout) {
+            Err(Raise::Mcp(Error::SessionExpired)) if !retried => {
+                retried = true;
+                state.session = None;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// A new session: transport opened, initialize answered, initialized sent.
+pub(super) fn handshake(lua: &Cx, client: &Table, state: &ClientState, notify: &mut dyn FnMut(Json)) -> Outcome<Session> {
+    let mut session = Session::new(open_transport(client, state)?);
+    let id = next_id(client)?;
+    let init = initialize_request(lua, client, id.clone())?;
+    let reply = session.request(&id, &init, state.timeout, "initialize", notify)?;
+    let result = result_of(Some(reply), "initialize")?;
+    check_version(&result)?;
+    apply_initialize(lua, client, &result)?;
+    if let Some(session_id) = session.session_id() {
+        client.set("session_id", session_id)?;
+    }
+    if let Some(Json::Str(version)) = result.get("protocolVersion") {
+        session.established(&String::from_utf8_lossy(version));
+    }
+    session.notify(&initialized_notice())?;
+    Ok(session)
+}
+
+pub(super) fn check_version(result: &Json) -> Outcome<()> {
+    match result.get("protocolVersion") {
+        Some(Json::Str(v)) if SUPPORTED_VERSIONS.iter().any(|s| s.as_bytes() == v.as_slice()) => Ok(()),
+        chosen => Err(Error::UnsupportedVersion {
+            chosen: protocol::lua_text(chosen),
+            supported: SUPPORTED_VERSIONS.join(", "),
+        }
+        .into()),
+    }
+}
+
+/// Pages of `tools/list` are followed while the server hands out a new
+/// cursor; a server that repeats its cursor is not followed round again.
+pub(super) const MAX_TOOL_PAGES: usize = 100;
+
+pub(super) fn discover_session(lua: &Cx, client: &Table) -> Outcome {
+    let pages = with_session(lua, client, |session, notify, timeout| {
+        let mut pages: Vec<Json> = Vec::new();
+        let mut cursor: Option<Json> = None;
+        loop {
+            let id = next_id(client)?;
+            let params = match &cursor {
+                Some(c) => Json::object([("cursor", c.clone())]),
+                None => Json::Object(vec![]),
+            };
+            let request = protocol::request(id.clone(), "tools/list", params);
+            let reply = session.request(&id, &request, timeout, "tools/list", notify)?;
+            let listed = result_of(Some(reply), "tools/list")?;
+            let next = listed.get("nextCursor").filter(|c| matches!(c, Json::Str(_))).cloned();
+            pages.push(listed);
+            if next.is_none() || next == cursor || pages.len() >= MAX_TOOL_PAGES {
+                return Ok(pages);
+            }
+            cursor = next;
+        }
+    })?;
+    if pages.len() == 1 {
+        return store_tools(lua, client, pages[0].get("tools").filter(|t| t.is_truthy()));
+    }
+    let all: Vec<Json> = pages.iter().flat_map(|p| p.get("tools").map(|t| t.elements().cloned().collect::<Vec<_>>()).unwrap_or_default()).collect();
+    store_tools(lua, client, Some(&Json::Array(all)))
+}
+
+pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value) -> Outcome {
+    let what = tool_label(name)?;
+    let params = call_params(name, args)?;
+    let result = with_session(lua, client, |session, notify, timeout| {
+        let id = next_id(client)?;
+        let request = protocol::request(id.clone(), "tools/call", params.clone());
+        let reply = session.request(&id, &request, timeout, &what, notify)?;
+        Ok(result_of(Some(reply), &what)?)
+    })?;
+    call_return(lua, result)
+}

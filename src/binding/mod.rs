@@ -1,0 +1,266 @@
+//! The Lua binding: the only code that touches mlua.
+//!
+//! The client is a plain Lua table with the reference's fields, so agents
+//! that read `client.tools` or set `client.prefix` keep working. What the
+//! table cannot hold (a live server process, an HTTP session, the native
+//! options) lives in a userdata kept in a weak-keyed table beside it: when
+//! the client is collected, so is its session, and the server is stopped.
+//!
+//! User code (a fixture transport, a registry, `on_notification`) is called
+//! through Lua's own `pcall`, so an error it raises comes back as the very
+//! value it raised and is re-raised unchanged, as the reference would let
+//! it propagate.
+
+use std::cell::OnceCell;
+use std::ffi::c_void;
+use std::rc::Rc;
+use std::time::Duration;
+
+use mlua::{AnyUserData, Function, IntoLuaMulti, Lua, MultiValue, Table, UserData, Value};
+
+use crate::codec::{self, format_float, lua_float_text, Json};
+use crate::error::Error;
+use crate::mount;
+use crate::protocol::{self, call_outcome, result_of, Replies, SUPPORTED_VERSIONS};
+use crate::session::Session;
+use crate::transport::http::{self, Http};
+use crate::transport::stdio::{self, Launch, Stdio};
+use crate::transport::Transport;
+
+mod convert;
+mod fields;
+mod fixture;
+mod live;
+mod options;
+mod registry;
+
+use convert::*;
+use fields::*;
+use fixture::*;
+use live::*;
+use options::*;
+use registry::*;
+
+/// Why a native function did not return normally.
+enum Raise {
+    /// One of our errors: raised as its message.
+    Mcp(Error),
+    /// A value user code raised: raised again as it is.
+    Lua(Value),
+}
+
+impl From<Error> for Raise {
+    fn from(e: Error) -> Self {
+        Raise::Mcp(e)
+    }
+}
+
+impl From<mlua::Error> for Raise {
+    fn from(e: mlua::Error) -> Self {
+        Raise::Mcp(Error::from(e))
+    }
+}
+
+type Outcome<T = MultiValue> = std::result::Result<T, Raise>;
+
+/// What the prelude hands over once: the module's own tables and the Lua
+/// functions the binding must call un-overridden.
+struct Glue {
+    module: Table,
+    client_methods: Table,
+    runner: Function,
+    pcall: Function,
+    tostring: Function,
+    /// client table -> { ClientState userdata, on_notification }, weak keys.
+    states: Table,
+}
+
+/// Opens the module on `lua`; `luaopen_mcp` calls this, and so do the
+/// cargo tests on an in-process Lua.
+pub fn open(lua: &Lua) -> mlua::Result<Table> {
+    // Each loaded copy of the module has its own glue, so two copies in
+    // one state (a test loading it afresh) never share client states.
+    let cell: Rc<OnceCell<Glue>> = Rc::new(OnceCell::new());
+    let native = lua.create_table()?;
+    native.set("new", export(lua, &cell, new)?)?;
+    native.set("discover", export(lua, &cell, discover)?)?;
+    native.set("call", export(lua, &cell, call)?)?;
+    native.set("close", export(lua, &cell, close)?)?;
+    native.set("mount", export(lua, &cell, mount_tools)?)?;
+    let started = std::time::Instant::now();
+    native.set("clock", lua.create_function(move |_, ()| Ok(started.elapsed().as_secs_f64()))?)?;
+    let setup_cell = cell.clone();
+    native.set(
+        "setup",
+        lua.create_function(move |lua, (module, client_methods, runner, pcall, tostring): (Table, Table, Function, Function, Function)| {
+            let states = lua.create_table()?;
+            let weak = lua.create_table()?;
+            weak.set("__mode", "k")?;
+            states.set_metatable(Some(weak))?;
+            let _ = setup_cell.set(Glue { module, client_methods, runner, pcall, tostring, states });
+            Ok(())
+        })?,
+    )?;
+    // Finalized when the state closes, after every client (it was made
+    // first): background shutdowns must finish before our code unloads.
+    lua.set_named_registry_value("lua-mcp.reapers", lua.create_userdata(Reapers)?)?;
+    lua.load(include_str!("prelude.lua")).set_name("=mcp").call(native)
+}
+
+struct Reapers;
+impl UserData for Reapers {}
+impl Drop for Reapers {
+    fn drop(&mut self) {
+        stdio::join_reapers();
+    }
+}
+
+/// Wraps a native function in the `true, ...` / `false, err` convention
+/// the prelude turns into returns or raises.
+fn export(lua: &Lua, cell: &Rc<OnceCell<Glue>>, f: fn(&Cx, MultiValue) -> Outcome) -> mlua::Result<Function> {
+    let cell = cell.clone();
+    lua.create_function(move |lua, args: MultiValue| {
+        let mut out = MultiValue::new();
+        let result = match cell.get() {
+            Some(glue) => f(&Cx { lua, glue }, args),
+            None => Err(Raise::Mcp(Error::Lua("the module was not set up".into()))),
+        };
+        match result {
+            Ok(values) => {
+                out.push_back(Value::Boolean(true));
+                out.extend(values);
+            }
+            Err(Raise::Mcp(e)) => {
+                out.push_back(Value::Boolean(false));
+                out.push_back(Value::String(lua.create_string(e.to_string())?));
+            }
+            Err(Raise::Lua(v)) => {
+                out.push_back(Value::Boolean(false));
+                out.push_back(v);
+            }
+        }
+        Ok(out)
+    })
+}
+
+/// What every native function works with: the Lua state and its glue.
+struct Cx<'a> {
+    lua: &'a Lua,
+    glue: &'a Glue,
+}
+
+impl std::ops::Deref for Cx<'_> {
+    type Target = Lua;
+    fn deref(&self) -> &Lua {
+        self.lua
+    }
+}
+
+fn arg(args: &MultiValue, i: usize) -> Value {
+    args.get(i).cloned().unwrap_or(Value::Nil)
+}
+
+fn truthy(v: &Value) -> bool {
+    !matches!(v, Value::Nil | Value::Boolean(false))
+}
+
+/// Calls Lua code through `pcall`: its raised value comes back untouched.
+fn call_lua(lua: &Cx, f: Function, args: impl IntoLuaMulti) -> Outcome {
+    let g = lua.glue;
+    let mut all = args.into_lua_multi(lua)?;
+    all.push_front(Value::Function(f));
+    let mut results: MultiValue = g.pcall.call(all)?;
+    match results.pop_front() {
+        Some(Value::Boolean(true)) => Ok(results),
+        _ => Err(Raise::Lua(results.pop_front().unwrap_or(Value::Nil))),
+    }
+}
+
+/// `obj:name(...)`, looked up through the object's metatable as Lua would.
+fn call_method(lua: &Cx, obj: &Table, name: &str, args: impl IntoLuaMulti) -> Outcome {
+    let method: Value = obj.get(name)?;
+    let Value::Function(method) = method else {
+        return Err(Error::BadInput(format!("the object has no method '{name}'")).into());
+    };
+    let mut all = args.into_lua_multi(lua)?;
+    all.push_front(Value::Table(obj.clone()));
+    call_lua(lua, method, all)
+}
+
+fn lua_tostring(lua: &Cx, v: Value) -> Outcome<Vec<u8>> {
+    let f = lua.glue.tostring.clone();
+    let out = call_lua(lua, f, v)?;
+    match out.front() {
+        Some(Value::String(s)) => Ok(s.as_bytes().to_vec()),
+        _ => Ok(b"nil".to_vec()),
+    }
+}
+
+fn client_arg(args: &MultiValue, method: &str) -> Outcome<Table> {
+    match arg(args, 0) {
+        Value::Table(t) => Ok(t),
+        _ => Err(Error::BadInput(format!("MCP: call {method} with a colon, as client:{method}(...)")).into()),
+    }
+}
+
+fn new(lua: &Cx, args: MultiValue) -> Outcome {
+    let opts = match arg(&args, 0) {
+        Value::Table(t) => t,
+        _ => lua.create_table()?,
+    };
+    let command: Value = opts.get("command")?;
+    let url: Value = opts.get("url")?;
+    let transport: Value = opts.get("transport")?;
+    if !truthy(&command) && !truthy(&transport) && !truthy(&url) {
+        return Err(Error::NoEndpoint.into());
+    }
+    let state = read_options(&opts)?;
+    let g = lua.glue;
+    let mut version: Value = opts.get("protocol_version")?;
+    if !truthy(&version) {
+        version = g.module.get("PROTOCOL_VERSION")?;
+    }
+    let client = lua.create_table()?;
+    client.set("command", command)?;
+    client.set("url", url)?;
+    client.set("transport", transport)?;
+    client.set("protocol_version", version)?;
+    client.set("prefix", opts.get::<Value>("prefix")?)?;
+    client.set("next_id", 0)?;
+    client.set_metatable(Some(g.client_methods.clone()))?;
+    let entry = lua.create_table()?;
+    entry.raw_set(1, lua.create_userdata(state)?)?;
+    entry.raw_set(2, opts.get::<Value>("on_notification")?)?;
+    g.states.raw_set(client.clone(), entry)?;
+    Ok(MultiValue::from_vec(vec![Value::Table(client)]))
+}
+
+fn discover(lua: &Cx, args: MultiValue) -> Outcome {
+    let client = client_arg(&args, "discover")?;
+    match client.get::<Value>("transport")? {
+        Value::Function(f) => discover_batch(lua, &client, f),
+        v if truthy(&v) => Err(Error::BadInput("MCP: client.transport must be a function".into()).into()),
+        _ => discover_session(lua, &client),
+    }
+}
+
+fn call(lua: &Cx, args: MultiValue) -> Outcome {
+    let client = client_arg(&args, "call")?;
+    let (name, call_args) = (arg(&args, 1), arg(&args, 2));
+    match client.get::<Value>("transport")? {
+        Value::Function(f) => call_batch(lua, &client, f, &name, &call_args),
+        v if truthy(&v) => Err(Error::BadInput("MCP: client.transport must be a function".into()).into()),
+        _ => call_session(lua, &client, &name, &call_args),
+    }
+}
+
+fn close(lua: &Cx, args: MultiValue) -> Outcome {
+    let client = client_arg(&args, "close")?;
+    if let Some((ud, _)) = state_of(lua, &client)? {
+        let session = ud.borrow_mut::<ClientState>().ok().and_then(|mut s| s.session.take());
+        if let Some(mut session) = session {
+            session.close();
+        }
+    }
+    Ok(MultiValue::new())
+}

@@ -1,0 +1,97 @@
+//! `mcp.mount`: a server's tools into the user's registry, by the rules in
+//! `crate::mount`.
+
+use super::*;
+
+pub(super) fn mount_tools(lua: &Cx, args: MultiValue) -> Outcome {
+    let Value::Table(registry) = arg(&args, 0) else {
+        return Err(Error::BadInput("mcp.mount: the registry must be a table".into()).into());
+    };
+    let Value::Table(client) = arg(&args, 1) else {
+        return Err(Error::BadInput("mcp.mount: the client must be a table".into()).into());
+    };
+    let opts = match arg(&args, 2) {
+        Value::Table(t) => t,
+        _ => lua.create_table()?,
+    };
+    let mut prefix: Value = opts.get("prefix")?;
+    if !truthy(&prefix) {
+        prefix = client.get("prefix")?;
+    }
+    let prefix = if truthy(&prefix) {
+        concat_piece(&prefix).ok_or_else(|| Error::BadInput("mcp.mount: the prefix must be a string".into()))?
+    } else {
+        Vec::new()
+    };
+    let mut tools: Value = client.get("tools")?;
+    if !truthy(&tools) {
+        tools = call_method(lua, &client, "discover", ())?.pop_front().unwrap_or(Value::Nil);
+    }
+    let Value::Table(tools) = tools else {
+        return Err(Error::BadInput("mcp.mount: the client's tools are not a list".into()).into());
+    };
+    let trusted = opts.get::<Value>("trust")? == Value::Boolean(true);
+    let runner = lua.glue.runner.clone();
+    let mounted = lua.create_table()?;
+    for tool in tools.sequence_values::<Value>() {
+        let Value::Table(tool) = tool? else {
+            return Err(Error::BadInput("mcp.mount: a tool descriptor is not a table".into()).into());
+        };
+        let tool_name: Value = tool.get("name")?;
+        let suffix = concat_piece(&tool_name).ok_or_else(|| Error::BadInput("mcp.mount: a tool has no name".into()))?;
+        let name = lua.create_string([prefix.as_slice(), suffix.as_slice()].concat())?;
+        let existing = call_method(lua, &registry, "get", name.clone())?;
+        if existing.front().is_some_and(truthy) {
+            return Err(Error::Collision { quoted: mount::lua_quote(&name.as_bytes()) }.into());
+        }
+        let description = match tool.get::<Value>("description")? {
+            v if truthy(&v) => concat_piece(&v).unwrap_or_else(|| b"MCP tool".to_vec()),
+            _ => b"MCP tool".to_vec(),
+        };
+        let entry = lua.create_table()?;
+        entry.set("name", name.clone())?;
+        entry.set("description", lua.create_string(mount::fold_description(&description))?)?;
+        entry.set("args", schema_args(lua, tool.get("inputSchema")?)?)?;
+        entry.set("requires_approval", !trusted)?;
+        entry.set("run", runner.call::<Function>((client.clone(), tool_name))?)?;
+        call_method(lua, &registry, "add", entry)?;
+        mounted.raw_set(mounted.raw_len() + 1, name)?;
+    }
+    Ok(MultiValue::from_vec(vec![Value::Table(mounted)]))
+}
+
+/// Reads what the mount rules need from a JSON Schema held in Lua.
+pub(super) fn schema_args(lua: &Cx, schema: Value) -> Outcome<Table> {
+    let out = lua.create_table()?;
+    let Value::Table(schema) = schema else { return Ok(out) };
+    let Value::Table(properties) = schema.get::<Value>("properties")? else { return Ok(out) };
+    let mut required = Vec::new();
+    if let Value::Table(list) = schema.get::<Value>("required")? {
+        for r in list.sequence_values::<Value>() {
+            if let Some(name) = concat_piece(&r?) {
+                required.push(name);
+            }
+        }
+    }
+    let mut props = Vec::new();
+    for pair in properties.pairs::<Value, Value>() {
+        let (k, prop) = pair?;
+        let Some(name) = concat_piece(&k) else { continue };
+        let ty = match prop {
+            Value::Table(p) => match p.get::<Value>("type")? {
+                Value::String(s) => Some(s.as_bytes().to_vec()),
+                _ => None,
+            },
+            _ => None,
+        };
+        props.push((name, ty));
+    }
+    for (i, a) in mount::args_from_schema(props, &required).into_iter().enumerate() {
+        let entry = lua.create_table()?;
+        entry.set("name", lua.create_string(&a.name)?)?;
+        entry.set("type", a.kind)?;
+        entry.set("required", a.required)?;
+        out.raw_set(i + 1, entry)?;
+    }
+    Ok(out)
+}
