@@ -15,7 +15,7 @@ local function run(scenario)
 end
 
 describe('conformance #peer', function()
-  for _, scenario in ipairs({ 'initialize', 'tools_call', 'sse-retry' }) do
+  for _, scenario in ipairs({ 'initialize', 'tools_call', 'sse-retry', 'elicitation-sep1034-client-defaults' }) do
     it(scenario .. ' passes', function()
       local out = run(scenario)
       assert.is_truthy(out:find('OVERALL: PASSED', 1, true), out)

@@ -221,6 +221,39 @@ describe('stdio faults', function()
     client:close()
   end)
 
+  it('opts.handlers answer server requests from Lua, and declare their capabilities', function()
+    local seen
+    local client = mcp.new({ command = H.faulty('asker'), handlers = {
+      ['elicitation/create'] = function(params)
+        seen = params.message
+        return { action = 'accept', content = { name = params.requestedSchema.properties.name.default } }
+      end,
+      ['sampling/createMessage'] = function() return nil, 'no model here' end,
+      ['x/explode'] = function() error('handler bug', 0) end,
+    } })
+    assert.equal('{"elicitation":{},"sampling":{}}', (client:call('caps')))
+    assert.equal('{"id":"ask-1","jsonrpc":"2.0","result":{"action":"accept","content":{"name":"Ada"}}}',
+      (client:call('ask', { method = 'elicitation/create' })))
+    assert.equal('Your name?', seen)
+    assert.equal('{"error":{"code":-32603,"message":"no model here"},"id":"ask-1","jsonrpc":"2.0"}',
+      (client:call('ask', { method = 'sampling/createMessage' })))
+    assert.equal('{"error":{"code":-32603,"message":"handler bug"},"id":"ask-1","jsonrpc":"2.0"}',
+      (client:call('ask', { method = 'x/explode' })))
+    -- no handler: the reader thread answers, as without opts.handlers
+    assert.equal('{"error":{"code":-32601,"message":"Method not found: roots/list"},"id":"ask-1","jsonrpc":"2.0"}',
+      (client:call('ask', { method = 'roots/list' })))
+    client:close()
+  end)
+
+  it('without handlers nothing extra is declared', function()
+    local client = mcp.new({ command = H.faulty('asker') })
+    assert.equal('{}', (client:call('caps')))
+    client:close()
+    local ok, err = pcall(mcp.new, { command = 'x', handlers = { ping = 'pong' } })
+    assert.is_false(ok)
+    assert.equal('mcp.new: opts.handlers must map method names to functions', err)
+  end)
+
   it('a server flooding stderr never stalls', function()
     local client = mcp.new({ command = H.faulty('flood') })
     for i = 1, 3 do

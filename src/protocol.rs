@@ -33,9 +33,9 @@ pub fn notification(method: &str, params: Option<Json>) -> Json {
 
 /// `initialize` params; `version` and `client_info` come from Lua as
 /// already-converted values, since a caller may have replaced either.
-pub fn initialize_params(version: Json, client_info: Json) -> Json {
+pub fn initialize_params(version: Json, capabilities: Json, client_info: Json) -> Json {
     Json::object([
-        ("capabilities", Json::Object(vec![])),
+        ("capabilities", capabilities),
         ("clientInfo", client_info),
         ("protocolVersion", version),
     ])
@@ -58,22 +58,50 @@ pub fn cancelled(id: &Json, reason: &str) -> Json {
     )
 }
 
+/// A successful response to a server's request.
+pub fn response(id: Json, result: Json) -> Json {
+    Json::object([("id", id), ("jsonrpc", Json::str("2.0")), ("result", result)])
+}
+
+/// A failed response to a server's request.
+pub fn error_response(id: Json, code: i64, message: &str) -> Json {
+    Json::object([
+        ("error", Json::object([("code", Json::Int(code)), ("message", Json::str(message))])),
+        ("id", id),
+        ("jsonrpc", Json::str("2.0")),
+    ])
+}
+
+/// The capability a client declares for each server request it can
+/// answer; methods outside the spec's list need none.
+pub fn capability_for(method: &str) -> Option<&'static str> {
+    match method {
+        "elicitation/create" => Some("elicitation"),
+        "sampling/createMessage" => Some("sampling"),
+        "roots/list" => Some("roots"),
+        _ => None,
+    }
+}
+
 /// The reply a client owes a server's request: an empty result for `ping`,
 /// "method not found" for anything else this client does not offer.
 pub fn answer_server_request(request: &Json) -> Option<Json> {
     let id = request.get("id")?.clone();
     let method = request.get("method")?;
-    let mut pairs = vec![("id", id), ("jsonrpc", Json::str("2.0"))];
     if method == &Json::str("ping") {
-        pairs.push(("result", Json::Object(vec![])));
-    } else {
-        let message = format!("Method not found: {}", lua_text(Some(method)));
-        pairs.push((
-            "error",
-            Json::object([("code", Json::Int(-32601)), ("message", Json::str(message))]),
-        ));
+        return Some(response(id, Json::Object(vec![])));
     }
-    Some(Json::object(pairs))
+    let message = format!("Method not found: {}", lua_text(Some(method)));
+    Some(error_response(id, -32601, &message))
+}
+
+/// Whether a server request goes to a Lua handler rather than being
+/// answered by the transport thread.
+pub fn is_forwarded(request: &Json, forward: &[String]) -> bool {
+    match request.get("method") {
+        Some(Json::Str(m)) => forward.iter().any(|f| f.as_bytes() == m.as_slice()),
+        _ => false,
+    }
 }
 
 /// What an incoming message is, by JSON-RPC's shape rules.

@@ -11,6 +11,14 @@ use crate::error::{Error, Result};
 use crate::protocol::{self, classify, id_key, Kind};
 use crate::transport::Transport;
 
+/// The client's side of what the server starts: notifications to hand
+/// on, and the requests it forwards (those the user has handlers for).
+pub trait Peer {
+    fn notification(&mut self, msg: Json);
+    /// The complete JSON-RPC response to send back.
+    fn request(&mut self, msg: &Json) -> Json;
+}
+
 pub struct Session {
     transport: Box<dyn Transport>,
     /// The transport failed for good; the binding starts a new session.
@@ -29,16 +37,17 @@ impl Session {
     }
 
     /// Sends `message` (a request with id `id`) and waits for its reply.
-    /// Notifications that arrive meanwhile go to `on_notification` as they
-    /// come; replies to ids we no longer wait for (cancelled on timeout)
-    /// are dropped. `what` names the request in errors.
+    /// Notifications and forwarded server requests that arrive meanwhile
+    /// go to `peer` as they come (a request's answer is sent at once);
+    /// replies to ids we no longer wait for (cancelled on timeout) are
+    /// dropped. `what` names the request in errors.
     pub fn request(
         &mut self,
         id: &Json,
         message: &Json,
         timeout: Duration,
         what: &str,
-        on_notification: &mut dyn FnMut(Json),
+        peer: &mut dyn Peer,
     ) -> Result<Json> {
         let wanted = id_key(id);
         let deadline = Instant::now() + timeout;
@@ -46,7 +55,11 @@ impl Session {
             match self.transport.receive(deadline)? {
                 Some(msg) => match classify(&msg) {
                     Kind::Response(key) if Some(&key) == wanted.as_ref() => break Ok(msg),
-                    Kind::Notification => on_notification(msg),
+                    Kind::Notification => peer.notification(msg),
+                    Kind::ServerRequest => {
+                        let answer = peer.request(&msg);
+                        self.transport.send(&codec::encode(&answer))?;
+                    }
                     _ => {}
                 },
                 None => break Err(self.time_out(id, message, timeout, what)),

@@ -7,7 +7,19 @@ local root = (arg[0]:match('^(.*)/[^/]*$') or '.') .. '/../..'
 local mcp = assert(package.loadlib(root .. '/mcp.so', 'luaopen_mcp'))()
 
 local url = assert(arg[#arg], 'usage: client.lua URL')
-local client = mcp.new({ url = url, timeout = 20 })
+
+-- An agent with no user at hand accepts an elicitation with the defaults
+-- the server's schema offers (SEP-1034).
+local function accept_defaults(params)
+  local content = {}
+  local schema = params.requestedSchema or {}
+  for name, prop in pairs(schema.properties or {}) do
+    if prop.default ~= nil then content[name] = prop.default end
+  end
+  return { action = 'accept', content = content }
+end
+
+local client = mcp.new({ url = url, timeout = 20, handlers = { ['elicitation/create'] = accept_defaults } })
 
 local samples = { number = 2, integer = 3, string = 'conformance', boolean = true }
 local tools = client:discover()

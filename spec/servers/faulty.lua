@@ -11,6 +11,9 @@
 --   stubborn   ignores stdin EOF (SIGTERM too, when started through
 --              `trap '' TERM`)
 --   mute       answers nothing at all after initialize
+--   asker      on tools/call "ask" {method}, asks the client that method
+--              (elicitation/create, roots/list, ...) and returns the answer;
+--              tool "caps" returns the capabilities the client declared
 --   paged      lists its tools three pages long, through nextCursor
 --   stuck      hands out the same nextCursor forever
 --
@@ -122,6 +125,32 @@ function hooks.flood(msg)
     local chunk = string.rep('log line that nobody reads\n', 4000)
     for _ = 1, 40 do io.stderr:write(chunk) end
     io.stderr:flush()
+  end
+end
+
+local declared = 'none'
+function hooks.asker(msg)
+  if msg.method == 'initialize' then
+    declared = trace.encode(msg.params.capabilities)
+    return
+  end
+  if msg.method ~= 'tools/call' then return end
+  local args = msg.params.arguments or {}
+  if msg.params.name == 'caps' then
+    server.result(msg.id, server.text(declared))
+    return true
+  end
+  if msg.params.name ~= 'ask' then return end
+  server.send({ jsonrpc = '2.0', id = 'ask-1', method = args.method,
+    params = { message = 'Your name?', requestedSchema = { type = 'object', properties = { name = { type = 'string', default = 'Ada' } } } } })
+  while true do
+    local line = io.stdin:read('l')
+    if not line then os.exit(0) end
+    local m = trace.decode(line)
+    if type(m) == 'table' and m.id == 'ask-1' and m.method == nil then
+      server.result(msg.id, server.text(trace.encode(m)))
+      return true
+    end
   end
 end
 

@@ -17,10 +17,12 @@ pub(super) fn next_id(client: &Table) -> Outcome<Json> {
     })
 }
 
-pub(super) fn initialize_request(lua: &Cx, client: &Table, id: Json) -> Outcome<Json> {
+/// `capabilities` is `{}` for the reference's exchange; a live session
+/// declares what its handlers can answer.
+pub(super) fn initialize_request(lua: &Cx, client: &Table, id: Json, capabilities: Json) -> Outcome<Json> {
     let version = Encoder::convert("protocol_version", &client.get::<Value>("protocol_version")?)?;
     let info = Encoder::convert("mcp.CLIENT_INFO", &lua.glue.module.get::<Value>("CLIENT_INFO")?)?;
-    Ok(protocol::request(id, "initialize", protocol::initialize_params(version, info)))
+    Ok(protocol::request(id, "initialize", protocol::initialize_params(version, capabilities, info)))
 }
 
 pub(super) fn initialized_notice() -> Json {

@@ -40,7 +40,7 @@ pub(super) fn batch_handshake(lua: &Cx, client: &Table) -> Outcome<(Vec<Json>, O
         return Ok((vec![], None));
     }
     let id = next_id(client)?;
-    Ok((vec![initialize_request(lua, client, id.clone())?, initialized_notice()], Some(id)))
+    Ok((vec![initialize_request(lua, client, id.clone(), Json::Object(vec![]))?, initialized_notice()], Some(id)))
 }
 
 pub(super) fn discover_batch(lua: &Cx, client: &Table, transport: Function) -> Outcome {
@@ -84,7 +84,7 @@ pub(super) fn deliver_notifications(lua: &Cx, client: &Table, notes: Vec<Json>) 
     if notes.is_empty() {
         return Ok(());
     }
-    let Some((_, Some(callback))) = state_of(lua, client)? else { return Ok(()) };
+    let Some(Beside { on_notification: Some(callback), .. }) = state_of(lua, client)? else { return Ok(()) };
     for note in notes {
         let msg = to_lua(lua, &note)?;
         // A failing callback must not break the client: its error is

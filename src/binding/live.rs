@@ -32,6 +32,7 @@ pub(super) fn open_transport(client: &Table, state: &ClientState) -> Outcome<Box
             timeout: state.timeout,
             max_message_bytes: state.max_message_bytes,
             ca_pem: state.ca_pem.clone(),
+            forward: state.forward.clone(),
         };
         return Ok(Box::new(Http::connect(options)?));
     }
@@ -44,6 +45,7 @@ pub(super) fn open_transport(client: &Table, state: &ClientState) -> Outcome<Box
         env: state.env.clone(),
         cwd: state.cwd.clone(),
         max_message_bytes: state.max_message_bytes,
+        forward: state.forward.clone(),
     };
     Ok(Box::new(Stdio::spawn(&options)?))
 }
@@ -53,21 +55,16 @@ pub(super) fn open_transport(client: &Table, state: &ClientState) -> Outcome<Box
 pub(super) fn with_session<T>(
     lua: &Cx,
     client: &Table,
-    mut request: impl FnMut(&mut Session, &mut dyn FnMut(Json), Duration) -> Outcome<T>,
+    mut request: impl FnMut(&mut Session, &mut dyn Peer, Duration) -> Outcome<T>,
 ) -> Outcome<T> {
-    let Some((ud, callback)) = state_of(lua, client)? else {
+    let Some(beside) = state_of(lua, client)? else {
         return Err(Error::BadInput("MCP: this client was not made by mcp.new".into()).into());
     };
-    let mut state = ud
-        .borrow_mut::<ClientState>()
-        .map_err(|_| Error::BadInput("MCP: the client is already busy (called again from on_notification?)".into()))?;
-    let mut notify = |note: Json| {
-        if let Some(cb) = &callback {
-            if let Ok(msg) = to_lua(lua, &note) {
-                let _ = call_lua(lua, cb.clone(), msg);
-            }
-        }
-    };
+    let mut state = beside.state.borrow_mut::<ClientState>().map_err(|_| {
+        Error::BadInput("MCP: the client is already busy (called again from on_notification or a handler?)".into())
+    })?;
+    let mut peer = LuaPeer { lua, on_notification: beside.on_notification.clone(), handlers: beside.handlers.clone() };
+    let notify = &mut peer;
     let timeout = state.timeout;
     // An HTTP server may forget a session (404): then one new session,
     // and the request sent once more. Any other failure is final.
@@ -78,10 +75,10 @@ pub(super) fn with_session<T>(
             state.session = None;
         }
         if state.session.is_none() {
-            state.session = Some(handshake(lua, client, &state, &mut notify)?);
+            state.session = Some(handshake(lua, client, &state, notify)?);
         }
         let session = state.session.as_mut().expect("a session was just set");
-        match request(session, &mut notify, timeout) {
+        match request(session, notify, timeout) {
             Err(Raise::Mcp(Error::SessionExpired)) if !retried => {
                 retried = true;
                 state.session = None;
@@ -91,11 +88,73 @@ pub(super) fn with_session<T>(
     }
 }
 
+/// Where a live session hands what the server starts: notifications to
+/// `opts.on_notification`, forwarded requests to `opts.handlers`.
+struct LuaPeer<'a, 'b> {
+    lua: &'a Cx<'b>,
+    on_notification: Option<Function>,
+    handlers: Option<Table>,
+}
+
+impl Peer for LuaPeer<'_, '_> {
+    fn notification(&mut self, note: Json) {
+        let Some(callback) = &self.on_notification else { return };
+        if let Ok(msg) = to_lua(self.lua, &note) {
+            // A failing callback must not break the client.
+            let _ = call_lua(self.lua, callback.clone(), msg);
+        }
+    }
+
+    /// Calls the handler with the request's params. It returns the result
+    /// (a table), or nil and a message, or raises: the last two become a
+    /// JSON-RPC error the server can read.
+    fn request(&mut self, msg: &Json) -> Json {
+        let id = msg.get("id").cloned().unwrap_or(Json::Null);
+        let method = match msg.get("method") {
+            Some(Json::Str(m)) => String::from_utf8_lossy(m).into_owned(),
+            _ => String::new(),
+        };
+        let handler = self.handlers.as_ref().and_then(|h| h.raw_get::<Option<Function>>(method.as_str()).ok().flatten());
+        let Some(handler) = handler else {
+            return protocol::answer_server_request(msg).unwrap_or(Json::Null);
+        };
+        let params = to_lua_opt(self.lua, msg.get("params")).unwrap_or(Value::Nil);
+        let outcome = call_lua(self.lua, handler, params);
+        let failure = |text: String| protocol::error_response(id.clone(), -32603, &text);
+        match outcome {
+            Ok(mut values) => match values.pop_front().unwrap_or(Value::Nil) {
+                Value::Nil => {
+                    let why = values.pop_front().map(|v| lua_tostring(self.lua, v));
+                    let why = match why {
+                        Some(Ok(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+                        _ => format!("the handler for {method} returned nothing"),
+                    };
+                    failure(why)
+                }
+                result => match Encoder::convert("result", &result) {
+                    Ok(json) => protocol::response(id, json),
+                    Err(Raise::Mcp(e)) => failure(e.to_string()),
+                    Err(Raise::Lua(_)) => failure(format!("the handler for {method} failed")),
+                },
+            },
+            Err(Raise::Lua(err)) => match lua_tostring(self.lua, err) {
+                Ok(bytes) => failure(String::from_utf8_lossy(&bytes).into_owned()),
+                Err(_) => failure(format!("the handler for {method} failed")),
+            },
+            Err(Raise::Mcp(e)) => failure(e.to_string()),
+        }
+    }
+}
+
 /// A new session: transport opened, initialize answered, initialized sent.
-pub(super) fn handshake(lua: &Cx, client: &Table, state: &ClientState, notify: &mut dyn FnMut(Json)) -> Outcome<Session> {
+pub(super) fn handshake(lua: &Cx, client: &Table, state: &ClientState, notify: &mut dyn Peer) -> Outcome<Session> {
     let mut session = Session::new(open_transport(client, state)?);
     let id = next_id(client)?;
-    let init = initialize_request(lua, client, id.clone())?;
+    let mut capabilities: Vec<(&str, Json)> =
+        state.forward.iter().filter_map(|m| protocol::capability_for(m)).map(|c| (c, Json::Object(vec![]))).collect();
+    capabilities.sort_by(|a, b| a.0.cmp(b.0));
+    capabilities.dedup_by(|a, b| a.0 == b.0);
+    let init = initialize_request(lua, client, id.clone(), Json::object(capabilities))?;
     let reply = session.request(&id, &init, state.timeout, "initialize", notify)?;
     let result = result_of(Some(reply), "initialize")?;
     check_version(&result)?;

@@ -22,7 +22,7 @@ use crate::codec::{self, format_float, lua_float_text, Json};
 use crate::error::Error;
 use crate::mount;
 use crate::protocol::{self, call_outcome, result_of, Replies, SUPPORTED_VERSIONS};
-use crate::session::Session;
+use crate::session::{Peer, Session};
 use crate::transport::http::{self, Http};
 use crate::transport::stdio::{self, Launch, Stdio};
 use crate::transport::Transport;
@@ -231,6 +231,7 @@ fn new(lua: &Cx, args: MultiValue) -> Outcome {
     let entry = lua.create_table()?;
     entry.raw_set(1, lua.create_userdata(state)?)?;
     entry.raw_set(2, opts.get::<Value>("on_notification")?)?;
+    entry.raw_set(3, opts.get::<Value>("handlers")?)?;
     g.states.raw_set(client.clone(), entry)?;
     Ok(MultiValue::from_vec(vec![Value::Table(client)]))
 }
@@ -256,8 +257,8 @@ fn call(lua: &Cx, args: MultiValue) -> Outcome {
 
 fn close(lua: &Cx, args: MultiValue) -> Outcome {
     let client = client_arg(&args, "close")?;
-    if let Some((ud, _)) = state_of(lua, &client)? {
-        let session = ud.borrow_mut::<ClientState>().ok().and_then(|mut s| s.session.take());
+    if let Some(beside) = state_of(lua, &client)? {
+        let session = beside.state.borrow_mut::<ClientState>().ok().and_then(|mut s| s.session.take());
         if let Some(mut session) = session {
             session.close();
         }

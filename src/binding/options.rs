@@ -10,6 +10,8 @@ pub(super) struct ClientState {
     pub(super) env: Vec<(String, String)>,
     pub(super) cwd: Option<String>,
     pub(super) max_message_bytes: usize,
+    /// Methods of server requests that `opts.handlers` answers in Lua.
+    pub(super) forward: Vec<String>,
     pub(super) session: Option<Session>,
 }
 
@@ -53,11 +55,32 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
             return Err(Error::BadInput(format!("mcp.new: opts.headers has an invalid header name {name:?}")).into());
         }
     }
+    let forward = handler_methods(opts)?;
     match opts.get::<Value>("on_notification")? {
         Value::Nil | Value::Function(_) => {}
         _ => return Err(Error::BadInput("mcp.new: opts.on_notification must be a function".into()).into()),
     }
-    Ok(ClientState { timeout, headers, ca_pem, env, cwd, max_message_bytes, session: None })
+    Ok(ClientState { timeout, headers, ca_pem, env, cwd, max_message_bytes, forward, session: None })
+}
+
+/// The methods named in `opts.handlers` (method name -> function).
+fn handler_methods(opts: &Table) -> Outcome<Vec<String>> {
+    let bad = || Raise::Mcp(Error::BadInput("mcp.new: opts.handlers must map method names to functions".into()));
+    let mut methods = Vec::new();
+    match opts.get::<Value>("handlers")? {
+        Value::Nil => {}
+        Value::Table(t) => {
+            for pair in t.pairs::<Value, Value>() {
+                match pair? {
+                    (Value::String(name), Value::Function(_)) => methods.push(name.to_str()?.to_string()),
+                    _ => return Err(bad()),
+                }
+            }
+            methods.sort();
+        }
+        _ => return Err(bad()),
+    }
+    Ok(methods)
 }
 
 /// A table of string keys to string values, such as `opts.env`.
@@ -81,8 +104,17 @@ pub(super) fn string_map(opts: &Table, field: &str) -> Outcome<Vec<(String, Stri
 }
 
 /// The userdata and callback kept beside a client table.
-pub(super) fn state_of(lua: &Cx, client: &Table) -> Outcome<Option<(AnyUserData, Option<Function>)>> {
+pub(super) fn state_of(lua: &Cx, client: &Table) -> Outcome<Option<Beside>> {
     let entry: Value = lua.glue.states.raw_get(client.clone())?;
     let Value::Table(entry) = entry else { return Ok(None) };
-    Ok(Some((entry.raw_get(1)?, entry.raw_get(2)?)))
+    Ok(Some(Beside { state: entry.raw_get(1)?, on_notification: entry.raw_get(2)?, handlers: entry.raw_get(3)? }))
+}
+
+/// What is kept beside a client table. The Lua functions live in a Lua
+/// table (not in the userdata) so that a callback that refers to its own
+/// client does not keep the client alive.
+pub(super) struct Beside {
+    pub(super) state: AnyUserData,
+    pub(super) on_notification: Option<Function>,
+    pub(super) handlers: Option<Table>,
 }

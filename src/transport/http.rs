@@ -24,7 +24,7 @@ use ureq::{Agent, Body};
 
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
-use crate::protocol::{answer_server_request, classify, Kind};
+use crate::protocol::{answer_server_request, classify, id_key, is_forwarded, IdKey, Kind};
 use crate::transport::Transport;
 
 #[derive(Clone, Debug)]
@@ -36,6 +36,8 @@ pub struct Options {
     /// PEM certificates to trust instead of the bundled Mozilla roots
     /// (a private CA, a self-signed server).
     pub ca_pem: Option<Vec<u8>>,
+    /// Server requests Lua answers (`opts.handlers`).
+    pub forward: Vec<String>,
 }
 
 /// Reconnecting to a stream that closed before our reply: how often, and
@@ -124,21 +126,25 @@ impl Shared {
 
 pub struct Http {
     shared: Arc<Shared>,
-    /// Messages already read, waiting for `receive`.
+    /// Messages already read on the Lua thread (JSON bodies, error bodies).
     queue: VecDeque<Json>,
-    /// The SSE stream answering our last POST, while it is being read.
-    stream: Option<SseReader>,
-    /// Where to resume a stream that closed early: its last event id and
-    /// the server's `retry:` delay.
-    resume: Option<(String, Option<Duration>)>,
-    resumes: usize,
-    /// From the listener thread (the GET stream), once it runs.
-    inbox: Option<Receiver<Json>>,
+    /// Everything read by stream threads: SSE replies to our POSTs and the
+    /// server's own GET stream. One channel, so that waiting for a reply
+    /// on one stream never hides a request arriving on another (a server
+    /// may ask for elicitation on its GET stream while our tools/call
+    /// stream waits for the answer).
+    inbox: Receiver<Incoming>,
+    events: Sender<Incoming>,
     /// The last POST ran out of time.
     timed_out: bool,
     /// The handshake is done; the server's stream opens after our next
     /// message (`initialized`), so the server hears that first.
     listen_pending: bool,
+}
+
+enum Incoming {
+    Message(Json),
+    TooLarge,
 }
 
 impl Http {
@@ -169,7 +175,8 @@ impl Http {
             protocol_version: Mutex::new(None),
             stopped: AtomicBool::new(false),
         });
-        Ok(Http { shared, queue: VecDeque::new(), stream: None, resume: None, resumes: 0, inbox: None, timed_out: false, listen_pending: false })
+        let (events, inbox) = mpsc::channel();
+        Ok(Http { shared, queue: VecDeque::new(), inbox, events, timed_out: false, listen_pending: false })
     }
 
     fn limit(&self) -> usize {
@@ -207,28 +214,6 @@ impl Http {
         Err(Error::Transport { code: status.to_string(), detail })
     }
 
-    /// Reconnects to a stream that closed before our reply, with
-    /// `Last-Event-ID`, after the server's `retry:` (or a bounded backoff).
-    fn resume_stream(&mut self, deadline: Instant) -> Result<bool> {
-        let Some((last_id, retry)) = self.resume.take() else { return Ok(false) };
-        if self.resumes >= MAX_RESUMES {
-            return Ok(false);
-        }
-        self.resumes += 1;
-        let backoff = DEFAULT_RETRY * (1 << (self.resumes - 1)).min(8);
-        let wait = retry.unwrap_or(backoff).min(MAX_RETRY);
-        if Instant::now() + wait >= deadline {
-            return Ok(false);
-        }
-        thread::sleep(wait);
-        let response = self.shared.get_stream(Some(&last_id))?;
-        if response.status().as_u16() == 200 && is_event_stream(&response) {
-            self.stream = Some(SseReader::new(response.into_body().into_reader(), self.limit()));
-            return Ok(true);
-        }
-        Ok(false)
-    }
-
     /// Opens the server's own stream (GET) on a thread of its own; a 405
     /// means the server offers none, which is fine.
     fn listen(&mut self) {
@@ -236,45 +221,61 @@ impl Http {
         if response.status().as_u16() != 200 || !is_event_stream(&response) {
             return;
         }
-        let (tx, rx) = mpsc::channel();
-        self.inbox = Some(rx);
-        let shared = self.shared.clone();
-        let limit = self.limit();
-        thread::spawn(move || listen_loop(shared, response, limit, tx));
+        let (shared, events) = (self.shared.clone(), self.events.clone());
+        thread::spawn(move || read_stream(shared, response, None, events));
     }
 }
 
-fn listen_loop(shared: Arc<Shared>, first: Response<Body>, limit: usize, tx: Sender<Json>) {
+/// Reads one SSE stream to its end on a thread of its own: server requests
+/// are answered here (or handed to Lua when it has a handler), everything
+/// else goes to the channel. A stream that ends before the reply it was
+/// opened for (`awaiting`) is resumed with `Last-Event-ID` after the
+/// server's `retry:` or a bounded backoff; the server's own stream
+/// (`awaiting` = None) is resumed the same way until the client closes.
+fn read_stream(shared: Arc<Shared>, first: Response<Body>, awaiting: Option<IdKey>, events: Sender<Incoming>) {
+    let limit = shared.options.max_message_bytes;
     let mut reader = SseReader::new(first.into_body().into_reader(), limit);
-    let mut failures = 0;
+    let mut resumes = 0;
     loop {
-        while let Ok(Some(event)) = reader.next_event() {
-            if shared.stopped.load(Ordering::Relaxed) {
-                return;
-            }
-            let Ok(msg) = codec::decode(trim(&event)) else { continue };
-            if classify(&msg) == Kind::ServerRequest {
-                shared.answer(&msg);
-            } else if tx.send(msg).is_err() {
-                return;
+        loop {
+            match reader.next_event() {
+                Ok(Some(event)) => {
+                    if shared.stopped.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let Ok(msg) = codec::decode(trim(&event)) else { continue };
+                    let kind = classify(&msg);
+                    if kind == Kind::ServerRequest && !is_forwarded(&msg, &shared.options.forward) {
+                        shared.answer(&msg);
+                        continue;
+                    }
+                    let done = matches!(&kind, Kind::Response(id) if Some(id) == awaiting.as_ref());
+                    if events.send(Incoming::Message(msg)).is_err() || done {
+                        return;
+                    }
+                }
+                Err(StreamError::TooLarge) => {
+                    let _ = events.send(Incoming::TooLarge);
+                    return;
+                }
+                Ok(None) | Err(StreamError::Broken) => break,
             }
         }
-        if shared.stopped.load(Ordering::Relaxed) || failures >= MAX_RESUMES {
+        // The stream ended without what it was for.
+        let Some(last_id) = reader.last_event_id.clone() else { return };
+        if shared.stopped.load(Ordering::Relaxed) || resumes >= MAX_RESUMES {
             return;
         }
-        // The stream closed: resume it where it ended, as the spec allows.
-        failures += 1;
-        thread::sleep(reader.retry.unwrap_or(DEFAULT_RETRY).min(MAX_RETRY));
-        let last = reader.last_event_id.clone();
-        match shared.get_stream(last.as_deref()) {
-            Ok(r) if r.status().as_u16() == 200 && is_event_stream(&r) => {
-                failures = 0;
+        resumes += 1;
+        let backoff = DEFAULT_RETRY * (1 << (resumes - 1)).min(8);
+        thread::sleep(reader.retry.unwrap_or(backoff).min(MAX_RETRY));
+        if let Ok(r) = shared.get_stream(Some(&last_id)) {
+            if r.status().as_u16() == 200 && is_event_stream(&r) {
                 let retry = reader.retry;
                 reader = SseReader::new(r.into_body().into_reader(), limit);
-                reader.last_event_id = last;
+                reader.last_event_id = Some(last_id);
                 reader.retry = retry;
             }
-            _ => {}
         }
     }
 }
@@ -289,9 +290,6 @@ impl Transport for Http {
             *self.shared.session_id.lock().unwrap_or_else(|p| p.into_inner()) = None;
             *self.shared.protocol_version.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }
-        self.stream = None;
-        self.resume = None;
-        self.resumes = 0;
         let had_session = self.shared.session_id().is_some();
         let response = match self.shared.post(message, self.shared.options.timeout) {
             Err(Error::Transport { code, .. }) if code == "28" && is_request => {
@@ -301,20 +299,22 @@ impl Transport for Http {
             other => other?,
         };
         let status = response.status().as_u16();
-        if std::mem::take(&mut self.listen_pending) {
-            self.listen();
-        }
         if is_initialize {
             // Any letter case: header names are case-insensitive.
             if let Some(id) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
                 *self.shared.session_id.lock().unwrap_or_else(|p| p.into_inner()) = Some(id.to_string());
             }
         }
+        if std::mem::take(&mut self.listen_pending) {
+            self.listen();
+        }
         match status {
             404 if had_session => Err(Error::SessionExpired),
             200..=299 if !is_request => Ok(()),
             200..=299 if is_event_stream(&response) => {
-                self.stream = Some(SseReader::new(response.into_body().into_reader(), self.limit()));
+                let awaiting = sent.get("id").and_then(id_key);
+                let (shared, events) = (self.shared.clone(), self.events.clone());
+                thread::spawn(move || read_stream(shared, response, awaiting, events));
                 Ok(())
             }
             200..=299 => self.take_json_body(response),
@@ -323,67 +323,37 @@ impl Transport for Http {
     }
 
     fn receive(&mut self, deadline: Instant) -> Result<Option<Json>> {
-        // What the server's own stream brought while Lua was elsewhere
-        // comes first: it arrived first.
-        if let Some(inbox) = &self.inbox {
-            let mut early: VecDeque<Json> = inbox.try_iter().collect();
+        // What the stream threads brought while Lua was elsewhere comes
+        // first: it arrived before anything a JSON body left in the queue.
+        let mut early = VecDeque::new();
+        for incoming in self.inbox.try_iter() {
+            match incoming {
+                Incoming::Message(msg) => early.push_back(msg),
+                Incoming::TooLarge => return Err(Error::MessageTooLarge { limit: self.limit() }),
+            }
+        }
+        if !early.is_empty() {
             early.append(&mut self.queue);
             self.queue = early;
         }
-        loop {
-            if let Some(msg) = self.queue.pop_front() {
-                return Ok(Some(msg));
-            }
-            if std::mem::take(&mut self.timed_out) {
-                return Ok(None);
-            }
-            if let Some(stream) = self.stream.as_mut() {
-                match stream.next_event() {
-                    Ok(Some(event)) => {
-                        let Ok(msg) = codec::decode(trim(&event)) else { continue };
-                        if classify(&msg) == Kind::ServerRequest {
-                            self.shared.answer(&msg);
-                            continue;
-                        }
-                        return Ok(Some(msg));
-                    }
-                    Err(StreamError::TooLarge) => {
-                        self.stream = None;
-                        return Err(Error::MessageTooLarge { limit: self.limit() });
-                    }
-                    Err(StreamError::Io(e)) if is_timeout(&e) => {
-                        self.stream = None;
-                        return Ok(None);
-                    }
-                    Ok(None) | Err(StreamError::Io(_)) => {
-                        let stream = self.stream.take().expect("checked above");
-                        self.resume = stream.last_event_id.map(|id| (id, stream.retry));
-                        if self.resume_stream(deadline)? {
-                            continue;
-                        }
-                    }
-                }
-            }
-            let wait = deadline.saturating_duration_since(Instant::now());
-            match &self.inbox {
-                Some(inbox) => match inbox.recv_timeout(wait) {
-                    Ok(msg) => return Ok(Some(msg)),
-                    Err(RecvTimeoutError::Timeout) => return Ok(None),
-                    Err(RecvTimeoutError::Disconnected) => self.inbox = None,
-                },
-                None => {
-                    // Nothing can bring the reply now but the server's own
-                    // stream, which it does not offer: wait out the time.
-                    thread::sleep(wait);
-                    return Ok(None);
-                }
-            }
+        if let Some(msg) = self.queue.pop_front() {
+            return Ok(Some(msg));
+        }
+        if std::mem::take(&mut self.timed_out) {
+            return Ok(None);
+        }
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match self.inbox.recv_timeout(wait) {
+            Ok(Incoming::Message(msg)) => Ok(Some(msg)),
+            Ok(Incoming::TooLarge) => Err(Error::MessageTooLarge { limit: self.limit() }),
+            // Never disconnected: this struct holds a sender.
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => Ok(None),
         }
     }
 
     fn established(&mut self, negotiated_version: &str) {
         *self.shared.protocol_version.lock().unwrap_or_else(|p| p.into_inner()) = Some(negotiated_version.to_string());
-        self.listen_pending = self.inbox.is_none();
+        self.listen_pending = true;
     }
 
     fn session_id(&self) -> Option<String> {
@@ -391,9 +361,9 @@ impl Transport for Http {
     }
 
     fn close(&mut self) {
+        // Stream threads notice at their next event; the DELETE below makes
+        // a well-behaved server end its streams, which wakes them.
         self.shared.stopped.store(true, Ordering::Relaxed);
-        self.stream = None;
-        self.inbox = None;
         if self.shared.session_id().is_some() {
             // 405 means the server does not let clients end sessions: fine.
             let req = self.shared.decorate(self.shared.agent.delete(&self.shared.options.url));
@@ -415,11 +385,6 @@ fn is_event_stream(response: &Response<Body>) -> bool {
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"))
-}
-
-fn is_timeout(e: &std::io::Error) -> bool {
-    matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock)
-        || e.to_string().to_ascii_lowercase().contains("timeout")
 }
 
 fn read_capped(response: &mut Response<Body>, limit: usize) -> Result<Vec<u8>> {
@@ -444,7 +409,8 @@ fn trim(s: &[u8]) -> &[u8] {
 #[derive(Debug)]
 enum StreamError {
     TooLarge,
-    Io(std::io::Error),
+    /// The connection failed or was cut.
+    Broken,
 }
 
 /// Reads Server-Sent Events as they arrive: `data:` lines joined with
@@ -470,7 +436,7 @@ impl SseReader {
             line.clear();
             let n = read_line(&mut self.reader, &mut line, self.limit).map_err(|e| match e {
                 LineError::TooLarge => StreamError::TooLarge,
-                LineError::Io(e) => StreamError::Io(e),
+                LineError::Io => StreamError::Broken,
             })?;
             if n == 0 {
                 return Ok(None);
@@ -516,13 +482,13 @@ impl SseReader {
 
 enum LineError {
     TooLarge,
-    Io(std::io::Error),
+    Io,
 }
 
 /// One line (with its "\n") into `line`, refusing lines over `limit`.
 fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>, limit: usize) -> std::result::Result<usize, LineError> {
     loop {
-        let chunk = reader.fill_buf().map_err(LineError::Io)?;
+        let chunk = reader.fill_buf().map_err(|_| LineError::Io)?;
         if chunk.is_empty() {
             return Ok(line.len());
         }

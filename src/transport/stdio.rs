@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
-use crate::protocol::{answer_server_request, classify, Kind};
+use crate::protocol::{answer_server_request, classify, is_forwarded, Kind};
 use crate::transport::Transport;
 
 /// How to start the server.
@@ -59,6 +59,9 @@ pub struct Options {
     pub env: Vec<(String, String)>,
     pub cwd: Option<String>,
     pub max_message_bytes: usize,
+    /// Server requests Lua answers (`opts.handlers`); the reader answers
+    /// every other one itself.
+    pub forward: Vec<String>,
 }
 
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -146,7 +149,8 @@ impl Stdio {
         threads.push(thread::spawn(move || write_loop(stdin, outgoing)));
         let (answers, seen) = (outbox.clone(), witness.clone());
         let limit = options.max_message_bytes;
-        threads.push(thread::spawn(move || read_loop(stdout, limit, events, answers, seen)));
+        let forward = options.forward.clone();
+        threads.push(thread::spawn(move || read_loop(stdout, limit, &forward, events, answers, seen)));
         let seen = witness.clone();
         threads.push(thread::spawn(move || drain_stderr(stderr, seen)));
 
@@ -377,6 +381,7 @@ fn block_sigpipe_in_this_thread() {
 fn read_loop(
     stdout: impl Read,
     limit: usize,
+    forward: &[String],
     events: Sender<Event>,
     answers: Sender<Outgoing>,
     witness: Arc<Mutex<Witness>>,
@@ -406,7 +411,7 @@ fn read_loop(
         reader.consume(used);
         if complete {
             if !oversized {
-                handle_line(&line, &events, &answers, &witness);
+                handle_line(&line, forward, &events, &answers, &witness);
             }
             line.clear();
             // A one-off huge line must not pin its buffer for the session.
@@ -417,12 +422,12 @@ fn read_loop(
         }
     }
     if !line.is_empty() && !oversized {
-        handle_line(&line, &events, &answers, &witness);
+        handle_line(&line, forward, &events, &answers, &witness);
     }
     let _ = events.send(Event::Eof);
 }
 
-fn handle_line(line: &[u8], events: &Sender<Event>, answers: &Sender<Outgoing>, witness: &Mutex<Witness>) {
+fn handle_line(line: &[u8], forward: &[String], events: &Sender<Event>, answers: &Sender<Outgoing>, witness: &Mutex<Witness>) {
     let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.iter().all(u8::is_ascii_whitespace) {
@@ -441,7 +446,7 @@ fn handle_line(line: &[u8], events: &Sender<Event>, answers: &Sender<Outgoing>, 
     };
     seen.any_stdout = true;
     drop(seen);
-    if classify(&msg) == Kind::ServerRequest {
+    if classify(&msg) == Kind::ServerRequest && !is_forwarded(&msg, forward) {
         if let Some(answer) = answer_server_request(&msg) {
             let mut bytes = codec::encode(&answer);
             bytes.push(b'\n');
