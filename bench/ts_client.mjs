@@ -2,9 +2,9 @@
 // StdioClientTransport or StreamableHTTPClientTransport), timed the same
 // way bench/run.lua times the Lua modules.
 //
-//   node bench/ts_client.mjs stdio '["node","server.js","stdio"]' TOOL ARGS_JSON N
-//   node bench/ts_client.mjs http URL TOOL ARGS_JSON N
-// Prints JSON: { connect_ms, list_ms, calls_us: [...] }.
+//   node bench/ts_client.mjs stdio '["node","server.js","stdio"]' TOOL ARGS_JSON N OUT_FILE
+//   node bench/ts_client.mjs http URL TOOL ARGS_JSON N OUT_FILE
+// Writes JSON to OUT_FILE: { connect_ms, list_ms, calls_us: [...] }.
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL, fileURLToPath } from 'node:url';
@@ -13,7 +13,7 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const sdk = (p) => import(pathToFileURL(path.join(here, '../spec/peers/node_modules/@modelcontextprotocol/sdk/dist/esm', p)).href);
 const { Client } = await sdk('client/index.js');
 
-const [mode, target, tool, argsJson, nText] = process.argv.slice(2);
+const [mode, target, tool, argsJson, nText, outFile] = process.argv.slice(2);
 const n = Number(nText);
 const args = JSON.parse(argsJson);
 let transport;
@@ -38,6 +38,7 @@ for (let i = 0; i < n; i++) {
   calls.push((performance.now() - s) * 1000);
 }
 await client.close();
-// Synchronous: process.exit would cut an asynchronous write to a pipe short.
-fs.writeSync(1, JSON.stringify({ connect_ms: t1 - t0, list_ms: t2 - t1, calls_us: calls }) + '\n');
+// To a file: a large write to a pipe is cut short by process.exit, and a
+// synchronous one can fail with EAGAIN on node's non-blocking stdout.
+fs.writeFileSync(outFile, JSON.stringify({ connect_ms: t1 - t0, list_ms: t2 - t1, calls_us: calls }) + '\n');
 process.exit(0);

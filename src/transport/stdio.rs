@@ -3,13 +3,15 @@
 //! Three threads per server, because each pipe must be served whatever Lua
 //! is doing:
 //!
-//! * a writer, which owns stdin. Lua hands it whole messages and never
-//!   blocks on a server that stopped reading; the writer also carries our
-//!   answers to the server's own requests. It blocks SIGPIPE for itself
-//!   only: a cdylib inside lua5.4 does not inherit Rust's ignored SIGPIPE,
-//!   and one write to a dead server would otherwise kill the Lua host.
-//!   Blocking it in this thread alone leaves the host's own handling as
-//!   the host chose it.
+//! * a writer, for what does not fit in the pipe at once. A message is
+//!   written straight from the calling thread when the pipe has room (a
+//!   hand-off to another thread costs a wake-up, which on a small VM is
+//!   as much as the round trip itself); the rest waits in a queue that the
+//!   writer drains, so Lua never blocks on a server that stopped reading.
+//!   Writes happen with SIGPIPE blocked in the writing thread only: a
+//!   cdylib inside lua5.4 does not inherit Rust's ignored SIGPIPE, and one
+//!   write to a dead server would otherwise kill the Lua host, while the
+//!   host's own handling stays as the host chose it.
 //! * a reader, which splits stdout into lines of any size (up to a cap),
 //!   skips what is not JSON (banners, logs printed to the wrong stream),
 //!   answers `ping` and unknown server requests at once, and queues the
@@ -22,11 +24,12 @@
 //! reaches it.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio as Pipe};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -71,11 +74,69 @@ const NOISE_LINES: usize = 5;
 /// The spec's shutdown: close stdin, wait, SIGTERM, wait, SIGKILL.
 const GRACE: Duration = Duration::from_secs(2);
 
-/// What Lua (and the reader, for its answers) hand the writer.
-enum Outgoing {
-    Line(Vec<u8>),
-    /// Close stdin now, though the reader may still hold a sender.
-    Close,
+/// The server's stdin, shared by Lua (requests), the reader (answers to
+/// server requests) and the writer thread (whatever did not fit).
+struct StdinPipe {
+    state: Mutex<PipeState>,
+    wake: Condvar,
+}
+
+struct PipeState {
+    /// Non-blocking; None once closed or broken.
+    stdin: Option<ChildStdin>,
+    /// Bytes accepted but not yet written, in order.
+    pending: VecDeque<u8>,
+    closing: bool,
+}
+
+impl StdinPipe {
+    fn new(stdin: ChildStdin) -> Self {
+        // SAFETY: fcntl on a descriptor we own; only our end of the pipe
+        // becomes non-blocking, the server's end is its own.
+        unsafe {
+            let fd = stdin.as_raw_fd();
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+        let state = PipeState { stdin: Some(stdin), pending: VecDeque::new(), closing: false };
+        StdinPipe { state: Mutex::new(state), wake: Condvar::new() }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PipeState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes what the pipe takes now, in order after anything queued, and
+    /// queues the rest for the writer thread. A broken pipe shows up as EOF
+    /// on stdout soon after, which reports it with the exit status.
+    fn send(&self, bytes: &[u8]) {
+        let mut st = self.lock();
+        if st.closing {
+            return;
+        }
+        let Some(fd) = st.stdin.as_ref().map(|s| s.as_raw_fd()) else { return };
+        let written = if st.pending.is_empty() {
+            match write_now(fd, bytes) {
+                Ok(n) => n,
+                Err(_) => {
+                    st.stdin = None;
+                    return;
+                }
+            }
+        } else {
+            0
+        };
+        if written < bytes.len() {
+            st.pending.extend(&bytes[written..]);
+            self.wake.notify_one();
+        }
+    }
+
+    /// EOF for the server once what is queued has been written.
+    fn close(&self) {
+        self.lock().closing = true;
+        self.wake.notify_one();
+    }
 }
 
 enum Event {
@@ -97,7 +158,7 @@ struct Witness {
 pub struct Stdio {
     child: Option<Child>,
     launch: Launch,
-    outbox: Option<Sender<Outgoing>>,
+    pipe: Arc<StdinPipe>,
     inbox: Receiver<Event>,
     witness: Arc<Mutex<Witness>>,
     threads: Vec<JoinHandle<()>>,
@@ -142,12 +203,13 @@ impl Stdio {
         let stdout = child.stdout.take().expect("stdout was piped");
         let stderr = child.stderr.take().expect("stderr was piped");
         let witness = Arc::new(Mutex::new(Witness::default()));
-        let (outbox, outgoing) = mpsc::channel::<Outgoing>();
+        let pipe = Arc::new(StdinPipe::new(stdin));
         let (events, inbox) = mpsc::channel::<Event>();
 
         let mut threads = Vec::new();
-        threads.push(thread::spawn(move || write_loop(stdin, outgoing)));
-        let (answers, seen) = (outbox.clone(), witness.clone());
+        let writer_pipe = pipe.clone();
+        threads.push(thread::spawn(move || write_loop(&writer_pipe)));
+        let (answers, seen) = (pipe.clone(), witness.clone());
         let limit = options.max_message_bytes;
         let forward = options.forward.clone();
         threads.push(thread::spawn(move || read_loop(stdout, limit, &forward, events, answers, seen)));
@@ -157,7 +219,7 @@ impl Stdio {
         Ok(Stdio {
             child: Some(child),
             launch: options.launch.clone(),
-            outbox: Some(outbox),
+            pipe,
             inbox,
             witness,
             threads,
@@ -212,9 +274,7 @@ impl Stdio {
 
     /// The writer drops stdin on this, which is EOF for the server.
     fn close_stdin(&mut self) {
-        if let Some(outbox) = self.outbox.take() {
-            let _ = outbox.send(Outgoing::Close);
-        }
+        self.pipe.close();
     }
 
     /// The spec's shutdown sequence, blocking until every process in the
@@ -238,15 +298,8 @@ impl Transport for Stdio {
         let mut line = Vec::with_capacity(message.len() + 1);
         line.extend_from_slice(message);
         line.push(b'\n');
-        match &self.outbox {
-            // A dead writer shows up as EOF on stdout soon after; the
-            // receive that follows reports it with the exit status.
-            Some(outbox) => {
-                let _ = outbox.send(Outgoing::Line(line));
-                Ok(())
-            }
-            None => Err(self.ended()),
-        }
+        self.pipe.send(&line);
+        Ok(())
     }
 
     fn receive(&mut self, deadline: Instant) -> Result<Option<Json>> {
@@ -359,22 +412,82 @@ fn wait_for(child: &mut Child, within: Duration) -> Option<ExitStatus> {
     }
 }
 
-fn write_loop(mut stdin: ChildStdin, outgoing: Receiver<Outgoing>) {
-    block_sigpipe_in_this_thread();
-    while let Ok(Outgoing::Line(message)) = outgoing.recv() {
-        if stdin.write_all(&message).and_then(|()| stdin.flush()).is_err() {
+/// Drains what `StdinPipe::send` could not write at once, waiting for
+/// room with poll(2) outside the lock; closes stdin when asked and done.
+fn write_loop(pipe: &StdinPipe) {
+    loop {
+        let mut st = pipe.lock();
+        while st.pending.is_empty() && !st.closing && st.stdin.is_some() {
+            st = pipe.wake.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        let Some(fd) = st.stdin.as_ref().map(|s| s.as_raw_fd()) else { return };
+        if st.pending.is_empty() {
+            st.stdin = None; // closing, and nothing left: EOF for the server
             return;
+        }
+        let written = {
+            let (front, _) = st.pending.as_slices();
+            write_now(fd, front)
+        };
+        match written {
+            Ok(0) => {
+                drop(st);
+                let mut poll = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+                // SAFETY: one pollfd on the stack. The descriptor stays open
+                // meanwhile: only this thread or a broken write closes it,
+                // and a broken write leaves nothing pending for us.
+                unsafe { libc::poll(&mut poll, 1, 100) };
+            }
+            Ok(n) => {
+                st.pending.drain(..n);
+            }
+            Err(_) => {
+                st.stdin = None;
+                st.pending.clear();
+                return;
+            }
         }
     }
 }
 
-fn block_sigpipe_in_this_thread() {
-    // SAFETY: plain signal-mask calls on a local set, for this thread only.
+/// Writes as much of `bytes` as the non-blocking pipe takes now (0 when it
+/// is full), with SIGPIPE blocked in the calling thread for the duration
+/// and a SIGPIPE the write raised taken back before it is unblocked.
+fn write_now(fd: RawFd, bytes: &[u8]) -> std::io::Result<usize> {
+    // SAFETY: signal-mask calls on local sets, for this thread only, and
+    // write(2) from a live slice.
     unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGPIPE);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        let mut sigpipe: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut sigpipe);
+        libc::sigaddset(&mut sigpipe, libc::SIGPIPE);
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, &sigpipe, &mut old);
+        let mut written = 0;
+        let outcome = loop {
+            if written == bytes.len() {
+                break Ok(written);
+            }
+            let rest = &bytes[written..];
+            let n = libc::write(fd, rest.as_ptr().cast(), rest.len());
+            if n >= 0 {
+                written += n as usize;
+                continue;
+            }
+            let err = std::io::Error::last_os_error();
+            match err.kind() {
+                std::io::ErrorKind::Interrupted => continue,
+                std::io::ErrorKind::WouldBlock => break Ok(written),
+                _ => break Err(err),
+            }
+        };
+        if matches!(&outcome, Err(e) if e.raw_os_error() == Some(libc::EPIPE))
+            && libc::sigismember(&old, libc::SIGPIPE) == 0
+        {
+            let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            libc::sigtimedwait(&sigpipe, std::ptr::null_mut(), &zero);
+        }
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        outcome
     }
 }
 
@@ -383,7 +496,7 @@ fn read_loop(
     limit: usize,
     forward: &[String],
     events: Sender<Event>,
-    answers: Sender<Outgoing>,
+    answers: Arc<StdinPipe>,
     witness: Arc<Mutex<Witness>>,
 ) {
     let mut reader = BufReader::with_capacity(64 * 1024, stdout);
@@ -427,7 +540,7 @@ fn read_loop(
     let _ = events.send(Event::Eof);
 }
 
-fn handle_line(line: &[u8], forward: &[String], events: &Sender<Event>, answers: &Sender<Outgoing>, witness: &Mutex<Witness>) {
+fn handle_line(line: &[u8], forward: &[String], events: &Sender<Event>, answers: &StdinPipe, witness: &Mutex<Witness>) {
     let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.iter().all(u8::is_ascii_whitespace) {
@@ -450,7 +563,7 @@ fn handle_line(line: &[u8], forward: &[String], events: &Sender<Event>, answers:
         if let Some(answer) = answer_server_request(&msg) {
             let mut bytes = codec::encode(&answer);
             bytes.push(b'\n');
-            let _ = answers.send(Outgoing::Line(bytes));
+            answers.send(&bytes);
         }
         return;
     }

@@ -1,0 +1,57 @@
+-- The module as Lua sees it: how it loads, and what it adds to the
+-- reference's surface.
+local H = require('helpers')
+
+describe('the native module', function()
+  it('loads with require through package.cpath', function()
+    local out, status = H.run_lua([[
+      local mcp = require('mcp')
+      print(mcp.PROTOCOL_VERSION, mcp.CLIENT_INFO.name, mcp.CLIENT_INFO.version, type(mcp.new), type(mcp.mount))
+    ]])
+    assert.equal(0, status)
+    assert.equal('2025-06-18\tlua-agent\t0.1\tfunction\tfunction\n', out)
+  end)
+
+  it('mcp.clock counts seconds on a monotonic clock', function()
+    local mcp = H.native()
+    local a = mcp.clock()
+    os.execute('sleep 0.2')
+    local b = mcp.clock()
+    assert.is_number(a)
+    assert.is_true(b - a >= 0.19 and b - a < 5, tostring(b - a))
+  end)
+
+  it('two loaded copies keep their clients apart', function()
+    local one, two = H.native(), H.native()
+    local c1 = one.new({ command = H.COUNTER })
+    local c2 = two.new({ command = H.COUNTER })
+    assert.equal('1', (c1:call('increment')))
+    assert.equal('1', (c2:call('increment')))
+    assert.equal('2', (c1:call('increment')))
+    c1:close()
+    c2:close()
+  end)
+
+  it('a client table not made by mcp.new is refused with a clear error', function()
+    local mcp = H.native()
+    local fake = setmetatable({ command = 'x', next_id = 0 }, getmetatable(mcp.new({ command = 'x' })))
+    local ok, err = pcall(fake.call, fake, 'echo', {})
+    assert.is_false(ok)
+    assert.equal('MCP: this client was not made by mcp.new', err)
+  end)
+end)
+
+describe('the demo (make demo)', function()
+  it('shows the count climbing natively and restarting through the pure module', function()
+    local p = io.popen('lua5.4 ' .. H.ROOT .. '/lua/examples/demo.lua 2>&1')
+    local out = p:read('a')
+    p:close()
+    assert.is_truthy(out:find('discovered and mounted 3 tools (server counter 1.0)', 1, true), out)
+    local native = {}
+    for n in out:gmatch('mcp_increment%([^)]*%) %-> (%d+)') do native[#native + 1] = n end
+    assert.same({ '1', '2', '3', '13' }, native)
+    local pure = {}
+    for n in out:gmatch('  increment%(%) %-> (%d+)') do pure[#pure + 1] = n end
+    assert.same({ '1', '1', '1' }, pure)
+  end)
+end)
