@@ -4,15 +4,10 @@
 -- processes discover + 100 calls start.
 --
 --   lua5.4 bench/one_call.lua     (after make build, and make test once for the npm peers)
-local function absolute(dir)
-  local p = io.popen('cd ' .. dir .. ' && pwd')
-  local out = p:read('l')
-  p:close()
-  return out
-end
-local root = absolute((arg[0]:match('^(.*)/[^/]*$') or '.') .. '/..')
-package.path = root .. '/lua/?.lua;' .. root .. '/spec/?.lua;' .. package.path
+local here = arg[0]:match('^(.*)/[^/]*$') or '.'
+package.path = here .. '/../lua/?.lua;' .. here .. '/../spec/?.lua;' .. package.path
 local H = require('helpers')
+local root = H.absolute(here .. '/..')
 local native, pure = H.native(), H.reference()
 local clock = native.clock
 

@@ -6,17 +6,12 @@
 -- median with its spread (25th-75th percentile, or min-max over repeated
 -- process runs where noted). Nothing here is asserted: targets are read
 -- off the table.
-local function absolute(dir)
-  local p = io.popen('cd ' .. dir .. ' && pwd')
-  local out = p:read('l')
-  p:close()
-  return out
-end
-local root = absolute((arg[0]:match('^(.*)/[^/]*$') or '.') .. '/..')
-package.path = root .. '/lua/?.lua;' .. root .. '/spec/?.lua;' .. package.path
+local here = arg[0]:match('^(.*)/[^/]*$') or '.'
+package.path = here .. '/../lua/?.lua;' .. here .. '/../spec/?.lua;' .. package.path
+local H = require('helpers')
+local root = H.absolute(here .. '/..')
 local native = assert(package.loadlib(root .. '/mcp.so', 'luaopen_mcp'))()
 local trace = require('trace')
-local H = require('helpers')
 local clock = native.clock
 
 local QUICK = os.getenv('BENCH_QUICK') ~= nil

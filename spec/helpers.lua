@@ -5,14 +5,19 @@ local trace = require('trace')
 
 local H = {}
 
--- Absolute, so that servers started with another cwd still find things.
-local function cwd()
-  local p = io.popen('pwd')
-  local dir = p:read('l')
+-- A directory as an absolute path.
+function H.absolute(dir)
+  local p = io.popen('cd ' .. dir .. ' && pwd')
+  local out = p:read('l')
   p:close()
-  return dir
+  return out
 end
-H.ROOT = os.getenv('MCP_ROOT') or cwd()
+
+-- The repository, found from this file's own place and made absolute, so
+-- that servers started with another cwd (and scripts run from elsewhere)
+-- still find things.
+local here = debug.getinfo(1, 'S').source:match('^@(.*)/[^/]*$') or '.'
+H.ROOT = os.getenv('MCP_ROOT') or H.absolute(here .. '/..')
 
 -- The reference module: lua/mcp.lua, or the file named by MCP_REFERENCE,
 -- so the whole comparison can run against a user's own copy. Loaded fresh
@@ -213,13 +218,8 @@ function H.gone_within(pid, seconds)
   return not H.alive(pid)
 end
 
-function H.slurp(path)
-  local f = io.open(path, 'rb')
-  if not f then return nil end
-  local s = f:read('a')
-  f:close()
-  return s
-end
+-- The reference's helper does this already.
+H.slurp = require('tmpfile').slurp
 
 -----------------------------------------------------------------------
 -- Servers
