@@ -1,3 +1,7 @@
+-- lua/mcp.lua: the reference. This is the pure-Lua module that the native
+-- module (mcp.so) replaces, kept as it was given, indentation restored.
+-- spec/differential_spec.lua holds the two to the same behaviour.
+--
 -- mcp.lua - A Model Context Protocol client, in pure Lua.
 --
 -- MCP is JSON-RPC 2.0 over stdio. Three methods get you a working client:
