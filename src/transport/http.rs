@@ -126,8 +126,9 @@ impl Shared {
 
 pub struct Http {
     shared: Arc<Shared>,
-    /// Messages already read on the Lua thread (JSON bodies, error bodies).
-    queue: VecDeque<Json>,
+    /// What has been read but not yet handed to the session, in order:
+    /// JSON bodies read on the Lua thread, and what stream threads sent.
+    queue: VecDeque<Incoming>,
     /// Everything read by stream threads: SSE replies to our POSTs and the
     /// server's own GET stream. One channel, so that waiting for a reply
     /// on one stream never hides a request arriving on another (a server
@@ -137,6 +138,9 @@ pub struct Http {
     events: Sender<Incoming>,
     /// The last POST ran out of time.
     timed_out: bool,
+    /// The id of the request last sent: an oversized reply on another
+    /// request's stream (one we stopped waiting for) is not its failure.
+    current: Option<IdKey>,
     /// The handshake is done; the server's stream opens after our next
     /// message (`initialized`), so the server hears that first.
     listen_pending: bool,
@@ -144,7 +148,8 @@ pub struct Http {
 
 enum Incoming {
     Message(Json),
-    TooLarge,
+    /// A reply too large to read, on the stream of the request with this id.
+    TooLarge(IdKey),
 }
 
 impl Http {
@@ -176,7 +181,7 @@ impl Http {
             stopped: AtomicBool::new(false),
         });
         let (events, inbox) = mpsc::channel();
-        Ok(Http { shared, queue: VecDeque::new(), inbox, events, timed_out: false, listen_pending: false })
+        Ok(Http { shared, queue: VecDeque::new(), inbox, events, timed_out: false, current: None, listen_pending: false })
     }
 
     fn limit(&self) -> usize {
@@ -187,8 +192,8 @@ impl Http {
     fn take_json_body(&mut self, mut response: Response<Body>) -> Result<()> {
         let body = read_capped(&mut response, self.limit())?;
         match codec::decode(trim(&body)) {
-            Ok(Json::Array(items)) => self.queue.extend(items),
-            Ok(msg @ Json::Object(_)) => self.queue.push_back(msg),
+            Ok(Json::Array(items)) => self.queue.extend(items.into_iter().map(Incoming::Message)),
+            Ok(msg @ Json::Object(_)) => self.queue.push_back(Incoming::Message(msg)),
             _ => {}
         }
         Ok(())
@@ -204,7 +209,7 @@ impl Http {
                 let Json::Object(mut pairs) = reply else { unreachable!("has a field, so is an object") };
                 pairs.retain(|(k, _)| k != b"id");
                 pairs.push((b"id".to_vec(), id.clone()));
-                self.queue.push_back(Json::Object(pairs));
+                self.queue.push_back(Incoming::Message(Json::Object(pairs)));
                 return Ok(());
             }
         }
@@ -254,10 +259,15 @@ fn read_stream(shared: Arc<Shared>, first: Response<Body>, awaiting: Option<IdKe
                         return;
                     }
                 }
-                Err(StreamError::TooLarge) => {
-                    let _ = events.send(Incoming::TooLarge);
-                    return;
-                }
+                Err(StreamError::TooLarge) => match &awaiting {
+                    Some(id) => {
+                        let _ = events.send(Incoming::TooLarge(id.clone()));
+                        return;
+                    }
+                    // On the server's own stream: skip the event (the
+                    // reader reads past the rest of it) and go on.
+                    None => continue,
+                },
                 Ok(None) | Err(StreamError::Broken) => break,
             }
         }
@@ -289,6 +299,9 @@ impl Transport for Http {
             // A new session: no id and no version from the old one.
             *self.shared.session_id.lock().unwrap_or_else(|p| p.into_inner()) = None;
             *self.shared.protocol_version.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        if is_request {
+            self.current = sent.get("id").and_then(id_key);
         }
         let had_session = self.shared.session_id().is_some();
         let response = match self.shared.post(message, self.shared.options.timeout) {
@@ -325,29 +338,28 @@ impl Transport for Http {
     fn receive(&mut self, deadline: Instant) -> Result<Option<Json>> {
         // What the stream threads brought while Lua was elsewhere comes
         // first: it arrived before anything a JSON body left in the queue.
-        let mut early = VecDeque::new();
-        for incoming in self.inbox.try_iter() {
-            match incoming {
-                Incoming::Message(msg) => early.push_back(msg),
-                Incoming::TooLarge => return Err(Error::MessageTooLarge { limit: self.limit() }),
-            }
-        }
+        let mut early: VecDeque<Incoming> = self.inbox.try_iter().collect();
         if !early.is_empty() {
             early.append(&mut self.queue);
             self.queue = early;
         }
-        if let Some(msg) = self.queue.pop_front() {
-            return Ok(Some(msg));
-        }
-        if std::mem::take(&mut self.timed_out) {
-            return Ok(None);
-        }
-        let wait = deadline.saturating_duration_since(Instant::now());
-        match self.inbox.recv_timeout(wait) {
-            Ok(Incoming::Message(msg)) => Ok(Some(msg)),
-            Ok(Incoming::TooLarge) => Err(Error::MessageTooLarge { limit: self.limit() }),
-            // Never disconnected: this struct holds a sender.
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => Ok(None),
+        loop {
+            let next = match self.queue.pop_front() {
+                Some(incoming) => incoming,
+                None if std::mem::take(&mut self.timed_out) => return Ok(None),
+                None => match self.inbox.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                    Ok(incoming) => incoming,
+                    // Never disconnected: this struct holds a sender.
+                    Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return Ok(None),
+                },
+            };
+            match next {
+                Incoming::Message(msg) => return Ok(Some(msg)),
+                Incoming::TooLarge(id) if Some(&id) == self.current.as_ref() => {
+                    return Err(Error::MessageTooLarge { limit: self.limit() })
+                }
+                Incoming::TooLarge(_) => {}
+            }
         }
     }
 
