@@ -31,7 +31,7 @@ impl Session {
     }
 
     pub fn notify(&mut self, message: &Json) -> Result<()> {
-        let sent = self.transport.send(&codec::encode(message));
+        let sent = self.transport.send(message);
         self.broken |= sent.is_err();
         sent
     }
@@ -51,14 +51,14 @@ impl Session {
     ) -> Result<Json> {
         let wanted = id_key(id);
         let deadline = Instant::now() + timeout;
-        let outcome = self.transport.send(&codec::encode(message)).and_then(|()| loop {
+        let outcome = self.transport.send(message).and_then(|()| loop {
             match self.transport.receive(deadline)? {
                 Some(msg) => match classify(&msg) {
                     Kind::Response(key) if Some(&key) == wanted.as_ref() => break Ok(msg),
                     Kind::Notification => peer.notification(msg),
                     Kind::ServerRequest => {
                         let answer = peer.request(&msg);
-                        self.transport.send(&codec::encode(&answer))?;
+                        self.transport.send(&answer)?;
                     }
                     _ => {}
                 },
@@ -79,7 +79,7 @@ impl Session {
         // nothing: the caller gets the timeout either way.
         if message.get("method") != Some(&Json::str("initialize")) {
             let reason = format!("timed out after {} s", seconds_text(timeout));
-            let _ = self.transport.send(&codec::encode(&protocol::cancelled(id, &reason)));
+            let _ = self.transport.send(&protocol::cancelled(id, &reason));
         } else {
             self.broken = true;
         }

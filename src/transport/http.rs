@@ -291,8 +291,8 @@ fn read_stream(shared: Arc<Shared>, first: Response<Body>, awaiting: Option<IdKe
 }
 
 impl Transport for Http {
-    fn send(&mut self, message: &[u8]) -> Result<()> {
-        let sent = codec::decode(message).unwrap_or(Json::Null);
+    fn send(&mut self, sent: &Json) -> Result<()> {
+        let message = codec::encode(sent);
         let is_request = sent.get("id").is_some() && sent.get("method").is_some();
         let is_initialize = sent.get("method") == Some(&Json::str("initialize"));
         if is_initialize {
@@ -304,7 +304,7 @@ impl Transport for Http {
             self.current = sent.get("id").and_then(id_key);
         }
         let had_session = self.shared.session_id().is_some();
-        let response = match self.shared.post(message, self.shared.options.timeout) {
+        let response = match self.shared.post(&message, self.shared.options.timeout) {
             Err(Error::Transport { code, .. }) if code == "28" && is_request => {
                 self.timed_out = true;
                 return Ok(());
@@ -331,7 +331,7 @@ impl Transport for Http {
                 Ok(())
             }
             200..=299 => self.take_json_body(response),
-            _ => self.take_failure(status, response, &sent),
+            _ => self.take_failure(status, response, sent),
         }
     }
 

@@ -12,8 +12,10 @@ pub mod http;
 pub mod stdio;
 
 pub trait Transport {
-    /// Delivers one encoded JSON-RPC message (no trailing newline).
-    fn send(&mut self, message: &[u8]) -> Result<()>;
+    /// Delivers one JSON-RPC message. The transport encodes it: HTTP also
+    /// needs to know what it is (a request, initialize) without decoding
+    /// its own output again.
+    fn send(&mut self, message: &Json) -> Result<()>;
 
     /// The next message from the server that is not a server request
     /// (those are answered by the transport itself, at once, so that a

@@ -291,12 +291,11 @@ impl Stdio {
 }
 
 impl Transport for Stdio {
-    fn send(&mut self, message: &[u8]) -> Result<()> {
+    fn send(&mut self, message: &Json) -> Result<()> {
         if self.failure.is_some() {
             return Err(self.ended());
         }
-        let mut line = Vec::with_capacity(message.len() + 1);
-        line.extend_from_slice(message);
+        let mut line = codec::encode(message);
         line.push(b'\n');
         self.pipe.send(&line);
         Ok(())
