@@ -7,13 +7,12 @@ use super::*;
 /// Sends `messages` as one newline-delimited batch through the user's
 /// transport function and gathers the replies, as the reference does.
 pub(super) fn exchange_batch(lua: &Cx, client: &Table, transport: Function, messages: &[Json]) -> Outcome<Replies> {
+    // Each message on its own line, the last one ended too.
     let mut text = Vec::new();
     for m in messages {
         codec::encode_into(m, &mut text);
         text.push(b'\n');
     }
-    text.pop();
-    text.push(b'\n');
     let mut out = call_lua(lua, transport, lua.create_string(&text)?)?;
     let ok = out.pop_front().unwrap_or(Value::Nil);
     let raw = out.pop_front().unwrap_or(Value::Nil);

@@ -64,7 +64,6 @@ pub(super) fn with_session<T>(
         Error::BadInput("MCP: the client is already busy (called again from on_notification or a handler?)".into())
     })?;
     let mut peer = LuaPeer { lua, on_notification: beside.on_notification.clone(), handlers: beside.handlers.clone() };
-    let notify = &mut peer;
     let timeout = state.timeout;
     // An HTTP server may forget a session (404): then one new session,
     // and the request sent once more. Any other failure is final.
@@ -75,10 +74,10 @@ pub(super) fn with_session<T>(
             state.session = None;
         }
         if state.session.is_none() {
-            state.session = Some(handshake(lua, client, &state, notify)?);
+            state.session = Some(handshake(lua, client, &state, &mut peer)?);
         }
         let session = state.session.as_mut().expect("a session was just set");
-        match request(session, notify, timeout) {
+        match request(session, &mut peer, timeout) {
             Err(Raise::Mcp(Error::SessionExpired)) if !retried => {
                 retried = true;
                 state.session = None;
@@ -147,7 +146,7 @@ impl Peer for LuaPeer<'_, '_> {
 }
 
 /// A new session: transport opened, initialize answered, initialized sent.
-pub(super) fn handshake(lua: &Cx, client: &Table, state: &ClientState, notify: &mut dyn Peer) -> Outcome<Session> {
+pub(super) fn handshake(lua: &Cx, client: &Table, state: &ClientState, peer: &mut dyn Peer) -> Outcome<Session> {
     let mut session = Session::new(open_transport(client, state)?);
     let id = next_id(client)?;
     let mut capabilities: Vec<(&str, Json)> =
@@ -155,7 +154,7 @@ pub(super) fn handshake(lua: &Cx, client: &Table, state: &ClientState, notify: &
     capabilities.sort_by(|a, b| a.0.cmp(b.0));
     capabilities.dedup_by(|a, b| a.0 == b.0);
     let init = initialize_request(lua, client, id.clone(), Json::object(capabilities))?;
-    let reply = session.request(&id, &init, state.timeout, "initialize", notify)?;
+    let reply = session.request(&id, &init, state.timeout, "initialize", peer)?;
     let result = result_of(Some(reply), "initialize")?;
     check_version(&result)?;
     apply_initialize(lua, client, &result)?;
@@ -185,7 +184,7 @@ pub(super) fn check_version(result: &Json) -> Outcome<()> {
 pub(super) const MAX_TOOL_PAGES: usize = 100;
 
 pub(super) fn discover_session(lua: &Cx, client: &Table) -> Outcome {
-    let pages = with_session(lua, client, |session, notify, timeout| {
+    let pages = with_session(lua, client, |session, peer, timeout| {
         let mut pages: Vec<Json> = Vec::new();
         let mut cursor: Option<Json> = None;
         loop {
@@ -195,7 +194,7 @@ pub(super) fn discover_session(lua: &Cx, client: &Table) -> Outcome {
                 None => Json::Object(vec![]),
             };
             let request = protocol::request(id.clone(), "tools/list", params);
-            let reply = session.request(&id, &request, timeout, "tools/list", notify)?;
+            let reply = session.request(&id, &request, timeout, "tools/list", peer)?;
             let listed = result_of(Some(reply), "tools/list")?;
             let next = listed.get("nextCursor").filter(|c| matches!(c, Json::Str(_))).cloned();
             pages.push(listed);
@@ -208,17 +207,23 @@ pub(super) fn discover_session(lua: &Cx, client: &Table) -> Outcome {
     if pages.len() == 1 {
         return store_tools(lua, client, pages[0].get("tools").filter(|t| t.is_truthy()));
     }
-    let all: Vec<Json> = pages.iter().flat_map(|p| p.get("tools").map(|t| t.elements().cloned().collect::<Vec<_>>()).unwrap_or_default()).collect();
+    // Moved out of the pages, not copied: a tool list can be large.
+    let mut all = Vec::new();
+    for mut page in pages {
+        if let Some(Json::Array(tools)) = page.take("tools") {
+            all.extend(tools.into_iter().filter(|t| !matches!(t, Json::Null)));
+        }
+    }
     store_tools(lua, client, Some(&Json::Array(all)))
 }
 
 pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value) -> Outcome {
     let what = tool_label(name)?;
     let params = call_params(name, args)?;
-    let result = with_session(lua, client, |session, notify, timeout| {
+    let result = with_session(lua, client, |session, peer, timeout| {
         let id = next_id(client)?;
         let request = protocol::request(id.clone(), "tools/call", params.clone());
-        let reply = session.request(&id, &request, timeout, &what, notify)?;
+        let reply = session.request(&id, &request, timeout, &what, peer)?;
         Ok(result_of(Some(reply), &what)?)
     })?;
     call_return(lua, result)

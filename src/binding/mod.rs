@@ -177,10 +177,11 @@ fn call_lua(lua: &Cx, f: Function, args: impl IntoLuaMulti) -> Outcome {
 }
 
 /// `obj:name(...)`, looked up through the object's metatable as Lua would.
-fn call_method(lua: &Cx, obj: &Table, name: &str, args: impl IntoLuaMulti) -> Outcome {
+/// `owner` names the object in the error when the method is missing.
+fn call_method(lua: &Cx, obj: &Table, owner: &str, name: &str, args: impl IntoLuaMulti) -> Outcome {
     let method: Value = obj.get(name)?;
     let Value::Function(method) = method else {
-        return Err(Error::BadInput(format!("the object has no method '{name}'")).into());
+        return Err(Error::BadInput(format!("mcp.mount: {owner} has no method '{name}'")).into());
     };
     let mut all = args.into_lua_multi(lua)?;
     all.push_front(Value::Table(obj.clone()));

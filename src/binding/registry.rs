@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// How a registry is named when it lacks what mount needs of it.
+const REGISTRY: &str = "the registry (it needs get(name) and add(tool))";
+
 pub(super) fn mount_tools(lua: &Cx, args: MultiValue) -> Outcome {
     let Value::Table(registry) = arg(&args, 0) else {
         return Err(Error::BadInput("mcp.mount: the registry must be a table".into()).into());
@@ -25,7 +28,7 @@ pub(super) fn mount_tools(lua: &Cx, args: MultiValue) -> Outcome {
     };
     let mut tools: Value = client.get("tools")?;
     if !truthy(&tools) {
-        tools = call_method(lua, &client, "discover", ())?.pop_front().unwrap_or(Value::Nil);
+        tools = call_method(lua, &client, "the client", "discover", ())?.pop_front().unwrap_or(Value::Nil);
     }
     let Value::Table(tools) = tools else {
         return Err(Error::BadInput("mcp.mount: the client's tools are not a list".into()).into());
@@ -40,7 +43,7 @@ pub(super) fn mount_tools(lua: &Cx, args: MultiValue) -> Outcome {
         let tool_name: Value = tool.get("name")?;
         let suffix = concat_piece(&tool_name).ok_or_else(|| Error::BadInput("mcp.mount: a tool has no name".into()))?;
         let name = lua.create_string([prefix.as_slice(), suffix.as_slice()].concat())?;
-        let existing = call_method(lua, &registry, "get", name.clone())?;
+        let existing = call_method(lua, &registry, REGISTRY, "get", name.clone())?;
         if existing.front().is_some_and(truthy) {
             return Err(Error::Collision { quoted: mount::lua_quote(&name.as_bytes()) }.into());
         }
@@ -54,7 +57,7 @@ pub(super) fn mount_tools(lua: &Cx, args: MultiValue) -> Outcome {
         entry.set("args", schema_args(lua, tool.get("inputSchema")?)?)?;
         entry.set("requires_approval", !trusted)?;
         entry.set("run", runner.call::<Function>((client.clone(), tool_name))?)?;
-        call_method(lua, &registry, "add", entry)?;
+        call_method(lua, &registry, REGISTRY, "add", entry)?;
         mounted.raw_set(mounted.raw_len() + 1, name)?;
     }
     Ok(MultiValue::from_vec(vec![Value::Table(mounted)]))
