@@ -6,7 +6,7 @@
 .PHONY: build demo test test-rust test-lua bench clean
 
 build:
-	cargo build --release --locked
+	cargo build --release --locked --features module
 	cp target/release/libmcp.so mcp.so
 
 demo:
@@ -17,7 +17,9 @@ demo:
 # The cargo tests link the system Lua (no `module` feature) and build in
 # their own target dir, so they never overwrite the module.
 test-rust:
-	cargo test --locked --no-default-features --features lua54 --target-dir target/test
+	cargo fmt --check
+	cargo clippy --locked --all-targets --target-dir target/test -- -D warnings
+	cargo test --locked --target-dir target/test
 
 test-lua: build
 	lua5.4 "$$(command -v busted)" -o utfTerminal

@@ -441,7 +441,7 @@ pub fn format_g14(f: f64) -> String {
     let digits = digits.trim_end_matches('0');
     let digits = if digits.is_empty() { "0" } else { digits };
     let sign = if negative { "-" } else { "" };
-    if exponent < -4 || exponent >= PRECISION {
+    if !(-4..PRECISION).contains(&exponent) {
         let (first, rest) = digits.split_at(1);
         let dot = if rest.is_empty() { "" } else { "." };
         let esign = if exponent < 0 { '-' } else { '+' };

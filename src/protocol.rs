@@ -15,12 +15,7 @@ pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-
 
 /// A request, with its keys in the order the reference codec sorts them.
 pub fn request(id: Json, method: &str, params: Json) -> Json {
-    Json::object([
-        ("id", id),
-        ("jsonrpc", Json::str("2.0")),
-        ("method", Json::str(method)),
-        ("params", params),
-    ])
+    Json::object([("id", id), ("jsonrpc", Json::str("2.0")), ("method", Json::str(method)), ("params", params)])
 }
 
 pub fn notification(method: &str, params: Option<Json>) -> Json {
@@ -34,11 +29,7 @@ pub fn notification(method: &str, params: Option<Json>) -> Json {
 /// `initialize` params; `version` and `client_info` come from Lua as
 /// already-converted values, since a caller may have replaced either.
 pub fn initialize_params(version: Json, capabilities: Json, client_info: Json) -> Json {
-    Json::object([
-        ("capabilities", capabilities),
-        ("clientInfo", client_info),
-        ("protocolVersion", version),
-    ])
+    Json::object([("capabilities", capabilities), ("clientInfo", client_info), ("protocolVersion", version)])
 }
 
 /// `tools/call` params. An absent name stays absent, as in the reference.

@@ -13,7 +13,6 @@ pub(super) fn concat_piece(v: &Value) -> Option<Vec<u8>> {
     }
 }
 
-
 /// Converts a Lua value for the wire, refusing what JSON cannot carry and
 /// naming where it was found (`arguments.items[2].cb`).
 ///

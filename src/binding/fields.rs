@@ -49,6 +49,9 @@ pub(super) fn call_params(client_name: &Value, args: &Value) -> Outcome<Json> {
 pub(super) fn tool_label(name: &Value) -> Outcome<String> {
     match concat_piece(name) {
         Some(bytes) => Ok(format!("tools/call {}", String::from_utf8_lossy(&bytes))),
-        None => Err(Error::BadInput(format!("client:call: the tool name must be a string, got {}", name.type_name())).into()),
+        None => {
+            Err(Error::BadInput(format!("client:call: the tool name must be a string, got {}", name.type_name()))
+                .into())
+        }
     }
 }

@@ -113,7 +113,8 @@ impl Peer for LuaPeer<'_, '_> {
             Some(Json::Str(m)) => String::from_utf8_lossy(m).into_owned(),
             _ => String::new(),
         };
-        let handler = self.handlers.as_ref().and_then(|h| h.raw_get::<Option<Function>>(method.as_str()).ok().flatten());
+        let handler =
+            self.handlers.as_ref().and_then(|h| h.raw_get::<Option<Function>>(method.as_str()).ok().flatten());
         let Some(handler) = handler else {
             return protocol::answer_server_request(msg).unwrap_or(Json::Null);
         };

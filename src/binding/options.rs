@@ -42,14 +42,20 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
         Value::Nil => None,
         Value::String(path) => {
             let path = path.to_str()?.to_string();
-            Some(std::fs::read(&path).map_err(|e| Error::BadInput(format!("mcp.new: cannot read opts.ca_file {path}: {e}")))?)
+            Some(
+                std::fs::read(&path)
+                    .map_err(|e| Error::BadInput(format!("mcp.new: cannot read opts.ca_file {path}: {e}")))?,
+            )
         }
         _ => return Err(Error::BadInput("mcp.new: opts.ca_file must be a path".into()).into()),
     };
     let headers = string_map(opts, "headers")?;
     for (name, value) in &headers {
         if value.contains(['\r', '\n']) || name.contains(['\r', '\n']) {
-            return Err(Error::BadInput(format!("mcp.new: opts.headers.{name} contains CR or LF, which would split the header")).into());
+            return Err(Error::BadInput(format!(
+                "mcp.new: opts.headers.{name} contains CR or LF, which would split the header"
+            ))
+            .into());
         }
         if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
             return Err(Error::BadInput(format!("mcp.new: opts.headers has an invalid header name {name:?}")).into());

@@ -181,7 +181,15 @@ impl Http {
             stopped: AtomicBool::new(false),
         });
         let (events, inbox) = mpsc::channel();
-        Ok(Http { shared, queue: VecDeque::new(), inbox, events, timed_out: false, current: None, listen_pending: false })
+        Ok(Http {
+            shared,
+            queue: VecDeque::new(),
+            inbox,
+            events,
+            timed_out: false,
+            current: None,
+            listen_pending: false,
+        })
     }
 
     fn limit(&self) -> usize {

@@ -7,7 +7,6 @@ use std::time::Instant;
 use crate::codec::Json;
 use crate::error::Result;
 
-
 pub mod http;
 pub mod stdio;
 

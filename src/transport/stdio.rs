@@ -183,11 +183,7 @@ impl Stdio {
                 c
             }
         };
-        command
-            .stdin(Pipe::piped())
-            .stdout(Pipe::piped())
-            .stderr(Pipe::piped())
-            .process_group(0);
+        command.stdin(Pipe::piped()).stdout(Pipe::piped()).stderr(Pipe::piped()).process_group(0);
         for (key, value) in &options.env {
             command.env(key, value);
         }
