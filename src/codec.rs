@@ -92,9 +92,55 @@ impl fmt::Display for DecodeError {
     }
 }
 
-/// Nesting deeper than this is refused rather than recursed into: a
-/// hostile line of `[[[[...` must not overflow the Lua host's stack.
-const MAX_DEPTH: usize = 512;
+/// Nesting deeper than this is refused rather than recursed into, both
+/// ways: a hostile line of `[[[[...` must not overflow the Lua host's
+/// stack, and neither may a Lua table 12,000 levels deep (the binding's
+/// encoder stops at the same depth, so what we send we could also read).
+pub const MAX_DEPTH: usize = 512;
+
+/// The error `decode` gives for nesting past [`MAX_DEPTH`].
+pub const TOO_DEEP: &str = "nested too deeply";
+
+/// The `id` of a JSON object, read without following any nested value:
+/// used when a message is refused as too deep, so that the request it
+/// answers can fail at once instead of waiting out its time. Values are
+/// skipped by counting brackets, so the id is found wherever it stands at
+/// the top level; None when the text is not an object or has no
+/// readable scalar id.
+pub fn peek_id(text: &[u8]) -> Option<Json> {
+    let mut reader = Reader { text, pos: 0, depth: MAX_DEPTH - 1 };
+    reader.skip_space();
+    if reader.peek() != Some(b'{') {
+        return None;
+    }
+    reader.pos += 1;
+    let mut id = None;
+    loop {
+        reader.skip_space();
+        if reader.peek() != Some(b'"') {
+            return id;
+        }
+        let key = reader.string().ok()?;
+        reader.skip_space();
+        if reader.peek() != Some(b':') {
+            return id;
+        }
+        reader.pos += 1;
+        reader.skip_space();
+        let scalar = !matches!(reader.peek(), Some(b'{' | b'['));
+        if key == b"id" && scalar {
+            // Last one wins, as table assignment would have it.
+            id = Some(reader.value().ok()?);
+        } else {
+            reader.skip_value().ok()?;
+        }
+        reader.skip_space();
+        match reader.peek() {
+            Some(b',') => reader.pos += 1,
+            _ => return id,
+        }
+    }
+}
 
 /// Parses one JSON text; only whitespace may surround the value.
 pub fn decode(text: &[u8]) -> Result<Json, DecodeError> {
@@ -154,12 +200,54 @@ impl Reader<'_> {
 
     fn nested(&mut self, read: fn(&mut Self) -> Result<Json, DecodeError>) -> Result<Json, DecodeError> {
         if self.depth >= MAX_DEPTH {
-            return Err(self.fail("nested too deeply"));
+            return Err(self.fail(TOO_DEEP));
         }
         self.depth += 1;
         let value = read(self);
         self.depth -= 1;
         value
+    }
+
+    /// Steps over one value of any depth without building it or recursing.
+    fn skip_value(&mut self) -> Result<(), DecodeError> {
+        let mut depth = 0usize;
+        loop {
+            self.skip_space();
+            match self.peek() {
+                None => return Err(self.fail("unexpected end of text")),
+                Some(b'{' | b'[') => {
+                    depth += 1;
+                    self.pos += 1;
+                    continue;
+                }
+                Some(b'}' | b']') if depth > 0 => {
+                    depth -= 1;
+                    self.pos += 1;
+                }
+                Some(b',' | b':') if depth > 0 => {
+                    self.pos += 1;
+                    continue;
+                }
+                Some(b'"') => {
+                    self.string()?;
+                }
+                Some(_) => {
+                    let start = self.pos;
+                    while let Some(b) = self.peek() {
+                        if matches!(b, b',' | b':' | b']' | b'}' | b' ' | b'\t' | b'\r' | b'\n') {
+                            break;
+                        }
+                        self.pos += 1;
+                    }
+                    if self.pos == start {
+                        return Err(self.fail("unexpected character"));
+                    }
+                }
+            }
+            if depth == 0 {
+                return Ok(());
+            }
+        }
     }
 
     fn object(&mut self) -> Result<Json, DecodeError> {
@@ -536,7 +624,19 @@ mod tests {
             assert!(decode(bad.as_bytes()).is_err(), "{bad:?} decoded");
         }
         let deep = "[".repeat(100_000);
-        assert_eq!(decode(deep.as_bytes()).unwrap_err().what, "nested too deeply");
+        assert_eq!(decode(deep.as_bytes()).unwrap_err().what, TOO_DEEP);
+    }
+
+    #[test]
+    fn the_id_of_a_too_deep_reply_is_read_wherever_it_stands() {
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let after = format!(r#"{{"jsonrpc":"2.0","result":{{"a":{deep},"s":"]}}\""}},"id":7}}"#);
+        assert_eq!(decode(after.as_bytes()).unwrap_err().what, TOO_DEEP);
+        assert_eq!(peek_id(after.as_bytes()), Some(Json::Int(7)));
+        let before = format!(r#"{{"id":"x","result":{}"#, "[".repeat(100_000));
+        assert_eq!(peek_id(before.as_bytes()), Some(Json::str("x")));
+        assert_eq!(peek_id(b"[1]"), None);
+        assert_eq!(peek_id(format!(r#"{{"result":{}"#, "[".repeat(1000)).as_bytes()), None);
     }
 
     #[test]

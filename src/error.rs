@@ -31,9 +31,41 @@ pub enum Error {
     #[error("MCP {what} failed: the reply has no result")]
     NoResult { what: String },
 
-    /// The request did not complete within `opts.timeout`.
-    #[error("MCP {what} timed out after {seconds} s")]
-    Timeout { what: String, seconds: String },
+    /// The request did not complete within `opts.timeout`. `note` says
+    /// what else went wrong meanwhile (a reply skipped as too deep), or is
+    /// empty.
+    #[error("MCP {what} timed out after {seconds} s{note}")]
+    Timeout { what: String, seconds: String, note: String },
+
+    /// The host asked for Lua back while we waited (Ctrl-C in lua5.4 sets
+    /// a debug hook); the request was cancelled. The host's own hook
+    /// usually raises its error ("interrupted!") before this one is seen.
+    #[error("MCP {what} interrupted")]
+    Interrupted { what: String },
+
+    /// The reply to our request was nested deeper than the decoder follows;
+    /// it was skipped rather than recursed into.
+    #[error("MCP {what} failed: the reply is nested deeper than {limit} levels, which this client does not read")]
+    ReplyTooDeep { what: String, limit: usize },
+
+    /// An HTTP server refused us for want of credentials (401 or 403).
+    #[error("MCP transport failed ({status}): the server at {url} refused the request (HTTP {status}{challenge}); it needs credentials, e.g. opts.headers.Authorization")]
+    Unauthorized { status: u16, url: String, challenge: String },
+
+    /// An HTTP server redirected us somewhere we do not follow: another
+    /// origin, or too many hops.
+    #[error("MCP transport failed ({status}): the server at {url} redirected to {location}, which is not followed ({why}); use that address as opts.url if you trust it")]
+    Redirected { status: u16, url: String, location: String, why: &'static str },
+
+    /// A successful HTTP status whose body is neither JSON nor an event
+    /// stream (a login page, a proxy's notice).
+    #[error("MCP transport failed ({status}): the server at {url} answered {content_type}, not JSON or an event stream: {excerpt}")]
+    NotJson { status: u16, url: String, content_type: String, excerpt: String },
+
+    /// An HTTP request got no answer within `opts.timeout`; the session
+    /// layer turns this into [`Error::Timeout`] with the request's name.
+    #[error("MCP transport failed (28): the server at {url} did not answer within {seconds} s")]
+    HttpTimeout { url: String, seconds: String },
 
     /// A Lua value that JSON cannot carry; `path` names where it sits in the
     /// message, e.g. `arguments.cb`.
@@ -60,6 +92,11 @@ pub enum Error {
     /// the session is gone. The binding starts a new one and retries once.
     #[error("MCP: the server ended the session (HTTP 404)")]
     SessionExpired,
+
+    /// A bug of ours: a panic caught at the Lua boundary, with its message.
+    /// The call failed; the client and the host go on.
+    #[error("MCP: internal error ({0}); the call failed, the client can be used again. Please report this.")]
+    Internal(String),
 
     /// The Lua state refused an operation (out of memory, usually).
     #[error("MCP: {0}")]

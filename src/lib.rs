@@ -28,6 +28,7 @@
 
 pub mod codec;
 pub mod error;
+pub mod interrupt;
 pub mod mount;
 pub mod protocol;
 pub mod session;

@@ -49,6 +49,16 @@ pub fn cancelled(id: &Json, reason: &str) -> Json {
     )
 }
 
+/// What Lua's `on_notification` receives when notifications were dropped
+/// because Lua did not take them before the buffer filled (see
+/// `transport::inbox`). Not an MCP method: the name says whose it is.
+pub const DROPPED_METHOD: &str = "lua-mcp/notifications_dropped";
+
+pub fn dropped_notice(count: u64) -> Json {
+    let count = i64::try_from(count).unwrap_or(i64::MAX);
+    notification(DROPPED_METHOD, Some(Json::object([("count", Json::Int(count))])))
+}
+
 /// A successful response to a server's request.
 pub fn response(id: Json, result: Json) -> Json {
     Json::object([("id", id), ("jsonrpc", Json::str("2.0")), ("result", result)])

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
+use crate::interrupt;
 use crate::protocol::{self, classify, id_key, Kind};
-use crate::transport::Transport;
+use crate::transport::{Received, Transport};
 
 /// The client's side of what the server starts: notifications to hand
 /// on, and the requests it forwards (those the user has handlers for).
@@ -41,6 +42,10 @@ impl Session {
     /// go to `peer` as they come (a request's answer is sent at once);
     /// replies to ids we no longer wait for (cancelled on timeout) are
     /// dropped. `what` names the request in errors.
+    ///
+    /// The wait runs in slices of [`interrupt::SLICE`], so that a host
+    /// asking for its thread back (Ctrl-C) gets it within one slice: the
+    /// request is then cancelled as on a timeout.
     pub fn request(
         &mut self,
         id: &Json,
@@ -50,10 +55,19 @@ impl Session {
         peer: &mut dyn Peer,
     ) -> Result<Json> {
         let wanted = id_key(id);
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now().checked_add(timeout).unwrap_or_else(far_future);
+        // A too-deep message whose id could not be read: perhaps our reply.
+        // Said in the timeout message, if it comes to that.
+        let mut skipped_unreadable = false;
         let outcome = self.transport.send(message).and_then(|()| loop {
-            match self.transport.receive(deadline)? {
-                Some(msg) => match classify(&msg) {
+            let slice_end = deadline.min(Instant::now() + interrupt::SLICE);
+            let received = self.transport.receive(slice_end)?;
+            let dropped = self.transport.take_dropped();
+            if dropped > 0 {
+                peer.notification(protocol::dropped_notice(dropped));
+            }
+            match received {
+                Some(Received::Message(msg)) => match classify(&msg) {
                     Kind::Response(key) if Some(&key) == wanted.as_ref() => break Ok(msg),
                     Kind::Notification => peer.notification(msg),
                     Kind::ServerRequest => {
@@ -62,7 +76,28 @@ impl Session {
                     }
                     _ => {}
                 },
-                None => break Err(self.time_out(id, message, timeout, what)),
+                Some(Received::TooDeep(key)) if key.is_some() && key == wanted => {
+                    break Err(Error::ReplyTooDeep { what: what.to_string(), limit: codec::MAX_DEPTH });
+                }
+                Some(Received::TooDeep(key)) => skipped_unreadable |= key.is_none(),
+                None if Instant::now() >= deadline => {
+                    let note = if skipped_unreadable {
+                        format!(
+                            "; meanwhile a message nested deeper than {} levels was skipped, with no id that could be read",
+                            codec::MAX_DEPTH
+                        )
+                    } else {
+                        String::new()
+                    };
+                    let reason = format!("timed out after {} s", seconds_text(timeout));
+                    self.abandon(id, message, &reason);
+                    break Err(Error::Timeout { what: what.to_string(), seconds: seconds_text(timeout), note });
+                }
+                None if interrupt::requested() => {
+                    self.abandon(id, message, "interrupted by the user");
+                    break Err(Error::Interrupted { what: what.to_string() });
+                }
+                None => {}
             }
         });
         // Only a dead transport ends the session; a timeout or an
@@ -73,17 +108,16 @@ impl Session {
         outcome
     }
 
-    fn time_out(&mut self, id: &Json, message: &Json, timeout: Duration, what: &str) -> Error {
-        // The spec forbids cancelling `initialize`; for anything else, tell
-        // the server to stop working on it. A failure to send changes
-        // nothing: the caller gets the timeout either way.
+    /// We stop waiting for `message`. The spec forbids cancelling
+    /// `initialize`, so a session whose handshake we abandon is over; for
+    /// anything else, tell the server to stop working on it. A failure to
+    /// send changes nothing: the caller gets its error either way.
+    fn abandon(&mut self, id: &Json, message: &Json, reason: &str) {
         if message.get("method") != Some(&Json::str("initialize")) {
-            let reason = format!("timed out after {} s", seconds_text(timeout));
-            let _ = self.transport.send(&protocol::cancelled(id, &reason));
+            let _ = self.transport.send(&protocol::cancelled(id, reason));
         } else {
             self.broken = true;
         }
-        Error::Timeout { what: what.to_string(), seconds: seconds_text(timeout) }
     }
 
     pub fn established(&mut self, negotiated_version: &str) {
@@ -97,6 +131,11 @@ impl Session {
     pub fn close(&mut self) {
         self.transport.close();
     }
+}
+
+/// A deadline for a timeout too long to add to now: never, in practice.
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
 }
 
 /// Seconds as a user wrote them: "60", "0.5".

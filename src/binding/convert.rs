@@ -19,9 +19,16 @@ pub(super) fn concat_piece(v: &Value) -> Option<Vec<u8>> {
 /// The path is only built when something is refused, on the way back up:
 /// formatting a path segment for every value would cost more than the
 /// conversion itself.
-pub(super) struct Encoder {
+///
+/// Tables are followed [`codec::MAX_DEPTH`] levels down and no further: this
+/// recursion runs on the host's own C stack, and a table 12,000 levels
+/// deep crashed the host with SIGSEGV when it was unbounded. (The
+/// reference, in Lua, raises "stack overflow" at some depth instead.)
+pub(super) struct Encoder<'a, 'b> {
+    lua: &'a Cx<'b>,
     /// Tables on the way down from the root: meeting one again is a cycle.
-    /// (A table shared by two branches is fine and encodes twice.)
+    /// (A table shared by two branches is fine and encodes twice.) Its
+    /// length is the current depth.
     open: Vec<*const c_void>,
 }
 
@@ -44,28 +51,44 @@ impl Refusal {
 
 pub(super) enum Fail {
     Refused(Refusal),
-    Lua(mlua::Error),
+    /// Lua itself failed, or a `__pairs` metamethod raised.
+    Raised(Raise),
 }
 
 impl From<mlua::Error> for Fail {
     fn from(e: mlua::Error) -> Self {
-        Fail::Lua(e)
+        Fail::Raised(e.into())
     }
 }
 
-impl Encoder {
-    pub(super) fn convert(root: &str, value: &Value) -> Outcome<Json> {
-        let mut enc = Encoder { open: Vec::new() };
+/// Segments of a path shown before the rest is elided: a path 512 levels
+/// deep makes no better error message than its first few steps.
+const PATH_SEGMENTS_SHOWN: usize = 8;
+
+impl<'a, 'b> Encoder<'a, 'b> {
+    pub(super) fn convert(lua: &'a Cx<'b>, root: &str, value: &Value) -> Outcome<Json> {
+        let mut enc = Encoder { lua, open: Vec::new() };
         match enc.value(value) {
             Ok(json) => Ok(json),
-            Err(Fail::Lua(e)) => Err(e.into()),
+            Err(Fail::Raised(raise)) => Err(raise),
             Err(Fail::Refused(refusal)) => {
                 let mut path = root.to_string();
-                for segment in refusal.path.iter().rev() {
+                let hidden = refusal.path.len().saturating_sub(PATH_SEGMENTS_SHOWN + 1);
+                for segment in refusal.path.iter().rev().take(PATH_SEGMENTS_SHOWN) {
                     if !segment.starts_with('[') {
                         path.push('.');
                     }
                     path.push_str(segment);
+                }
+                if hidden > 0 {
+                    path.push_str(&format!("...({hidden} levels)..."));
+                }
+                if refusal.path.len() > PATH_SEGMENTS_SHOWN {
+                    let last = &refusal.path[0];
+                    if !last.starts_with('[') {
+                        path.push('.');
+                    }
+                    path.push_str(last);
                 }
                 Err(Raise::Mcp(Error::Encode { what: refusal.what, path }))
             }
@@ -97,17 +120,49 @@ impl Encoder {
         if self.open.contains(&ptr) {
             return Err(Fail::Refused(Refusal::new("a table that contains itself")));
         }
+        if self.open.len() >= codec::MAX_DEPTH {
+            let what = format!("a table nested more than {} levels deep", codec::MAX_DEPTH);
+            return Err(Fail::Refused(Refusal::new(what)));
+        }
         self.open.push(ptr);
         let json = self.table_body(t);
         self.open.pop();
         json
     }
 
-    fn table_body(&mut self, t: &Table) -> Result<Json, Fail> {
+    /// The table's entries as Lua's `pairs` gives them: through `__pairs`
+    /// when the metatable has one (a proxy table holds nothing itself; the
+    /// reference encoder iterates with `pairs`, which honours it).
+    fn entries(&mut self, t: &Table) -> Result<Vec<(Value, Value)>, Fail> {
         let mut entries: Vec<(Value, Value)> = Vec::new();
-        for pair in t.pairs::<Value, Value>() {
-            entries.push(pair?);
+        let proxied = t.metatable().is_some_and(|mt| mt.raw_get::<Value>("__pairs").is_ok_and(|v| !v.is_nil()));
+        if !proxied {
+            for pair in t.pairs::<Value, Value>() {
+                entries.push(pair?);
+            }
+            return Ok(entries);
         }
+        let raised = |r: Raise| Fail::Raised(r);
+        let mut iteration = call_lua(self.lua, self.lua.glue.pairs.clone(), t.clone()).map_err(raised)?;
+        let next = iteration.pop_front().unwrap_or(Value::Nil);
+        let state = iteration.pop_front().unwrap_or(Value::Nil);
+        let mut control = iteration.pop_front().unwrap_or(Value::Nil);
+        let Value::Function(next) = next else {
+            return Err(Fail::Refused(Refusal::new("a table whose __pairs returned no iterator")));
+        };
+        loop {
+            let mut step = call_lua(self.lua, next.clone(), (state.clone(), control)).map_err(raised)?;
+            let key = step.pop_front().unwrap_or(Value::Nil);
+            if key.is_nil() {
+                return Ok(entries);
+            }
+            control = key.clone();
+            entries.push((key, step.pop_front().unwrap_or(Value::Nil)));
+        }
+    }
+
+    fn table_body(&mut self, t: &Table) -> Result<Json, Fail> {
+        let mut entries = self.entries(t)?;
         let is_array = !entries.is_empty()
             && entries.iter().all(|(k, _)| matches!(k, Value::Integer(i) if *i >= 1))
             && entries.iter().map(|(k, _)| k.as_integer().unwrap_or(0)).max() == Some(entries.len() as i64);

@@ -20,8 +20,8 @@ pub(super) fn next_id(client: &Table) -> Outcome<Json> {
 /// `capabilities` is `{}` for the reference's exchange; a live session
 /// declares what its handlers can answer.
 pub(super) fn initialize_request(lua: &Cx, client: &Table, id: Json, capabilities: Json) -> Outcome<Json> {
-    let version = Encoder::convert("protocol_version", &client.get::<Value>("protocol_version")?)?;
-    let info = Encoder::convert("mcp.CLIENT_INFO", &lua.glue.module.get::<Value>("CLIENT_INFO")?)?;
+    let version = Encoder::convert(lua, "protocol_version", &client.get::<Value>("protocol_version")?)?;
+    let info = Encoder::convert(lua, "mcp.CLIENT_INFO", &lua.glue.module.get::<Value>("CLIENT_INFO")?)?;
     Ok(protocol::request(id, "initialize", protocol::initialize_params(version, capabilities, info)))
 }
 
@@ -37,12 +37,12 @@ pub(super) fn apply_initialize(lua: &Cx, client: &Table, result: &Json) -> Outco
     Ok(())
 }
 
-pub(super) fn call_params(client_name: &Value, args: &Value) -> Outcome<Json> {
+pub(super) fn call_params(lua: &Cx, client_name: &Value, args: &Value) -> Outcome<Json> {
     let name = match client_name {
         Value::Nil => None,
-        v => Some(Encoder::convert("name", v)?),
+        v => Some(Encoder::convert(lua, "name", v)?),
     };
-    let arguments = if truthy(args) { Encoder::convert("arguments", args)? } else { Json::Object(vec![]) };
+    let arguments = if truthy(args) { Encoder::convert(lua, "arguments", args)? } else { Json::Object(vec![]) };
     Ok(protocol::call_params(name, arguments))
 }
 

@@ -68,7 +68,7 @@ pub(super) fn call_batch(lua: &Cx, client: &Table, transport: Function, name: &V
     let what = tool_label(name)?;
     let (mut messages, _) = batch_handshake(lua, client)?;
     let call_id = next_id(client)?;
-    messages.push(protocol::request(call_id.clone(), "tools/call", call_params(name, args)?));
+    messages.push(protocol::request(call_id.clone(), "tools/call", call_params(lua, name, args)?));
     let mut replies = exchange_batch(lua, client, transport, &messages)?;
     let result = result_of(replies.take(&call_id), &what)?;
     call_return(lua, result)

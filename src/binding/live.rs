@@ -131,7 +131,7 @@ impl Peer for LuaPeer<'_, '_> {
                     };
                     failure(why)
                 }
-                result => match Encoder::convert("result", &result) {
+                result => match Encoder::convert(self.lua, "result", &result) {
                     Ok(json) => protocol::response(id, json),
                     Err(Raise::Mcp(e)) => failure(e.to_string()),
                     Err(Raise::Lua(_)) => failure(format!("the handler for {method} failed")),
@@ -220,7 +220,7 @@ pub(super) fn discover_session(lua: &Cx, client: &Table) -> Outcome {
 
 pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value) -> Outcome {
     let what = tool_label(name)?;
-    let params = call_params(name, args)?;
+    let params = call_params(lua, name, args)?;
     let result = with_session(lua, client, |session, peer, timeout| {
         let id = next_id(client)?;
         let request = protocol::request(id.clone(), "tools/call", params.clone());

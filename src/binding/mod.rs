@@ -20,6 +20,7 @@ use mlua::{AnyUserData, Function, IntoLuaMulti, Lua, MultiValue, Table, UserData
 
 use crate::codec::{self, format_float, lua_float_text, Json};
 use crate::error::Error;
+use crate::interrupt;
 use crate::mount;
 use crate::protocol::{self, call_outcome, result_of, Replies, SUPPORTED_VERSIONS};
 use crate::session::{Peer, Session};
@@ -71,6 +72,8 @@ struct Glue {
     runner: Function,
     pcall: Function,
     tostring: Function,
+    /// Lua's own `pairs`, for tables with a `__pairs` metamethod.
+    pairs: Function,
     /// client table -> { ClientState userdata, on_notification }, weak keys.
     states: Table,
 }
@@ -92,37 +95,63 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     let setup_cell = cell.clone();
     native.set(
         "setup",
-        lua.create_function(move |lua, (module, client_methods, runner, pcall, tostring): (Table, Table, Function, Function, Function)| {
+        lua.create_function(move |lua, (module, client_methods, runner, lua_functions): (Table, Table, Function, Table)| {
             let states = lua.create_table()?;
             let weak = lua.create_table()?;
             weak.set("__mode", "k")?;
             states.set_metatable(Some(weak))?;
-            let _ = setup_cell.set(Glue { module, client_methods, runner, pcall, tostring, states });
+            let (pcall, tostring, pairs) =
+                (lua_functions.get("pcall")?, lua_functions.get("tostring")?, lua_functions.get("pairs")?);
+            let _ = setup_cell.set(Glue { module, client_methods, runner, pcall, tostring, pairs, states });
             Ok(())
         })?,
     )?;
     // Finalized when the state closes, after every client (it was made
-    // first): background shutdowns must finish before our code unloads.
-    lua.set_named_registry_value("lua-mcp.reapers", lua.create_userdata(Reapers)?)?;
+    // before any of them): background shutdowns must finish before our
+    // code unloads. Set once: a second copy of the module loaded into the
+    // same state must not replace it with one made after the first copy's
+    // clients, which would then be finalized after it.
+    if lua.named_registry_value::<Value>(REAPERS_KEY)?.is_nil() {
+        lua.set_named_registry_value(REAPERS_KEY, lua.create_userdata(Reapers)?)?;
+    }
     lua.load(include_str!("prelude.lua")).set_name("=mcp").call(native)
 }
+
+const REAPERS_KEY: &str = "lua-mcp.reapers";
 
 struct Reapers;
 impl UserData for Reapers {}
 impl Drop for Reapers {
     fn drop(&mut self) {
         stdio::join_reapers();
+        http::join_background();
     }
 }
 
 /// Wraps a native function in the `true, ...` / `false, err` convention
 /// the prelude turns into returns or raises.
+///
+/// This is the Lua boundary, so it is also where a panic stops: one that
+/// unwound into Lua would abort the host or leave the state broken. It
+/// becomes [`Error::Internal`]; whatever the call had borrowed was released
+/// on the way out, so the client can be called again.
 fn export(lua: &Lua, cell: &Rc<OnceCell<Glue>>, f: fn(&Cx, MultiValue) -> Outcome) -> mlua::Result<Function> {
     let cell = cell.clone();
     lua.create_function(move |lua, args: MultiValue| {
         let mut out = MultiValue::new();
         let result = match cell.get() {
-            Some(glue) => f(&Cx { lua, glue }, args),
+            Some(glue) => {
+                let check = hook_watch(lua);
+                let run = || interrupt::watching(check, || f(&Cx { lua, glue }, args));
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or_else(|panic| {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "a panic".into());
+                    Err(Raise::Mcp(Error::Internal(what)))
+                })
+            }
             None => Err(Raise::Mcp(Error::Lua("the module was not set up".into()))),
         };
         match result {
@@ -141,6 +170,30 @@ fn export(lua: &Lua, cell: &Rc<OnceCell<Glue>>, f: fn(&Cx, MultiValue) -> Outcom
         }
         Ok(out)
     })
+}
+
+/// How a wait notices that the host wants its thread back: lua5.4's Ctrl-C
+/// handler (and any host that interrupts a state the same way) sets a debug
+/// hook and waits for Lua code to run. A hook, mask or count that differs
+/// from the one in place when the call began means exactly that; the wait
+/// then returns, and the hook fires as soon as the prelude runs again.
+fn hook_watch(lua: &Lua) -> Box<dyn Fn() -> bool> {
+    let mut state: *mut mlua::ffi::lua_State = std::ptr::null_mut();
+    // SAFETY: the closure only records the pointer of the running state.
+    // The pointer is read (never written through) by the check below, and
+    // only while this call runs: `interrupt::watching` drops the check
+    // before the call returns.
+    let _ = unsafe { lua.exec_raw::<()>((), |s| state = s) };
+    if state.is_null() {
+        return Box::new(|| false);
+    }
+    // SAFETY: reading the hook fields of a live state, see above.
+    let hook_of = move || unsafe {
+        let hook = mlua::ffi::lua_gethook(state).map_or(0, |h| h as usize);
+        (hook, mlua::ffi::lua_gethookmask(state), mlua::ffi::lua_gethookcount(state))
+    };
+    let at_start = hook_of();
+    Box::new(move || hook_of() != at_start)
 }
 
 /// What every native function works with: the Lua state and its glue.

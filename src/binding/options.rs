@@ -19,17 +19,46 @@ impl UserData for ClientState {}
 
 pub(super) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
-pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
-    let timeout = match opts.get::<Value>("timeout")? {
-        Value::Nil => DEFAULT_TIMEOUT,
-        Value::Integer(i) if i > 0 => Duration::from_secs(i as u64),
-        Value::Number(f) if f > 0.0 && f.is_finite() && f < 1e9 => Duration::from_secs_f64(f),
-        _ => return Err(Error::BadInput("mcp.new: opts.timeout must be a positive number of seconds".into()).into()),
+/// Bounds of the numeric options. A number outside them is refused at
+/// `mcp.new` rather than clamped: `timeout = math.maxinteger` once
+/// overflowed the deadline arithmetic and panicked; a silent clamp would
+/// hide the mistake instead.
+const TIMEOUT_RANGE: (f64, f64) = (0.001, 1e7);
+const MAX_MESSAGE_BYTES_LIMIT: f64 = (1u64 << 40) as f64;
+
+/// A number option in `[min, max]`: integers and floats alike (Lua 5.1 and
+/// LuaJIT have only floats), never NaN or infinite. None when absent.
+fn number_option(opts: &Table, field: &str, min: f64, max: f64, refusal: &str) -> Outcome<Option<f64>> {
+    let bad = || Raise::Mcp(Error::BadInput(format!("mcp.new: opts.{field} must be {refusal}")));
+    let n = match opts.get::<Value>(field)? {
+        Value::Nil => return Ok(None),
+        Value::Integer(i) => i as f64,
+        Value::Number(f) => f,
+        _ => return Err(bad()),
     };
-    let max_message_bytes = match opts.get::<Value>("max_message_bytes")? {
-        Value::Nil => stdio::DEFAULT_MAX_MESSAGE_BYTES,
-        Value::Integer(i) if i > 0 => i as usize,
-        _ => return Err(Error::BadInput("mcp.new: opts.max_message_bytes must be a positive integer".into()).into()),
+    if n.is_nan() || n < min || n > max {
+        return Err(bad());
+    }
+    Ok(Some(n))
+}
+
+pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
+    let (low, high) = TIMEOUT_RANGE;
+    let timeout = number_option(opts, "timeout", low, high, "a number of seconds from 0.001 to 1e7")?
+        .map_or(DEFAULT_TIMEOUT, Duration::from_secs_f64);
+    let max_message_bytes = match number_option(
+        opts,
+        "max_message_bytes",
+        1.0,
+        MAX_MESSAGE_BYTES_LIMIT,
+        "a whole number of bytes from 1 to 2^40",
+    )? {
+        None => stdio::DEFAULT_MAX_MESSAGE_BYTES,
+        Some(n) if n.fract() == 0.0 => n as usize,
+        Some(_) => {
+            let why = "mcp.new: opts.max_message_bytes must be a whole number of bytes from 1 to 2^40";
+            return Err(Error::BadInput(why.into()).into());
+        }
     };
     let cwd = match opts.get::<Value>("cwd")? {
         Value::Nil => None,
@@ -37,15 +66,18 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
         _ => return Err(Error::BadInput("mcp.new: opts.cwd must be a string".into()).into()),
     };
     let env = string_map(opts, "env")?;
+    for (name, value) in &env {
+        if name.is_empty() || name.contains(['=', '\0']) || value.contains('\0') {
+            let why = format!("mcp.new: opts.env.{name} cannot be passed to a process (a name with '=' or NUL, or a value with NUL)");
+            return Err(Error::BadInput(why).into());
+        }
+    }
     // Read now, so a wrong path fails at mcp.new rather than at first use.
     let ca_pem = match opts.get::<Value>("ca_file")? {
         Value::Nil => None,
         Value::String(path) => {
             let path = path.to_str()?.to_string();
-            Some(
-                std::fs::read(&path)
-                    .map_err(|e| Error::BadInput(format!("mcp.new: cannot read opts.ca_file {path}: {e}")))?,
-            )
+            Some(std::fs::read(&path).map_err(|e| Error::BadInput(format!("mcp.new: cannot read opts.ca_file {path}: {e}")))?)
         }
         _ => return Err(Error::BadInput("mcp.new: opts.ca_file must be a path".into()).into()),
     };
@@ -59,6 +91,13 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
         }
         if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
             return Err(Error::BadInput(format!("mcp.new: opts.headers has an invalid header name {name:?}")).into());
+        }
+        // HTTP allows tabs in a value, and no other control byte.
+        if value.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+            return Err(Error::BadInput(format!(
+                "mcp.new: opts.headers.{name} contains a control byte (NUL, DEL or another), which HTTP does not allow"
+            ))
+            .into());
         }
     }
     let forward = handler_methods(opts)?;
@@ -89,22 +128,48 @@ fn handler_methods(opts: &Table) -> Outcome<Vec<String>> {
     Ok(methods)
 }
 
-/// A table of string keys to string values, such as `opts.env`.
+/// A table of string keys to string values, such as `opts.env`. Anything
+/// else is refused naming the key: `env = { 'API_KEY=x' }` once started
+/// the server with a variable named `1`.
 pub(super) fn string_map(opts: &Table, field: &str) -> Outcome<Vec<(String, String)>> {
-    let bad = || Raise::Mcp(Error::BadInput(format!("mcp.new: opts.{field} must be a table of strings to strings")));
+    let refuse = |why: String| Raise::Mcp(Error::BadInput(format!("mcp.new: opts.{field} {why}")));
     let mut out = Vec::new();
     match opts.get::<Value>(field)? {
         Value::Nil => {}
         Value::Table(t) => {
             for pair in t.pairs::<Value, Value>() {
                 let (k, v) = pair?;
-                let (Some(k), Some(v)) = (concat_piece(&k), concat_piece(&v)) else { return Err(bad()) };
-                let (Ok(k), Ok(v)) = (String::from_utf8(k), String::from_utf8(v)) else { return Err(bad()) };
-                out.push((k, v));
+                let name = match &k {
+                    Value::String(s) => match s.to_str() {
+                        Ok(name) => name.to_string(),
+                        Err(_) => return Err(refuse("has a key that is not UTF-8".into())),
+                    },
+                    other => {
+                        let key = concat_piece(other).map(|b| String::from_utf8_lossy(&b).into_owned());
+                        let key = key.unwrap_or_else(|| other.type_name().to_string());
+                        return Err(refuse(format!(
+                            "must map names to strings, as {{ NAME = 'value' }}; key {key} is a {}",
+                            other.type_name()
+                        )));
+                    }
+                };
+                let value = match &v {
+                    Value::String(s) => match s.to_str() {
+                        Ok(value) => value.to_string(),
+                        Err(_) => return Err(refuse(format!("has a value for {name} that is not UTF-8"))),
+                    },
+                    other => {
+                        return Err(refuse(format!(
+                            "must map names to strings; the value for {name} is a {}",
+                            other.type_name()
+                        )))
+                    }
+                };
+                out.push((name, value));
             }
             out.sort();
         }
-        _ => return Err(bad()),
+        _ => return Err(refuse("must be a table of names to strings".into())),
     }
     Ok(out)
 }

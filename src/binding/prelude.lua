@@ -54,5 +54,5 @@ local function runner(client, tool_name)
   end
 end
 
-native.setup(mcp, Client, runner, pcall, tostring)
+native.setup(mcp, Client, runner, { pcall = pcall, tostring = tostring, pairs = pairs })
 return mcp

@@ -6,16 +6,37 @@
 //! machine by choosing its session id.
 //!
 //! After the handshake a second connection (GET, the server's own stream)
-//! is held open by a thread, so a server can ping us or notify us between
-//! requests; the thread answers server requests itself, as the stdio
-//! reader does.
+//! is opened and read by a thread, so a server can ping us or notify us
+//! between requests; the thread answers server requests itself, as the
+//! stdio reader does. It is opened from that thread too: a server that
+//! accepts the GET and never answers it must not hold the Lua thread.
+//!
+//! ENDING WITH THE CLIENT
+//!
+//! A stream that only sends keep-alive comments never gives its thread a
+//! reason to look up, so waiting for "the next event" is not an ending.
+//! Closing shuts down every socket of the client's connection pool (ureq's
+//! `Agent::shutdown`), which wakes each stream thread at once with an
+//! EOF; the threads are then joined. The session's DELETE goes out on a
+//! fresh connection, bounded by [`DELETE_TIMEOUT`]; a client dropped by the
+//! garbage collector sends it from a background thread, joined when the
+//! Lua state closes, so collection never waits on a slow server.
+//!
+//! REDIRECTS
+//!
+//! The user's headers (an API key) and the session id belong to the origin
+//! they were given for. ureq follows redirects itself and strips only
+//! `Authorization` and cookies when the origin changes, so it is told not
+//! to follow any: a redirect within the same origin (scheme, host, port) is
+//! followed here with the method and body kept, since a JSON-RPC POST
+//! turned into a GET means nothing; one to another origin is refused with
+//! its Location in the error, for the user to decide.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
-use std::thread;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use ureq::http::Response;
@@ -25,7 +46,9 @@ use ureq::{Agent, Body};
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
 use crate::protocol::{answer_server_request, classify, id_key, is_forwarded, IdKey, Kind};
-use crate::transport::Transport;
+use crate::session::seconds_text;
+use crate::transport::inbox::{Event, Inbox};
+use crate::transport::{Received, Transport};
 
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -47,19 +70,61 @@ const DEFAULT_RETRY: Duration = Duration::from_millis(500);
 const MAX_RETRY: Duration = Duration::from_secs(10);
 /// How much of an error body an error message quotes.
 const ERROR_EXCERPT: usize = 200;
+/// Same-origin redirects followed for one request.
+const MAX_REDIRECTS: usize = 5;
+/// The session's DELETE when closing: a courtesy, not worth a long wait.
+const DELETE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// What the request thread and the listener thread share.
+/// The three kinds of request this transport makes.
+#[derive(Clone, Copy)]
+enum Verb<'a> {
+    Post(&'a [u8]),
+    /// The server's stream, or a resumption of one.
+    Get { last_event_id: Option<&'a str> },
+    Delete,
+}
+
+/// What the Lua thread and the stream threads share.
 struct Shared {
     agent: Agent,
     options: Options,
     session_id: Mutex<Option<String>>,
     protocol_version: Mutex<Option<String>>,
-    stopped: AtomicBool,
+    inbox: Arc<Inbox>,
+    /// Set by close: stream threads stop, and their waits between
+    /// resumptions end early (`stopping` is signalled).
+    stopped: Mutex<bool>,
+    stopping: Condvar,
+    stopped_flag: AtomicBool,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Shared {
     fn session_id(&self) -> Option<String> {
-        self.session_id.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        lock(&self.session_id).clone()
+    }
+
+    fn is_stopped(&self) -> bool {
+        self.stopped_flag.load(Ordering::Relaxed)
+    }
+
+    /// Sleeps for `pause`, or less when the client closes meanwhile.
+    fn pause(&self, pause: Duration) {
+        let stopped = lock(&self.stopped);
+        let _ = self.stopping.wait_timeout_while(stopped, pause, |stopped| !*stopped);
+    }
+
+    /// Runs `work` on a thread that close joins.
+    fn spawn(self: &Arc<Self>, work: impl FnOnce(Arc<Shared>) + Send + 'static) {
+        let shared = self.clone();
+        let handle = thread::spawn(move || work(shared));
+        let mut threads = lock(&self.threads);
+        threads.retain(|t| !t.is_finished());
+        threads.push(handle);
     }
 
     /// Headers every request carries: the user's, then the session's.
@@ -70,72 +135,135 @@ impl Shared {
         if let Some(id) = self.session_id() {
             req = req.header("Mcp-Session-Id", id);
         }
-        if let Some(v) = self.protocol_version.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+        if let Some(v) = lock(&self.protocol_version).clone() {
             req = req.header("MCP-Protocol-Version", v);
         }
         req
     }
 
-    fn post(&self, body: &[u8], timeout: Duration) -> Result<Response<Body>> {
-        let req = self
-            .agent
-            .post(&self.options.url)
-            .header("Content-Type", "application/json")
-            .header("Accept", "application/json, text/event-stream");
-        let req = self.decorate(req).config().timeout_global(Some(timeout)).build();
-        req.send(body).map_err(|e| self.unreachable(e))
+    /// One request, following same-origin redirects (see the module doc).
+    fn exchange(&self, agent: &Agent, verb: Verb, timeout: Duration) -> Result<Response<Body>> {
+        let mut url = self.options.url.clone();
+        for hop in 0..=MAX_REDIRECTS {
+            let sent = match verb {
+                Verb::Post(body) => {
+                    let req = agent
+                        .post(&url)
+                        .header("Content-Type", "application/json")
+                        .header("Accept", "application/json, text/event-stream");
+                    self.decorate(req).config().timeout_global(Some(timeout)).build().send(body)
+                }
+                Verb::Get { last_event_id } => {
+                    let mut req = agent.get(&url).header("Accept", "text/event-stream");
+                    if let Some(id) = last_event_id {
+                        req = req.header("Last-Event-ID", id);
+                    }
+                    // Bounded until the headers arrive; the stream itself
+                    // may then stay open for the session's life.
+                    let config = self.decorate(req).config();
+                    config.timeout_connect(Some(timeout)).timeout_recv_response(Some(timeout)).build().call()
+                }
+                Verb::Delete => self.decorate(agent.delete(&url)).config().timeout_global(Some(timeout)).build().call(),
+            };
+            let response = sent.map_err(|e| self.failed(&url, e, timeout))?;
+            let status = response.status().as_u16();
+            let location = response.headers().get("location").and_then(|v| v.to_str().ok());
+            let (true, Some(location)) = (matches!(status, 301 | 302 | 303 | 307 | 308), location) else {
+                return Ok(response);
+            };
+            let refuse = |why| Error::Redirected { status, url: url.clone(), location: location.to_string(), why };
+            let next = url::Url::parse(&url).and_then(|base| base.join(location)).map_err(|_| refuse("not a URL"))?;
+            let same_origin = url::Url::parse(&url).is_ok_and(|base| base.origin() == next.origin());
+            if !same_origin {
+                return Err(refuse("another origin: your headers and the session id stay with the one they were given for"));
+            }
+            if hop == MAX_REDIRECTS {
+                return Err(refuse("too many redirects"));
+            }
+            url = next.to_string();
+        }
+        unreachable!("the loop returns on its last hop")
+    }
+
+    /// Words for a request that got no HTTP answer, with curl's exit codes
+    /// for the same cases (the reference ran curl, and agents may match
+    /// on its codes).
+    fn failed(&self, url: &str, err: ureq::Error, timeout: Duration) -> Error {
+        let unreachable = |code: &str, why: Option<String>| Error::Transport {
+            code: code.into(),
+            detail: match why {
+                Some(why) => format!("cannot reach the MCP server at {url} ({why})"),
+                None => format!("cannot reach the MCP server at {url}"),
+            },
+        };
+        let weird = |what: String| Error::Transport { code: "8".into(), detail: format!("the server at {url} {what}") };
+        match err {
+            ureq::Error::Timeout(_) => Error::HttpTimeout { url: url.to_string(), seconds: seconds_text(timeout) },
+            ureq::Error::HostNotFound => unreachable("6", None),
+            // A certificate problem is not a network problem: say which.
+            ureq::Error::Rustls(e) => unreachable("60", Some(format!("TLS: {e}"))),
+            ureq::Error::Tls(e) => unreachable("60", Some(format!("TLS: {e}"))),
+            // rustls reports a refused certificate through the I/O layer.
+            ureq::Error::Io(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                unreachable("60", Some(format!("TLS: {e}")))
+            }
+            ureq::Error::LargeResponseHeader(_, limit) => {
+                weird(format!("sent response headers over {limit} bytes, more than this client reads"))
+            }
+            ureq::Error::Protocol(ureq_proto::Error::HttpParseTooManyHeaders) => {
+                weird("sent more response headers than this client reads (128)".into())
+            }
+            ureq::Error::Protocol(e) => weird(format!("sent a reply that is not valid HTTP ({e})")),
+            _ => unreachable("7", None),
+        }
+    }
+
+    fn post(&self, body: &[u8]) -> Result<Response<Body>> {
+        self.exchange(&self.agent, Verb::Post(body), self.options.timeout)
     }
 
     fn get_stream(&self, last_event_id: Option<&str>) -> Result<Response<Body>> {
-        let mut req = self.agent.get(&self.options.url).header("Accept", "text/event-stream");
-        if let Some(id) = last_event_id {
-            req = req.header("Last-Event-ID", id);
-        }
-        let req = self.decorate(req).config().timeout_connect(Some(self.options.timeout)).build();
-        req.call().map_err(|e| self.unreachable(e))
-    }
-
-    /// The reference's words for a server that cannot be reached, with
-    /// curl's exit codes for the same cases.
-    fn unreachable(&self, err: ureq::Error) -> Error {
-        let url = &self.options.url;
-        let (code, why) = match &err {
-            ureq::Error::HostNotFound => ("6", None),
-            ureq::Error::Timeout(_) => ("28", None),
-            // A certificate problem is not a network problem: say which.
-            ureq::Error::Rustls(e) => ("60", Some(format!("TLS: {e}"))),
-            ureq::Error::Tls(e) => ("60", Some(format!("TLS: {e}"))),
-            // rustls reports a refused certificate through the I/O layer.
-            ureq::Error::Io(e) if e.kind() == std::io::ErrorKind::InvalidData => ("60", Some(format!("TLS: {e}"))),
-            _ => ("7", None),
-        };
-        let detail = match why {
-            Some(why) => format!("cannot reach the MCP server at {url} ({why})"),
-            None => format!("cannot reach the MCP server at {url}"),
-        };
-        Error::Transport { code: code.into(), detail }
+        self.exchange(&self.agent, Verb::Get { last_event_id }, self.options.timeout)
     }
 
     /// Answers a request the server sent us, on a connection of its own.
     fn answer(&self, request: &Json) {
         if let Some(answer) = answer_server_request(request) {
-            let _ = self.post(&codec::encode(&answer), self.options.timeout);
+            let _ = self.post(&codec::encode(&answer));
         }
+    }
+
+    /// Ends every stream at once: stream threads wake with EOF or an
+    /// error, see that the client stopped, and return.
+    fn stop_streams(&self) {
+        *lock(&self.stopped) = true;
+        self.stopped_flag.store(true, Ordering::Relaxed);
+        self.stopping.notify_all();
+        self.inbox.close();
+        self.agent.clone().shutdown();
+    }
+
+    fn join_streams(&self) {
+        let threads = std::mem::take(&mut *lock(&self.threads));
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+
+    /// The session's DELETE (405 means the server does not let clients
+    /// end sessions: fine), on a fresh agent: this one's pool is shut.
+    fn delete_session(&self, session_id: String, agent: Agent) {
+        *lock(&self.session_id) = Some(session_id);
+        let _ = self.exchange(&agent, Verb::Delete, DELETE_TIMEOUT);
+        *lock(&self.session_id) = None;
     }
 }
 
 pub struct Http {
     shared: Arc<Shared>,
-    /// What has been read but not yet handed to the session, in order:
-    /// JSON bodies read on the Lua thread, and what stream threads sent.
+    /// JSON bodies read on the Lua thread, not yet handed to the session.
+    /// What stream threads read waits in the shared inbox.
     queue: VecDeque<Incoming>,
-    /// Everything read by stream threads: SSE replies to our POSTs and the
-    /// server's own GET stream. One channel, so that waiting for a reply
-    /// on one stream never hides a request arriving on another (a server
-    /// may ask for elicitation on its GET stream while our tools/call
-    /// stream waits for the answer).
-    inbox: Receiver<Incoming>,
-    events: Sender<Incoming>,
     /// The last POST ran out of time.
     timed_out: bool,
     /// The id of the request last sent: an oversized reply on another
@@ -144,12 +272,14 @@ pub struct Http {
     /// The handshake is done; the server's stream opens after our next
     /// message (`initialized`), so the server hears that first.
     listen_pending: bool,
+    /// A fresh agent for the DELETE, configured as the shared one.
+    spare_agent: Agent,
 }
 
+/// What a JSON body held: messages, or one too deep to read.
 enum Incoming {
     Message(Json),
-    /// A reply too large to read, on the stream of the request with this id.
-    TooLarge(IdKey),
+    TooDeep(Option<IdKey>),
 }
 
 impl Http {
@@ -167,28 +297,34 @@ impl Http {
             }
             tls = tls.root_certs(RootCerts::from(certs));
         }
-        let config = Agent::config_builder()
-            .http_status_as_error(false)
-            .max_idle_connections_per_host(4)
-            .tls_config(tls.build())
-            .build();
-        let agent = Agent::new_with_config(config);
+        let tls = tls.build();
+        let agent = |idle: usize| {
+            let config = Agent::config_builder()
+                .http_status_as_error(false)
+                .max_redirects(0)
+                .max_idle_connections_per_host(idle)
+                .tls_config(tls.clone())
+                .build();
+            Agent::new_with_config(config)
+        };
         let shared = Arc::new(Shared {
-            agent,
+            agent: agent(4),
             options,
             session_id: Mutex::new(None),
             protocol_version: Mutex::new(None),
-            stopped: AtomicBool::new(false),
+            inbox: Arc::new(Inbox::default()),
+            stopped: Mutex::new(false),
+            stopping: Condvar::new(),
+            stopped_flag: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
         });
-        let (events, inbox) = mpsc::channel();
         Ok(Http {
             shared,
             queue: VecDeque::new(),
-            inbox,
-            events,
             timed_out: false,
             current: None,
             listen_pending: false,
+            spare_agent: agent(0),
         })
     }
 
@@ -196,13 +332,30 @@ impl Http {
         self.shared.options.max_message_bytes
     }
 
-    /// Takes a non-stream reply body: one message or a batch of them.
-    fn take_json_body(&mut self, mut response: Response<Body>) -> Result<()> {
+    fn url(&self) -> String {
+        self.shared.options.url.clone()
+    }
+
+    /// Takes a non-stream reply body: one message or a batch of them. A
+    /// body that is not JSON fails the request at once (a login page, a
+    /// proxy's notice): waiting would only end in a timeout.
+    fn take_json_body(&mut self, status: u16, mut response: Response<Body>) -> Result<()> {
+        let content_type = header(&response, "content-type").unwrap_or("no content type").to_string();
         let body = read_capped(&mut response, self.limit())?;
-        match codec::decode(trim(&body)) {
+        let text = trim(&body);
+        if text.is_empty() {
+            // Nothing here: the reply may come on the server's stream.
+            return Ok(());
+        }
+        match codec::decode(text) {
             Ok(Json::Array(items)) => self.queue.extend(items.into_iter().map(Incoming::Message)),
             Ok(msg @ Json::Object(_)) => self.queue.push_back(Incoming::Message(msg)),
-            _ => {}
+            Err(e) if e.what == codec::TOO_DEEP => {
+                self.queue.push_back(Incoming::TooDeep(codec::peek_id(text).as_ref().and_then(id_key)));
+            }
+            _ => {
+                return Err(Error::NotJson { status, url: self.url(), content_type, excerpt: excerpt(&body) });
+            }
         }
         Ok(())
     }
@@ -211,9 +364,16 @@ impl Http {
     /// request (it may carry a null id: it is ours all the same); anything
     /// else becomes an error naming the status and the start of the body.
     fn take_failure(&mut self, status: u16, mut response: Response<Body>, sent: &Json) -> Result<()> {
+        if status == 401 || status == 403 {
+            let challenge = match header(&response, "www-authenticate") {
+                Some(value) => format!(", WWW-Authenticate: {value}"),
+                None => String::new(),
+            };
+            return Err(Error::Unauthorized { status, url: self.url(), challenge });
+        }
         let body = read_capped(&mut response, self.limit()).unwrap_or_default();
         if let (Ok(reply), Some(id)) = (codec::decode(trim(&body)), sent.get("id")) {
-            if reply.get("error").is_some() {
+            if matches!(reply.get("error"), Some(Json::Object(_))) {
                 let Json::Object(mut pairs) = reply else { unreachable!("has a field, so is an object") };
                 pairs.retain(|(k, _)| k != b"id");
                 pairs.push((b"id".to_vec(), id.clone()));
@@ -221,8 +381,7 @@ impl Http {
                 return Ok(());
             }
         }
-        let text = String::from_utf8_lossy(&body);
-        let excerpt: String = text.trim().chars().take(ERROR_EXCERPT).collect();
+        let excerpt = excerpt(&body);
         let detail = if excerpt.is_empty() { format!("HTTP {status}") } else { format!("HTTP {status}: {excerpt}") };
         Err(Error::Transport { code: status.to_string(), detail })
     }
@@ -230,46 +389,62 @@ impl Http {
     /// Opens the server's own stream (GET) on a thread of its own; a 405
     /// means the server offers none, which is fine.
     fn listen(&mut self) {
-        let Ok(response) = self.shared.get_stream(None) else { return };
-        if response.status().as_u16() != 200 || !is_event_stream(&response) {
-            return;
-        }
-        let (shared, events) = (self.shared.clone(), self.events.clone());
-        thread::spawn(move || read_stream(shared, response, None, events));
+        self.shared.spawn(|shared| {
+            let Ok(response) = shared.get_stream(None) else { return };
+            if response.status().as_u16() != 200 || !is_event_stream(&response) {
+                return;
+            }
+            read_stream(&shared, response, None);
+        });
     }
 }
 
-/// Reads one SSE stream to its end on a thread of its own: server requests
-/// are answered here (or handed to Lua when it has a handler), everything
-/// else goes to the channel. A stream that ends before the reply it was
-/// opened for (`awaiting`) is resumed with `Last-Event-ID` after the
-/// server's `retry:` or a bounded backoff; the server's own stream
-/// (`awaiting` = None) is resumed the same way until the client closes.
-fn read_stream(shared: Arc<Shared>, first: Response<Body>, awaiting: Option<IdKey>, events: Sender<Incoming>) {
+/// Reads one SSE stream to its end: server requests are answered here (or
+/// handed to Lua when it has a handler), everything else goes to the
+/// inbox. A stream that ends before the reply it was opened for
+/// (`awaiting`) is resumed with `Last-Event-ID` after the server's `retry:`
+/// or a bounded backoff; the server's own stream (`awaiting` = None) is
+/// resumed the same way until the client closes.
+fn read_stream(shared: &Shared, first: Response<Body>, awaiting: Option<IdKey>) {
     let limit = shared.options.max_message_bytes;
+    let inbox = &shared.inbox;
     let mut reader = SseReader::new(first.into_body().into_reader(), limit);
     let mut resumes = 0;
     loop {
         loop {
+            if shared.is_stopped() {
+                return;
+            }
             match reader.next_event() {
                 Ok(Some(event)) => {
-                    if shared.stopped.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    let Ok(msg) = codec::decode(trim(&event)) else { continue };
+                    let text = trim(&event);
+                    let msg = match codec::decode(text) {
+                        Ok(msg) => msg,
+                        Err(e) if e.what == codec::TOO_DEEP => {
+                            let id = codec::peek_id(text).as_ref().and_then(id_key);
+                            let done = id.is_some() && id == awaiting;
+                            inbox.push(Event::TooDeep(id), text.len());
+                            if done {
+                                return;
+                            }
+                            continue;
+                        }
+                        Err(_) => continue,
+                    };
                     let kind = classify(&msg);
                     if kind == Kind::ServerRequest && !is_forwarded(&msg, &shared.options.forward) {
                         shared.answer(&msg);
                         continue;
                     }
                     let done = matches!(&kind, Kind::Response(id) if Some(id) == awaiting.as_ref());
-                    if events.send(Incoming::Message(msg)).is_err() || done {
+                    inbox.push(Event::Message(msg), text.len());
+                    if done {
                         return;
                     }
                 }
                 Err(StreamError::TooLarge) => match &awaiting {
                     Some(id) => {
-                        let _ = events.send(Incoming::TooLarge(id.clone()));
+                        inbox.push(Event::TooLarge(Some(id.clone())), 0);
                         return;
                     }
                     // On the server's own stream: skip the event (the
@@ -281,12 +456,12 @@ fn read_stream(shared: Arc<Shared>, first: Response<Body>, awaiting: Option<IdKe
         }
         // The stream ended without what it was for.
         let Some(last_id) = reader.last_event_id.clone() else { return };
-        if shared.stopped.load(Ordering::Relaxed) || resumes >= MAX_RESUMES {
+        if shared.is_stopped() || resumes >= MAX_RESUMES {
             return;
         }
         resumes += 1;
         let backoff = DEFAULT_RETRY * (1 << (resumes - 1)).min(8);
-        thread::sleep(reader.retry.unwrap_or(backoff).min(MAX_RETRY));
+        shared.pause(reader.retry.unwrap_or(backoff).min(MAX_RETRY));
         if let Ok(r) = shared.get_stream(Some(&last_id)) {
             if r.status().as_u16() == 200 && is_event_stream(&r) {
                 let retry = reader.retry;
@@ -305,15 +480,15 @@ impl Transport for Http {
         let is_initialize = sent.get("method") == Some(&Json::str("initialize"));
         if is_initialize {
             // A new session: no id and no version from the old one.
-            *self.shared.session_id.lock().unwrap_or_else(|p| p.into_inner()) = None;
-            *self.shared.protocol_version.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            *lock(&self.shared.session_id) = None;
+            *lock(&self.shared.protocol_version) = None;
         }
         if is_request {
             self.current = sent.get("id").and_then(id_key);
         }
         let had_session = self.shared.session_id().is_some();
-        let response = match self.shared.post(&message, self.shared.options.timeout) {
-            Err(Error::Transport { code, .. }) if code == "28" && is_request => {
+        let response = match self.shared.post(&message) {
+            Err(Error::HttpTimeout { .. }) if is_request => {
                 self.timed_out = true;
                 return Ok(());
             }
@@ -321,9 +496,8 @@ impl Transport for Http {
         };
         let status = response.status().as_u16();
         if is_initialize {
-            // Any letter case: header names are case-insensitive.
-            if let Some(id) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
-                *self.shared.session_id.lock().unwrap_or_else(|p| p.into_inner()) = Some(id.to_string());
+            if let Some(id) = header(&response, "mcp-session-id") {
+                *lock(&self.shared.session_id) = Some(id.to_string());
             }
         }
         if std::mem::take(&mut self.listen_pending) {
@@ -334,45 +508,47 @@ impl Transport for Http {
             200..=299 if !is_request => Ok(()),
             200..=299 if is_event_stream(&response) => {
                 let awaiting = sent.get("id").and_then(id_key);
-                let (shared, events) = (self.shared.clone(), self.events.clone());
-                thread::spawn(move || read_stream(shared, response, awaiting, events));
+                self.shared.spawn(move |shared| read_stream(&shared, response, awaiting));
                 Ok(())
             }
-            200..=299 => self.take_json_body(response),
+            200..=299 => self.take_json_body(status, response),
             _ => self.take_failure(status, response, sent),
         }
     }
 
-    fn receive(&mut self, deadline: Instant) -> Result<Option<Json>> {
-        // What the stream threads brought while Lua was elsewhere comes
-        // first: it arrived before anything a JSON body left in the queue.
-        let mut early: VecDeque<Incoming> = self.inbox.try_iter().collect();
-        if !early.is_empty() {
-            early.append(&mut self.queue);
-            self.queue = early;
-        }
+    fn receive(&mut self, deadline: Instant) -> Result<Option<Received>> {
         loop {
-            let next = match self.queue.pop_front() {
-                Some(incoming) => incoming,
-                None if std::mem::take(&mut self.timed_out) => return Ok(None),
-                None => match self.inbox.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                    Ok(incoming) => incoming,
-                    // Never disconnected: this struct holds a sender.
-                    Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return Ok(None),
+            // What the stream threads brought while Lua was elsewhere comes
+            // first: it arrived before the body just read on this thread.
+            let event = match self.shared.inbox.pop(Instant::now()) {
+                Some(event) => event,
+                None => match self.queue.pop_front() {
+                    Some(Incoming::Message(msg)) => return Ok(Some(Received::Message(msg))),
+                    Some(Incoming::TooDeep(id)) => return Ok(Some(Received::TooDeep(id))),
+                    None if std::mem::take(&mut self.timed_out) => return Ok(None),
+                    None => match self.shared.inbox.pop(deadline) {
+                        Some(event) => event,
+                        None => return Ok(None),
+                    },
                 },
             };
-            match next {
-                Incoming::Message(msg) => return Ok(Some(msg)),
-                Incoming::TooLarge(id) if Some(&id) == self.current.as_ref() => {
+            match event {
+                Event::Message(msg) => return Ok(Some(Received::Message(msg))),
+                Event::TooDeep(id) => return Ok(Some(Received::TooDeep(id))),
+                Event::TooLarge(id) if id.is_some() && id == self.current => {
                     return Err(Error::MessageTooLarge { limit: self.limit() })
                 }
-                Incoming::TooLarge(_) => {}
+                Event::TooLarge(_) | Event::Ended => {}
             }
         }
     }
 
+    fn take_dropped(&mut self) -> u64 {
+        self.shared.inbox.take_dropped()
+    }
+
     fn established(&mut self, negotiated_version: &str) {
-        *self.shared.protocol_version.lock().unwrap_or_else(|p| p.into_inner()) = Some(negotiated_version.to_string());
+        *lock(&self.shared.protocol_version) = Some(negotiated_version.to_string());
         self.listen_pending = true;
     }
 
@@ -381,22 +557,59 @@ impl Transport for Http {
     }
 
     fn close(&mut self) {
-        // Stream threads notice at their next event; the DELETE below makes
-        // a well-behaved server end its streams, which wakes them.
-        self.shared.stopped.store(true, Ordering::Relaxed);
-        if self.shared.session_id().is_some() {
-            // 405 means the server does not let clients end sessions: fine.
-            let req = self.shared.decorate(self.shared.agent.delete(&self.shared.options.url));
-            let _ = req.config().timeout_global(Some(Duration::from_secs(2))).build().call();
-            *self.shared.session_id.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        if self.shared.is_stopped() {
+            return;
+        }
+        self.shared.stop_streams();
+        self.shared.join_streams();
+        let session_id = lock(&self.shared.session_id).take();
+        if let Some(id) = session_id {
+            self.shared.delete_session(id, self.spare_agent.clone());
         }
     }
 }
 
 impl Drop for Http {
+    /// Streams end at once; the DELETE goes out from a background thread,
+    /// joined when the Lua state closes (`join_background`).
     fn drop(&mut self) {
-        self.close();
+        if self.shared.is_stopped() {
+            return;
+        }
+        self.shared.stop_streams();
+        let (shared, agent) = (self.shared.clone(), self.spare_agent.clone());
+        let closer = thread::spawn(move || {
+            shared.join_streams();
+            let session_id = lock(&shared.session_id).take();
+            if let Some(id) = session_id {
+                shared.delete_session(id, agent);
+            }
+        });
+        let mut background = lock(&BACKGROUND);
+        background.retain(|t| !t.is_finished());
+        background.push(closer);
     }
+}
+
+static BACKGROUND: Mutex<Vec<JoinHandle<()>>> = Mutex::new(Vec::new());
+
+/// Waits for the closings of dropped clients (each bounded by
+/// [`DELETE_TIMEOUT`]). Called when the Lua state closes.
+pub fn join_background() {
+    let closers = std::mem::take(&mut *lock(&BACKGROUND));
+    for c in closers {
+        let _ = c.join();
+    }
+}
+
+fn header<'a>(response: &'a Response<Body>, name: &str) -> Option<&'a str> {
+    // Any letter case: header names are case-insensitive.
+    response.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The start of a body, for an error message.
+fn excerpt(body: &[u8]) -> String {
+    String::from_utf8_lossy(body).trim().chars().take(ERROR_EXCERPT).collect()
 }
 
 fn is_event_stream(response: &Response<Body>) -> bool {

@@ -6,9 +6,19 @@ use std::time::Instant;
 
 use crate::codec::Json;
 use crate::error::Result;
+use crate::protocol::IdKey;
 
 pub mod http;
+pub mod inbox;
 pub mod stdio;
+
+/// What a transport hands to the session.
+pub enum Received {
+    Message(Json),
+    /// A message nested deeper than the decoder follows was skipped; the
+    /// id it carried, when one could be read (see `codec::peek_id`).
+    TooDeep(Option<IdKey>),
+}
 
 pub trait Transport {
     /// Delivers one JSON-RPC message. The transport encodes it: HTTP also
@@ -20,7 +30,13 @@ pub trait Transport {
     /// (those are answered by the transport itself, at once, so that a
     /// server's `ping` never waits on Lua). `Ok(None)` when `deadline`
     /// passes first; an error when the connection is gone for good.
-    fn receive(&mut self, deadline: Instant) -> Result<Option<Json>>;
+    fn receive(&mut self, deadline: Instant) -> Result<Option<Received>>;
+
+    /// Notifications dropped since the last call, because Lua did not
+    /// take them before the buffer filled (see `inbox`).
+    fn take_dropped(&mut self) -> u64 {
+        0
+    }
 
     /// The handshake is done: later messages carry the negotiated version
     /// (HTTP sends it as a header), and the server may now talk first.

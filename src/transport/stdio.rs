@@ -22,21 +22,43 @@
 //! The child gets its own process group: wrappers (`sh -c`, npx, uvx) put
 //! the real server one or two processes down, and only a group signal
 //! reaches it.
+//!
+//! WHAT A DEAD OR STUBBORN SERVER TAUGHT
+//!
+//! EOF on stdout is not proof of death, nor is its absence proof of life.
+//! A server that started a helper and then died leaves the helper holding
+//! its stdout: no EOF ever comes, and every call waited out its timeout
+//! against a dead server. So the reader also watches the child itself (a
+//! pidfd where the kernel has one, a `waitid` poll otherwise) and reports
+//! the exit at once. The exit status is read without reaping, so the
+//! process group stays reserved until we have signalled what is left in it.
+//!
+//! Closing never waits on a pipe someone else holds. A grandchild that left
+//! our process group (`setsid`, a daemon) can keep our pipes open forever;
+//! a reader blocked in read(2) would then never return, and joining it hung
+//! `close()` and `lua_close`. Every thread here blocks only in poll(2) on
+//! its pipe and on a wake pipe of ours, which shutdown writes to. The
+//! shutdown itself is the spec's sequence with bounded waits, so it ends
+//! within about [`GRACE`] twice whatever the children do.
+//!
+//! A host that ends with `os.exit()` without closing its Lua state runs no
+//! finaliser; servers that ignore EOF were left running under PID 1. An
+//! `atexit` hook, registered with the first server, stops every group still
+//! running when the process exits.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read};
-use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio as Pipe};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Condvar, Mutex};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStdin, Command, Stdio as Pipe};
+use std::sync::{Arc, Condvar, Mutex, Once};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
-use crate::protocol::{answer_server_request, classify, is_forwarded, Kind};
-use crate::transport::Transport;
+use crate::protocol::{answer_server_request, classify, id_key, is_forwarded, Kind};
+use crate::transport::inbox::{Event, Inbox};
+use crate::transport::{Received, Transport};
 
 /// How to start the server.
 #[derive(Clone, Debug)]
@@ -73,6 +95,9 @@ const STDERR_TAIL_BYTES: usize = 64 * 1024;
 const NOISE_LINES: usize = 5;
 /// The spec's shutdown: close stdin, wait, SIGTERM, wait, SIGKILL.
 const GRACE: Duration = Duration::from_secs(2);
+/// What is still read from stdout after the server exited: what it wrote
+/// last, not a stream a leftover helper keeps pouring.
+const DRAIN_AFTER_EXIT: usize = 4 << 20;
 
 /// The server's stdin, shared by Lua (requests), the reader (answers to
 /// server requests) and the writer thread (whatever did not fit).
@@ -86,19 +111,17 @@ struct PipeState {
     stdin: Option<ChildStdin>,
     /// Bytes accepted but not yet written, in order.
     pending: VecDeque<u8>,
+    /// EOF for the server once `pending` is written.
     closing: bool,
+    /// Shutting down: whatever is pending is dropped, and the writer ends
+    /// even if the server never reads again.
+    abandoned: bool,
 }
 
 impl StdinPipe {
     fn new(stdin: ChildStdin) -> Self {
-        // SAFETY: fcntl on a descriptor we own; only our end of the pipe
-        // becomes non-blocking, the server's end is its own.
-        unsafe {
-            let fd = stdin.as_raw_fd();
-            let flags = libc::fcntl(fd, libc::F_GETFL);
-            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
-        }
-        let state = PipeState { stdin: Some(stdin), pending: VecDeque::new(), closing: false };
+        set_nonblocking(stdin.as_raw_fd());
+        let state = PipeState { stdin: Some(stdin), pending: VecDeque::new(), closing: false, abandoned: false };
         StdinPipe { state: Mutex::new(state), wake: Condvar::new() }
     }
 
@@ -137,12 +160,141 @@ impl StdinPipe {
         self.lock().closing = true;
         self.wake.notify_one();
     }
+
+    fn abandon(&self) {
+        let mut st = self.lock();
+        st.abandoned = true;
+        st.pending.clear();
+        st.stdin = None;
+        self.wake.notify_one();
+    }
 }
 
-enum Event {
-    Message(Json),
-    TooLarge,
-    Eof,
+/// A pipe of our own that every thread here polls beside its real pipe:
+/// one byte written to it tells them all to stop, whoever holds the rest.
+struct WakePipe {
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+impl WakePipe {
+    fn new() -> std::io::Result<WakePipe> {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 writes two descriptors into the array we pass; we
+        // own them from here on.
+        unsafe {
+            if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(WakePipe { read: OwnedFd::from_raw_fd(fds[0]), write: OwnedFd::from_raw_fd(fds[1]) })
+        }
+    }
+
+    fn signal(&self) {
+        // SAFETY: a one-byte write from a stack buffer to our own pipe. Its
+        // read end is never drained, so one byte wakes every poller.
+        unsafe { libc::write(self.write.as_raw_fd(), b"x".as_ptr().cast(), 1) };
+    }
+}
+
+/// The child process, watched for its exit without reaping it.
+struct ExitWatch {
+    pid: libc::pid_t,
+    /// A pidfd (Linux 5.3+) becomes readable when the process exits; with
+    /// none, the reader polls `waitid` every [`EXIT_POLL_MS`].
+    pidfd: Option<OwnedFd>,
+}
+
+const EXIT_POLL_MS: libc::c_int = 100;
+
+impl ExitWatch {
+    fn new(pid: libc::pid_t) -> ExitWatch {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new
+        // descriptor or -1; we own the descriptor it returns.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        let pidfd = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
+        ExitWatch { pid, pidfd }
+    }
+
+    fn exited(&self) -> bool {
+        exit_status_without_reaping(self.pid).is_some()
+    }
+}
+
+/// What woke a reader.
+enum Readiness {
+    Data,
+    Exited,
+    Stopped,
+}
+
+/// Waits until `fd` has data (or EOF), the child exits, or shutdown.
+fn wait_readable(fd: RawFd, exit: Option<&ExitWatch>, wake: &WakePipe) -> Readiness {
+    loop {
+        let mut fds = [
+            libc::pollfd { fd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: wake.read.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 },
+        ];
+        let mut timeout = -1;
+        if let Some(exit) = exit {
+            match &exit.pidfd {
+                Some(pidfd) => fds[2].fd = pidfd.as_raw_fd(),
+                None => timeout = EXIT_POLL_MS,
+            }
+        }
+        // SAFETY: poll on three pollfds on the stack; a negative fd is
+        // ignored by the kernel.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout) };
+        if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return Readiness::Stopped;
+        }
+        if fds[1].revents != 0 {
+            return Readiness::Stopped;
+        }
+        if fds[0].revents != 0 {
+            return Readiness::Data;
+        }
+        if fds[2].revents != 0 || (timeout > 0 && exit.is_some_and(ExitWatch::exited)) {
+            return Readiness::Exited;
+        }
+    }
+}
+
+/// What a read without blocking found.
+enum Chunk {
+    Bytes(usize),
+    /// Nothing there right now.
+    Nothing,
+    /// EOF, or the pipe failed: either way nothing more will come.
+    End,
+}
+
+fn read_now(fd: RawFd, buf: &mut [u8]) -> Chunk {
+    loop {
+        // SAFETY: read(2) into a live, writable slice.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n > 0 {
+            return Chunk::Bytes(n as usize);
+        }
+        if n == 0 {
+            return Chunk::End;
+        }
+        match std::io::Error::last_os_error().kind() {
+            std::io::ErrorKind::Interrupted => continue,
+            std::io::ErrorKind::WouldBlock => return Chunk::Nothing,
+            _ => return Chunk::End,
+        }
+    }
+}
+
+fn set_nonblocking(fd: RawFd) {
+    // SAFETY: fcntl on a descriptor we own; only our end of the pipe
+    // becomes non-blocking, the server's end is its own.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
 }
 
 /// What the pipes have seen, shared with the threads that see it.
@@ -155,13 +307,34 @@ struct Witness {
     stderr_done: bool,
 }
 
+/// What the threads of one server share, and what stops them.
+struct Threads {
+    handles: Vec<JoinHandle<()>>,
+    pipe: Arc<StdinPipe>,
+    inbox: Arc<Inbox>,
+    wake: Arc<WakePipe>,
+}
+
+impl Threads {
+    /// Stops every thread and waits for them: each one blocks only on
+    /// something this wakes, so the wait is short whoever holds the pipes.
+    fn stop(self) {
+        self.pipe.abandon();
+        self.inbox.close();
+        self.wake.signal();
+        for t in self.handles {
+            let _ = t.join();
+        }
+    }
+}
+
 pub struct Stdio {
     child: Option<Child>,
     launch: Launch,
     pipe: Arc<StdinPipe>,
-    inbox: Receiver<Event>,
+    inbox: Arc<Inbox>,
     witness: Arc<Mutex<Witness>>,
-    threads: Vec<JoinHandle<()>>,
+    threads: Option<Threads>,
     max_message_bytes: usize,
     /// Set once the server is known dead; every later call fails with it.
     failure: Option<(String, String)>,
@@ -190,57 +363,66 @@ impl Stdio {
         if let Some(dir) = &options.cwd {
             command.current_dir(dir);
         }
-        let mut child = command.spawn().map_err(|err| Error::Transport {
+        let no_start = |err: std::io::Error| Error::Transport {
             code: "127".into(),
             detail: format!("MCP server produced no output ({}): {}", options.launch.describe(), err),
-        })?;
+        };
+        let wake = Arc::new(WakePipe::new().map_err(no_start)?);
+        let mut child = command.spawn().map_err(no_start)?;
+        let pid = child.id() as libc::pid_t;
+        remember_group(pid);
 
-        let stdin = child.stdin.take().expect("stdin was piped");
-        let stdout = child.stdout.take().expect("stdout was piped");
-        let stderr = child.stderr.take().expect("stderr was piped");
+        let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            unreachable!("all three pipes were asked for")
+        };
         let witness = Arc::new(Mutex::new(Witness::default()));
         let pipe = Arc::new(StdinPipe::new(stdin));
-        let (events, inbox) = mpsc::channel::<Event>();
+        let inbox = Arc::new(Inbox::default());
 
-        let mut threads = Vec::new();
+        let mut handles = Vec::new();
         let writer_pipe = pipe.clone();
-        threads.push(thread::spawn(move || write_loop(&writer_pipe)));
-        let (answers, seen) = (pipe.clone(), witness.clone());
-        let limit = options.max_message_bytes;
-        let forward = options.forward.clone();
-        threads.push(thread::spawn(move || read_loop(stdout, limit, &forward, events, answers, seen)));
-        let seen = witness.clone();
-        threads.push(thread::spawn(move || drain_stderr(stderr, seen)));
+        handles.push(thread::spawn(move || write_loop(&writer_pipe)));
+        let reader = Reader {
+            limit: options.max_message_bytes,
+            forward: options.forward.clone(),
+            inbox: inbox.clone(),
+            answers: pipe.clone(),
+            witness: witness.clone(),
+        };
+        let (exit, reader_wake) = (ExitWatch::new(pid), wake.clone());
+        handles.push(thread::spawn(move || reader.run(stdout, exit, &reader_wake)));
+        let (seen, drain_wake) = (witness.clone(), wake.clone());
+        handles.push(thread::spawn(move || drain_stderr(stderr, seen, &drain_wake)));
 
         Ok(Stdio {
             child: Some(child),
             launch: options.launch.clone(),
-            pipe,
-            inbox,
+            pipe: pipe.clone(),
+            inbox: inbox.clone(),
             witness,
-            threads,
-            max_message_bytes: limit,
+            threads: Some(Threads { handles, pipe, inbox, wake }),
+            max_message_bytes: options.max_message_bytes,
             failure: None,
         })
     }
 
-    /// The server closed stdout: find out how it ended and say so the way
-    /// the reference does, with the stderr tail.
+    /// The server closed stdout or exited: find out how it ended and say so
+    /// the way the reference does, with the stderr tail.
     fn ended(&mut self) -> Error {
         if self.failure.is_none() {
-            let status = self.child.as_mut().and_then(|c| wait_for(c, Duration::from_secs(1)));
+            let pid = self.child.as_ref().map(|c| c.id() as libc::pid_t);
+            let status = pid.and_then(|pid| wait_for_exit(pid, Duration::from_secs(1)));
             let code = match status {
-                Some(s) => match (s.code(), s.signal()) {
-                    (Some(code), _) => code.to_string(),
-                    (_, Some(sig)) => format!("signal {sig}"),
-                    _ => "-1".into(),
-                },
+                Some(ChildEnd::Exited(code)) => code.to_string(),
+                Some(ChildEnd::Killed(sig)) => format!("signal {sig}"),
                 None => "-1".into(),
             };
             // stdout and stderr close together, but are read by different
             // threads: give the stderr drain a moment to catch up, so the
-            // message quotes what the server said last.
-            let settle = Instant::now() + Duration::from_millis(500);
+            // message quotes what the server said last. (A helper the
+            // server left behind may hold stderr open: hence the bound.)
+            let settle = Instant::now() + Duration::from_millis(200);
             while !self.witness.lock().unwrap_or_else(|p| p.into_inner()).stderr_done && Instant::now() < settle {
                 thread::sleep(Duration::from_millis(2));
             }
@@ -268,20 +450,14 @@ impl Stdio {
         Error::Transport { code, detail }
     }
 
-    /// The writer drops stdin on this, which is EOF for the server.
-    fn close_stdin(&mut self) {
-        self.pipe.close();
-    }
-
-    /// The spec's shutdown sequence, blocking until every process in the
-    /// group is gone and the leader reaped.
+    /// The spec's shutdown sequence, bounded: see [`stop_group`].
     fn shut_down(&mut self) {
-        self.close_stdin();
+        self.pipe.close();
         if let Some(mut child) = self.child.take() {
             stop_group(&mut child);
         }
-        for t in self.threads.drain(..) {
-            let _ = t.join();
+        if let Some(threads) = self.threads.take() {
+            threads.stop();
         }
     }
 }
@@ -297,17 +473,21 @@ impl Transport for Stdio {
         Ok(())
     }
 
-    fn receive(&mut self, deadline: Instant) -> Result<Option<Json>> {
+    fn receive(&mut self, deadline: Instant) -> Result<Option<Received>> {
         if self.failure.is_some() {
             return Err(self.ended());
         }
-        let wait = deadline.saturating_duration_since(Instant::now());
-        match self.inbox.recv_timeout(wait) {
-            Ok(Event::Message(msg)) => Ok(Some(msg)),
-            Ok(Event::TooLarge) => Err(Error::MessageTooLarge { limit: self.max_message_bytes }),
-            Ok(Event::Eof) | Err(RecvTimeoutError::Disconnected) => Err(self.ended()),
-            Err(RecvTimeoutError::Timeout) => Ok(None),
+        match self.inbox.pop(deadline) {
+            Some(Event::Message(msg)) => Ok(Some(Received::Message(msg))),
+            Some(Event::TooDeep(id)) => Ok(Some(Received::TooDeep(id))),
+            Some(Event::TooLarge(_)) => Err(Error::MessageTooLarge { limit: self.max_message_bytes }),
+            Some(Event::Ended) => Err(self.ended()),
+            None => Ok(None),
         }
+    }
+
+    fn take_dropped(&mut self) -> u64 {
+        self.inbox.take_dropped()
     }
 
     fn close(&mut self) {
@@ -320,13 +500,18 @@ impl Drop for Stdio {
     /// seconds a shutdown can take, so the sequence moves to a thread of
     /// its own; [`join_reapers`] waits for those when the Lua state closes.
     fn drop(&mut self) {
-        self.close_stdin();
-        let Some(mut child) = self.child.take() else { return };
-        let threads = std::mem::take(&mut self.threads);
+        self.pipe.close();
+        let child = self.child.take();
+        let threads = self.threads.take();
+        if child.is_none() && threads.is_none() {
+            return;
+        }
         let reaper = thread::spawn(move || {
-            stop_group(&mut child);
-            for t in threads {
-                let _ = t.join();
+            if let Some(mut child) = child {
+                stop_group(&mut child);
+            }
+            if let Some(threads) = threads {
+                threads.stop();
             }
         });
         REAPERS.lock().unwrap_or_else(|p| p.into_inner()).push(reaper);
@@ -336,7 +521,8 @@ impl Drop for Stdio {
 static REAPERS: Mutex<Vec<JoinHandle<()>>> = Mutex::new(Vec::new());
 
 /// Waits for every shutdown handed to the background. Called when the Lua
-/// state closes, before the module's code is unloaded.
+/// state closes, before the module's code is unloaded; each one ends within
+/// the bounded shutdown sequence.
 pub fn join_reapers() {
     let reapers = std::mem::take(&mut *REAPERS.lock().unwrap_or_else(|p| p.into_inner()));
     for r in reapers {
@@ -344,20 +530,62 @@ pub fn join_reapers() {
     }
 }
 
+/// Process groups of servers still running, for the exit hook.
+static LIVE_GROUPS: Mutex<Vec<libc::pid_t>> = Mutex::new(Vec::new());
+static EXIT_HOOK: Once = Once::new();
+
+fn remember_group(pgid: libc::pid_t) {
+    EXIT_HOOK.call_once(|| {
+        // SAFETY: registers a plain extern "C" function. Linked through
+        // libc_nonshared's atexit, it is tied to this module: if the module
+        // is unloaded first, it runs then instead (with nothing left to do).
+        unsafe { libc::atexit(stop_groups_at_exit) };
+    });
+    LIVE_GROUPS.lock().unwrap_or_else(|p| p.into_inner()).push(pgid);
+}
+
+fn forget_group(pgid: libc::pid_t) {
+    LIVE_GROUPS.lock().unwrap_or_else(|p| p.into_inner()).retain(|&g| g != pgid);
+}
+
+/// The host is exiting without having closed its clients (`os.exit()`
+/// without closing the state). Nothing will reap these children; ask them
+/// to stop, give them a second, then make sure.
+extern "C" fn stop_groups_at_exit() {
+    let groups = std::mem::take(&mut *LIVE_GROUPS.lock().unwrap_or_else(|p| p.into_inner()));
+    if groups.is_empty() {
+        return;
+    }
+    for &g in &groups {
+        signal_group(g, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline && groups.iter().any(|&g| exit_status_without_reaping(g).is_none()) {
+        thread::sleep(Duration::from_millis(10));
+    }
+    for &g in &groups {
+        signal_group(g, libc::SIGKILL);
+    }
+}
+
+/// The spec's shutdown: stdin is closed already; wait, SIGTERM, wait,
+/// SIGKILL, each wait bounded by [`GRACE`]. Then the rest of the group is
+/// killed and the leader reaped.
 fn stop_group(child: &mut Child) {
     let pgid = child.id() as libc::pid_t;
-    let exited = |child: &mut Child, within: Duration| exited_without_reaping(child, within);
-    if !exited(child, GRACE) {
+    if wait_for_exit(pgid, GRACE).is_none() {
         signal_group(pgid, libc::SIGTERM);
-        if !exited(child, GRACE) {
+        if wait_for_exit(pgid, GRACE).is_none() {
             signal_group(pgid, libc::SIGKILL);
         }
     }
-    // The leader is a zombie now, so its group id cannot have been reused:
-    // whatever is left in the group (a grandchild that outlived its
-    // wrapper) is ours to end.
+    // The leader is a zombie now (we have not reaped it), so its group id
+    // cannot have been reused: whatever is left in the group (a grandchild
+    // that outlived its wrapper) is ours to end.
     signal_group(pgid, libc::SIGKILL);
+    // After SIGKILL the leader is gone at once, so this wait is short.
     let _ = child.wait();
+    forget_group(pgid);
 }
 
 fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
@@ -368,37 +596,39 @@ fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
     }
 }
 
-/// Polls for the child's exit without reaping it (WNOWAIT), so its pid and
-/// group stay reserved until we have signalled the rest of the group.
-fn exited_without_reaping(child: &Child, within: Duration) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        // SAFETY: waitid writes only into the siginfo we pass.
-        let done = unsafe {
-            let mut info: libc::siginfo_t = std::mem::zeroed();
-            let rc = libc::waitid(
-                libc::P_PID,
-                child.id() as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-            );
-            rc != 0 || info.si_pid() != 0
-        };
-        if done {
-            return true;
+/// How the child ended.
+#[derive(Clone, Copy)]
+enum ChildEnd {
+    Exited(i32),
+    Killed(i32),
+}
+
+/// The child's end if it has ended, read without reaping it (WNOWAIT), so
+/// its pid and group stay reserved until we have signalled the rest of the
+/// group. A child already reaped reads as ended.
+fn exit_status_without_reaping(pid: libc::pid_t) -> Option<ChildEnd> {
+    // SAFETY: waitid writes only into the siginfo we pass.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let rc = libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
+        if rc != 0 {
+            return Some(ChildEnd::Exited(-1));
         }
-        if Instant::now() >= deadline {
-            return false;
+        if info.si_pid() == 0 {
+            return None;
         }
-        thread::sleep(Duration::from_millis(5));
+        Some(match info.si_code {
+            libc::CLD_EXITED => ChildEnd::Exited(info.si_status()),
+            _ => ChildEnd::Killed(info.si_status()),
+        })
     }
 }
 
-fn wait_for(child: &mut Child, within: Duration) -> Option<ExitStatus> {
+fn wait_for_exit(pid: libc::pid_t, within: Duration) -> Option<ChildEnd> {
     let deadline = Instant::now() + within;
     loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Some(status);
+        if let Some(end) = exit_status_without_reaping(pid) {
+            return Some(end);
         }
         if Instant::now() >= deadline {
             return None;
@@ -408,12 +638,17 @@ fn wait_for(child: &mut Child, within: Duration) -> Option<ExitStatus> {
 }
 
 /// Drains what `StdinPipe::send` could not write at once, waiting for
-/// room with poll(2) outside the lock; closes stdin when asked and done.
+/// room with poll(2) outside the lock; closes stdin when asked and done,
+/// and gives up when abandoned.
 fn write_loop(pipe: &StdinPipe) {
     loop {
         let mut st = pipe.lock();
-        while st.pending.is_empty() && !st.closing && st.stdin.is_some() {
+        while st.pending.is_empty() && !st.closing && !st.abandoned && st.stdin.is_some() {
             st = pipe.wake.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        if st.abandoned {
+            st.stdin = None;
+            return;
         }
         let Some(fd) = st.stdin.as_ref().map(|s| s.as_raw_fd()) else { return };
         if st.pending.is_empty() {
@@ -429,8 +664,9 @@ fn write_loop(pipe: &StdinPipe) {
                 drop(st);
                 let mut poll = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
                 // SAFETY: one pollfd on the stack. The descriptor stays open
-                // meanwhile: only this thread or a broken write closes it,
-                // and a broken write leaves nothing pending for us.
+                // meanwhile: only this thread, a broken write or an
+                // abandonment closes it, and the last two leave nothing
+                // pending, which the next round sees before using `fd`.
                 unsafe { libc::poll(&mut poll, 1, 100) };
             }
             Ok(n) => {
@@ -486,99 +722,144 @@ fn write_now(fd: RawFd, bytes: &[u8]) -> std::io::Result<usize> {
     }
 }
 
-fn read_loop(
-    stdout: impl Read,
+/// The stdout reader: splits lines, answers what it can, queues the rest.
+struct Reader {
     limit: usize,
-    forward: &[String],
-    events: Sender<Event>,
+    forward: Vec<String>,
+    inbox: Arc<Inbox>,
     answers: Arc<StdinPipe>,
     witness: Arc<Mutex<Witness>>,
-) {
-    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
-    let mut line = Vec::new();
-    let mut oversized = false;
-    loop {
-        let chunk = match reader.fill_buf() {
-            Ok([]) | Err(_) => break,
-            Ok(chunk) => chunk,
-        };
-        let (used, complete) = match chunk.iter().position(|&b| b == b'\n') {
-            Some(i) => (i + 1, true),
-            None => (chunk.len(), false),
-        };
-        let piece = &chunk[..used - usize::from(complete)];
-        if !oversized {
-            if line.len() + piece.len() > limit {
-                oversized = true;
-                line = Vec::new();
-                let _ = events.send(Event::TooLarge);
-            } else {
-                line.extend_from_slice(piece);
-            }
-        }
-        reader.consume(used);
-        if complete {
-            if !oversized {
-                handle_line(&line, forward, &events, &answers, &witness);
-            }
-            line.clear();
-            // A one-off huge line must not pin its buffer for the session.
-            if line.capacity() > 1 << 20 {
-                line = Vec::new();
-            }
-            oversized = false;
-        }
-    }
-    if !line.is_empty() && !oversized {
-        handle_line(&line, forward, &events, &answers, &witness);
-    }
-    let _ = events.send(Event::Eof);
 }
 
-fn handle_line(line: &[u8], forward: &[String], events: &Sender<Event>, answers: &StdinPipe, witness: &Mutex<Witness>) {
-    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    if line.iter().all(u8::is_ascii_whitespace) {
-        return;
-    }
-    let parsed = codec::decode(line).ok().filter(|m| matches!(m, Json::Object(_)));
-    let mut seen = witness.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(msg) = parsed else {
-        // Not JSON-RPC: a banner or a stray log line. Keep a short memory
-        // of it for the error message if the server then dies.
-        if seen.noise.len() == NOISE_LINES {
-            seen.noise.pop_front();
+impl Reader {
+    fn run(self, stdout: std::process::ChildStdout, exit: ExitWatch, wake: &WakePipe) {
+        let fd = stdout.as_raw_fd();
+        set_nonblocking(fd);
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut line = Vec::new();
+        let mut oversized = false;
+        let mut drained_after_exit = None;
+        loop {
+            if drained_after_exit.is_none() {
+                match wait_readable(fd, Some(&exit), wake) {
+                    Readiness::Data => {}
+                    Readiness::Exited => drained_after_exit = Some(0),
+                    Readiness::Stopped => return,
+                }
+            }
+            let n = match read_now(fd, &mut buf) {
+                Chunk::Bytes(n) => n,
+                Chunk::End => break,
+                // Nothing there now: after an exit, that is the end of
+                // what the server wrote; otherwise a spurious wake-up.
+                Chunk::Nothing if drained_after_exit.is_some() => break,
+                Chunk::Nothing => continue,
+            };
+            if let Some(drained) = drained_after_exit.as_mut() {
+                *drained += n;
+                if *drained > DRAIN_AFTER_EXIT {
+                    break;
+                }
+            }
+            let mut chunk = &buf[..n];
+            while !chunk.is_empty() {
+                let (used, complete) = match chunk.iter().position(|&b| b == b'\n') {
+                    Some(i) => (i + 1, true),
+                    None => (chunk.len(), false),
+                };
+                let piece = &chunk[..used - usize::from(complete)];
+                if !oversized {
+                    if line.len() + piece.len() > self.limit {
+                        oversized = true;
+                        line = Vec::new();
+                        self.inbox.push(Event::TooLarge(None), 0);
+                    } else {
+                        line.extend_from_slice(piece);
+                    }
+                }
+                chunk = &chunk[used..];
+                if complete {
+                    if !oversized {
+                        self.handle_line(&line);
+                    }
+                    line.clear();
+                    // A one-off huge line must not pin its buffer for the session.
+                    if line.capacity() > 1 << 20 {
+                        line = Vec::new();
+                    }
+                    oversized = false;
+                }
+            }
         }
-        seen.noise.push_back(head_chars(&String::from_utf8_lossy(line), 200).to_string());
-        return;
-    };
-    seen.any_stdout = true;
-    drop(seen);
-    if classify(&msg) == Kind::ServerRequest && !is_forwarded(&msg, forward) {
-        if let Some(answer) = answer_server_request(&msg) {
-            let mut bytes = codec::encode(&answer);
-            bytes.push(b'\n');
-            answers.send(&bytes);
+        if !line.is_empty() && !oversized {
+            self.handle_line(&line);
         }
-        return;
+        self.inbox.push(Event::Ended, 0);
     }
-    let _ = events.send(Event::Message(msg));
+
+    fn handle_line(&self, line: &[u8]) {
+        let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        let parsed = match codec::decode(line) {
+            Ok(msg @ Json::Object(_)) => Some(msg),
+            Err(e) if e.what == codec::TOO_DEEP => {
+                // Too deep to read, but likely a reply: say so to whoever
+                // waits for its id, rather than let them time out.
+                self.witness.lock().unwrap_or_else(|p| p.into_inner()).any_stdout = true;
+                let id = codec::peek_id(line).as_ref().and_then(id_key);
+                self.inbox.push(Event::TooDeep(id), line.len());
+                return;
+            }
+            _ => None,
+        };
+        let mut seen = self.witness.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(msg) = parsed else {
+            // Not JSON-RPC: a banner or a stray log line. Keep a short memory
+            // of it for the error message if the server then dies.
+            if seen.noise.len() == NOISE_LINES {
+                seen.noise.pop_front();
+            }
+            seen.noise.push_back(head_chars(&String::from_utf8_lossy(line), 200).to_string());
+            return;
+        };
+        seen.any_stdout = true;
+        drop(seen);
+        if classify(&msg) == Kind::ServerRequest && !is_forwarded(&msg, &self.forward) {
+            if let Some(answer) = answer_server_request(&msg) {
+                let mut bytes = codec::encode(&answer);
+                bytes.push(b'\n');
+                self.answers.send(&bytes);
+            }
+            return;
+        }
+        self.inbox.push(Event::Message(msg), line.len());
+    }
 }
 
-fn drain_stderr(mut stderr: impl Read, witness: Arc<Mutex<Witness>>) {
+fn drain_stderr(stderr: std::process::ChildStderr, witness: Arc<Mutex<Witness>>, wake: &WakePipe) {
+    let fd = stderr.as_raw_fd();
+    set_nonblocking(fd);
     let mut buf = [0u8; 16 * 1024];
     loop {
-        match stderr.read(&mut buf) {
-            Ok(0) | Err(_) => {
+        match wait_readable(fd, None, wake) {
+            Readiness::Data => {}
+            Readiness::Exited | Readiness::Stopped => return,
+        }
+        match read_now(fd, &mut buf) {
+            Chunk::End => {
                 witness.lock().unwrap_or_else(|p| p.into_inner()).stderr_done = true;
                 return;
             }
-            Ok(n) => {
+            Chunk::Bytes(n) => {
                 let mut seen = witness.lock().unwrap_or_else(|p| p.into_inner());
                 seen.stderr.extend(&buf[..n]);
                 let excess = seen.stderr.len().saturating_sub(STDERR_TAIL_BYTES);
                 seen.stderr.drain(..excess);
             }
+            Chunk::Nothing => continue,
         }
     }
 }

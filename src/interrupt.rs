@@ -1,0 +1,42 @@
+//! Noticing, while we wait, that the host wants its Lua thread back.
+//!
+//! lua5.4's Ctrl-C handler does not interrupt C code: it sets a debug hook
+//! on the state and waits for Lua code to run, which it does only once the
+//! native call returns. A call that waits 60 s for a server keeps the
+//! user's Ctrl-C waiting as long. So every wait on a server runs in slices
+//! of [`SLICE`], and between slices asks [`requested`]; the binding answers
+//! by looking for a hook that was not there when the call began. The core
+//! knows nothing of Lua: it only sees a yes or no.
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+/// How long a wait goes without asking. Ctrl-C is noticed within this; a
+/// reply that arrives meanwhile still wakes the wait at once.
+pub const SLICE: Duration = Duration::from_millis(50);
+
+type Check = Box<dyn Fn() -> bool>;
+
+thread_local! {
+    static CHECK: RefCell<Option<Check>> = const { RefCell::new(None) };
+}
+
+/// Runs `body` with `check` answering [`requested`] on this thread. Nested
+/// calls (a callback that calls the client again) restore the outer check.
+pub fn watching<T>(check: Check, body: impl FnOnce() -> T) -> T {
+    struct Restore(Option<Check>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let outer = self.0.take();
+            CHECK.with(|c| *c.borrow_mut() = outer);
+        }
+    }
+    let _restore = Restore(CHECK.with(|c| c.borrow_mut().replace(check)));
+    body()
+}
+
+/// Whether the host asked for its thread back. Always false on threads
+/// that are not running a Lua call (readers, stream threads).
+pub fn requested() -> bool {
+    CHECK.with(|c| c.borrow().as_ref().is_some_and(|check| check()))
+}

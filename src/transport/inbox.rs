@@ -1,0 +1,171 @@
+//! What the reader threads hand to the Lua thread, bounded.
+//!
+//! A server may write faster than Lua reads: 200 MB of log notifications
+//! while the agent thinks for a minute grew the host by over 100 MB when
+//! this was an unbounded channel. So the buffer has two caps, and two
+//! policies:
+//!
+//! * Notifications are dropped, oldest first, past [`MAX_NOTIFICATIONS`]
+//!   or [`MAX_BUFFERED_BYTES`]; the number dropped is handed to Lua with
+//!   the next message (see `protocol::dropped_notice`). A reader never waits
+//!   for Lua on their account, so pings keep being answered.
+//! * Everything else (replies, server requests for Lua's handlers) is never
+//!   dropped: past the byte cap the reader waits for room, stops reading,
+//!   and the server's own writes block. That is backpressure on the pipe or
+//!   socket rather than growth here.
+
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Instant;
+
+use crate::codec::Json;
+use crate::protocol::{classify, IdKey, Kind};
+
+/// Notifications kept for Lua at most; older ones are dropped first.
+pub const MAX_NOTIFICATIONS: usize = 1000;
+/// Bytes of message text kept for Lua at most (as read from the wire).
+pub const MAX_BUFFERED_BYTES: usize = 16 << 20;
+
+pub enum Event {
+    Message(Json),
+    /// A message nested deeper than the decoder follows, skipped; the id
+    /// it carried, when one could be read.
+    TooDeep(Option<IdKey>),
+    /// A message past `max_message_bytes`. Over HTTP, the id of the request
+    /// whose stream carried it; over stdio None (it fails what waits).
+    TooLarge(Option<IdKey>),
+    /// stdio: the server closed stdout or exited.
+    Ended,
+}
+
+struct Queue {
+    events: VecDeque<(Event, usize, bool)>,
+    bytes: usize,
+    notifications: usize,
+    dropped: u64,
+    closed: bool,
+}
+
+pub struct Inbox {
+    queue: Mutex<Queue>,
+    arrived: Condvar,
+    room: Condvar,
+}
+
+impl Default for Inbox {
+    fn default() -> Self {
+        let queue = Queue { events: VecDeque::new(), bytes: 0, notifications: 0, dropped: 0, closed: false };
+        Inbox { queue: Mutex::new(queue), arrived: Condvar::new(), room: Condvar::new() }
+    }
+}
+
+impl Inbox {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `event`, which took `bytes` on the wire, by the policies above.
+    pub fn push(&self, event: Event, bytes: usize) {
+        let notification = matches!(&event, Event::Message(m) if classify(m) == Kind::Notification);
+        let mut q = self.lock();
+        if notification {
+            while q.notifications >= MAX_NOTIFICATIONS || (q.bytes + bytes > MAX_BUFFERED_BYTES && q.notifications > 0) {
+                let Some(at) = q.events.iter().position(|e| e.2) else { break };
+                if let Some((_, size, _)) = q.events.remove(at) {
+                    q.bytes -= size;
+                    q.notifications -= 1;
+                    q.dropped += 1;
+                }
+            }
+            if q.bytes + bytes > MAX_BUFFERED_BYTES && !q.events.is_empty() {
+                q.dropped += 1;
+                return;
+            }
+        } else {
+            while q.bytes + bytes > MAX_BUFFERED_BYTES && !q.events.is_empty() && !q.closed {
+                q = self.room.wait(q).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+        if q.closed {
+            return;
+        }
+        q.events.push_back((event, bytes, notification));
+        q.bytes += bytes;
+        q.notifications += usize::from(notification);
+        self.arrived.notify_one();
+    }
+
+    /// The next event, waiting until `deadline` at most.
+    pub fn pop(&self, deadline: Instant) -> Option<Event> {
+        let mut q = self.lock();
+        loop {
+            if let Some((event, size, notification)) = q.events.pop_front() {
+                q.bytes -= size;
+                q.notifications -= usize::from(notification);
+                self.room.notify_all();
+                return Some(event);
+            }
+            let wait = deadline.saturating_duration_since(Instant::now());
+            if wait.is_zero() || q.closed {
+                return None;
+            }
+            q = self.arrived.wait_timeout(q, wait).unwrap_or_else(|p| p.into_inner()).0;
+        }
+    }
+
+    /// How many notifications were dropped since the last call.
+    pub fn take_dropped(&self) -> u64 {
+        std::mem::take(&mut self.lock().dropped)
+    }
+
+    /// Frees what is buffered and releases any reader waiting for room;
+    /// later pushes are ignored.
+    pub fn close(&self) {
+        let mut q = self.lock();
+        q.closed = true;
+        q.events.clear();
+        q.bytes = 0;
+        q.notifications = 0;
+        self.room.notify_all();
+        self.arrived.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::decode;
+    use std::time::Duration;
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_millis(10)
+    }
+
+    #[test]
+    fn notifications_past_the_cap_drop_oldest_first_and_replies_stay() {
+        let inbox = Inbox::default();
+        inbox.push(Event::Message(decode(br#"{"id":1,"result":{}}"#).unwrap()), 10);
+        for i in 0..MAX_NOTIFICATIONS + 5 {
+            let note = format!(r#"{{"method":"notifications/message","params":{{"n":{i}}}}}"#);
+            inbox.push(Event::Message(decode(note.as_bytes()).unwrap()), 10);
+        }
+        assert_eq!(inbox.take_dropped(), 5);
+        assert!(matches!(inbox.pop(soon()), Some(Event::Message(m)) if m.get("id").is_some()));
+        let Some(Event::Message(first)) = inbox.pop(soon()) else { panic!("no notification kept") };
+        assert_eq!(first.get("params").and_then(|p| p.get("n")), Some(&Json::Int(5)));
+    }
+
+    #[test]
+    fn a_closed_inbox_releases_a_reader_waiting_for_room() {
+        let inbox = std::sync::Arc::new(Inbox::default());
+        inbox.push(Event::Message(decode(br#"{"id":1,"result":{}}"#).unwrap()), MAX_BUFFERED_BYTES);
+        let reader = inbox.clone();
+        let blocked =
+            std::thread::spawn(move || reader.push(Event::Message(decode(br#"{"id":2,"result":{}}"#).unwrap()), 10));
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!blocked.is_finished(), "a reply past the byte cap must wait for room");
+        inbox.close();
+        blocked.join().unwrap();
+        assert!(inbox.pop(soon()).is_none());
+    }
+}
