@@ -519,7 +519,10 @@ pub fn format_g14(f: f64) -> String {
     }
     let mut scientific = format!("{:e}", f);
     let significant = scientific.split('e').next().map_or(0, |m| m.bytes().filter(u8::is_ascii_digit).count());
-    if significant > PRECISION as usize {
+    // Below the normal range a float has fewer bits than 14 digits need,
+    // so its shortest form (5e-324) is not what rounding to 14 digits
+    // gives (4.9406564584125e-324): take the exact route there too.
+    if significant > PRECISION as usize || f.is_subnormal() {
         scientific = format!("{:.*e}", (PRECISION - 1) as usize, f);
     }
     let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
@@ -595,6 +598,8 @@ mod tests {
         assert_eq!(format_g14(0.000123), "0.000123");
         assert_eq!(format_g14(std::f64::consts::PI), "3.1415926535898");
         assert_eq!(format_g14(2.0f64.powi(63)), "9.2233720368548e+18");
+        assert_eq!(format_g14(5e-324), "4.9406564584125e-324");
+        assert_eq!(format_g14(1e-320), "9.9998886718268e-321");
     }
 
     #[test]

@@ -155,6 +155,8 @@ pub fn id_key(id: &Json) -> Option<IdKey> {
 #[derive(Default)]
 pub struct Replies {
     by_id: HashMap<IdKey, Json>,
+    /// Ids of replies too deep to decode: their requests fail saying so.
+    too_deep: Vec<IdKey>,
     pub notifications: Vec<Json>,
 }
 
@@ -168,7 +170,14 @@ impl Replies {
             if !payload.iter().any(|b| !is_lua_space(*b)) {
                 continue;
             }
-            let Ok(msg) = codec::decode(payload) else { continue };
+            let msg = match codec::decode(payload) {
+                Ok(msg) => msg,
+                Err(e) if e.what == codec::TOO_DEEP => {
+                    self.too_deep.extend(codec::peek_id(payload).as_ref().and_then(id_key));
+                    continue;
+                }
+                Err(_) => continue,
+            };
             if !matches!(msg, Json::Object(_)) {
                 continue;
             }
@@ -186,6 +195,16 @@ impl Replies {
 
     pub fn take(&mut self, id: &Json) -> Option<Json> {
         id_key(id).and_then(|key| self.by_id.remove(&key))
+    }
+
+    /// The result of the reply to `id`, or the error the reference raises;
+    /// a reply skipped as too deep says so instead of "no response".
+    pub fn result(&mut self, id: &Json, what: &str) -> Result<Json> {
+        let reply = self.take(id);
+        if reply.is_none() && id_key(id).is_some_and(|key| self.too_deep.contains(&key)) {
+            return Err(Error::ReplyTooDeep { what: what.to_string(), limit: codec::MAX_DEPTH });
+        }
+        result_of(reply, what)
     }
 }
 

@@ -186,15 +186,17 @@ impl<'a, 'b> Encoder<'a, 'b> {
                 Value::Number(f) => format_float(*f).into_bytes(),
                 other => return Err(Fail::Refused(Refusal::new(format!("a {} key", other.type_name())))),
             };
-            keyed.push((text, v));
+            keyed.push((text, k, v));
         }
         keyed.sort_by(|a, b| a.0.cmp(&b.0));
         // `trace.ordered` tables list some keys first, in the given order.
+        // An order entry names a key as `t[k]` would find it: by value, so
+        // "5" does not name the key 5, and 5.0 does.
         if let Some(order) = t.metatable().and_then(|mt| mt.raw_get::<Option<Table>>("__jsonorder").ok().flatten()) {
             let mut front = Vec::new();
             for key in order.sequence_values::<Value>() {
-                let Some(text) = concat_piece(&key?) else { continue };
-                if let Some(at) = keyed.iter().position(|(k, _)| *k == text) {
+                let key = key?;
+                if let Some(at) = keyed.iter().position(|(_, k, _)| same_table_key(k, &key)) {
                     front.push(keyed.remove(at));
                 }
             }
@@ -202,7 +204,7 @@ impl<'a, 'b> Encoder<'a, 'b> {
             keyed = front;
         }
         let mut pairs = Vec::with_capacity(keyed.len());
-        for (key, v) in keyed {
+        for (key, _, v) in keyed {
             let segment = || String::from_utf8_lossy(&key).into_owned();
             let json = match self.value(&v) {
                 Ok(json) => json,
@@ -215,6 +217,22 @@ impl<'a, 'b> Encoder<'a, 'b> {
             pairs.push((key, json));
         }
         Ok(Json::Object(pairs))
+    }
+}
+
+/// Whether two values index the same table slot: equal strings, or equal
+/// numbers whatever their subtype (a float with an integer value is
+/// normalised to that integer as a key).
+fn same_table_key(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::String(x), Value::String(y)) => x.as_bytes() == y.as_bytes(),
+        (Value::Integer(x), Value::Integer(y)) => x == y,
+        (Value::Number(x), Value::Number(y)) => x == y,
+        // Exactly, as Lua compares them: 2^63 as a float is no integer key.
+        (Value::Integer(i), Value::Number(f)) | (Value::Number(f), Value::Integer(i)) => {
+            f.fract() == 0.0 && *f >= -9.223372036854775808e18 && *f < 9.223372036854775808e18 && *f as i64 == *i
+        }
+        _ => false,
     }
 }
 

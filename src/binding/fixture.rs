@@ -48,10 +48,10 @@ pub(super) fn discover_batch(lua: &Cx, client: &Table, transport: Function) -> O
     messages.push(protocol::request(list_id.clone(), "tools/list", Json::Object(vec![])));
     let mut replies = exchange_batch(lua, client, transport, &messages)?;
     if let Some(init_id) = init_id {
-        let result = result_of(replies.take(&init_id), "initialize")?;
+        let result = replies.result(&init_id, "initialize")?;
         apply_initialize(lua, client, &result)?;
     }
-    let listed = result_of(replies.take(&list_id), "tools/list")?;
+    let listed = replies.result(&list_id, "tools/list")?;
     store_tools(lua, client, listed.get("tools").filter(|t| t.is_truthy()))
 }
 
@@ -70,7 +70,7 @@ pub(super) fn call_batch(lua: &Cx, client: &Table, transport: Function, name: &V
     let call_id = next_id(client)?;
     messages.push(protocol::request(call_id.clone(), "tools/call", call_params(lua, name, args)?));
     let mut replies = exchange_batch(lua, client, transport, &messages)?;
-    let result = result_of(replies.take(&call_id), &what)?;
+    let result = replies.result(&call_id, &what)?;
     call_return(lua, result)
 }
 
