@@ -320,6 +320,41 @@ case('booleans and a number as a tool name', {}, function(c)
   c.step('call', function() return c.client:call(7, { yes = true, no = false }) end)
 end)
 
+-- Proxy tables: the reference encoder walks `pairs`, which honours
+-- `__pairs`, and reads each value as t[k] (honouring `__index`), and an
+-- array's length as #t (honouring `__len`).
+local function proxy(contents, with_len)
+  return setmetatable({}, {
+    __pairs = function() return next, contents, nil end,
+    __index = contents,
+    __len = with_len and function() return #contents end or nil,
+  })
+end
+
+case('arguments given as a proxy table are sent by their contents', {}, function(c)
+  c.new()
+  c.step('call', function()
+    return c.client:call('dump', proxy({ message = 'through a proxy', nested = proxy({ n = 1 }) }))
+  end)
+end)
+
+case('a proxy array is read through __len and __index', {}, function(c)
+  c.new()
+  c.step('call', function() return c.client:call('dump', { list = proxy({ 'a', 'b', 'c' }, true) }) end)
+end)
+
+case('a proxy array without __len is an empty array, as #t says', {}, function(c)
+  c.new()
+  c.step('call', function() return c.client:call('dump', { list = proxy({ 'a', 'b' }) }) end)
+end)
+
+case('an error raised by __pairs reaches the caller unchanged', {}, function(c)
+  c.new()
+  c.step('call', function()
+    return c.client:call('dump', setmetatable({}, { __pairs = function() error({ code = 'proxy-broke' }) end }))
+  end)
+end)
+
 -- client fields and options ----------------------------------------------
 
 case('protocol_version from opts', {}, function(c)

@@ -250,8 +250,9 @@ function H.tmpname()
 end
 
 -- Runs a Lua snippet in a separate lua5.4 process (for what must not
--- happen to the test runner itself: a signal, a state close) and returns
--- its stdout and exit status.
+-- happen to the test runner itself: a signal, a state close, an exit) and
+-- returns its stdout and exit status. The process gets 60 s: a hang ends
+-- it with status 124 rather than hanging the suite.
 function H.run_lua(source)
   local path = H.tmpname() .. '.lua'
   local f = assert(io.open(path, 'w'))
@@ -261,7 +262,7 @@ function H.run_lua(source)
   -- the reference.
   f:write(source)
   f:close()
-  local p = io.popen('lua5.4 ' .. path .. ' 2>&1')
+  local p = io.popen('cd ' .. H.ROOT .. ' && timeout 60 lua5.4 ' .. path .. ' 2>&1')
   local out = p:read('a')
   local _, _, status = p:close()
   os.remove(path)

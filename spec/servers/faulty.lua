@@ -16,10 +16,21 @@
 --              tool "caps" returns the capabilities the client declared
 --   paged      lists its tools three pages long, through nextCursor
 --   stuck      hands out the same nextCursor forever
+--   deaf       answers nothing at all, initialize included
 --
 -- Every mode also offers: echo, sleep {ms}, big {bytes}, pid, cancelled
 -- (the requestIds of notifications/cancelled received so far), answers
--- (what the client replied to this server's own requests).
+-- (what the client replied to this server's own requests), and the
+-- hostile tools:
+--   deep         replies with a result nested 600 levels deep
+--   deep_noid    writes a 600-deep line with no id, and never replies
+--   flood {mb}   replies, then writes MB megabytes of notifications
+--   orphan_exit  starts a helper that keeps stdout open, then exits 5
+--   daemon       starts a helper in a session of its own (setsid) that
+--                keeps every pipe open; its pid goes to $DAEMON_PID_FILE
+--
+-- $METHOD_LOG, when set, gets one line per message received: its method
+-- (and the requestId of a cancellation). $PID_FILE gets the pid at start.
 local dir = arg[0]:match('^(.*)/[^/]*$') or '.'
 package.path = dir .. '/../../lua/?.lua;' .. dir .. '/../../lua/servers/?.lua;' .. package.path
 local server = require('stdio_server')
@@ -30,6 +41,13 @@ local cancelled, answers = {}, {}
 
 local function log(s) io.stderr:write(s, '\n'); io.stderr:flush() end
 local function raw(s) io.stdout:write(s); io.stdout:flush() end
+
+local method_log = os.getenv('METHOD_LOG')
+if os.getenv('PID_FILE') then
+  local f = io.open(os.getenv('PID_FILE'), 'w')
+  f:write(tostring(server.pid()))
+  f:close()
+end
 
 local tools = {
   echo = {
@@ -53,7 +71,40 @@ local tools = {
   cwd = { run = function() local p = io.popen('pwd'); local d = p:read('l'); p:close(); return server.text(d) end },
   cancelled = { run = function() return server.text(table.concat(cancelled, ',')) end },
   answers = { run = function() return server.text(table.concat(answers, '\n')) end },
+  orphan_exit = {
+    run = function()
+      os.execute('sleep 30 &')
+      log('dying with a helper left holding stdout')
+      os.exit(5)
+    end,
+  },
+  daemon = {
+    run = function()
+      os.execute("setsid -f sh -c 'echo $$ > " .. os.getenv('DAEMON_PID_FILE') .. "; exec sleep 60'")
+      return server.text('daemon started')
+    end,
+  },
 }
+
+-- Tools that write raw lines rather than return a result.
+local raw_tools = {}
+
+function raw_tools.deep(msg)
+  raw('{"jsonrpc":"2.0","id":' .. trace.encode(msg.id) .. ',"result":{"content":[{"type":"text","text":"deep"}],"deep":'
+    .. string.rep('[', 600) .. string.rep(']', 600) .. '}}\n')
+end
+
+function raw_tools.deep_noid()
+  raw(string.rep('[', 600) .. string.rep(']', 600) .. '\n')
+end
+
+function raw_tools.flood(msg)
+  server.result(msg.id, server.text('flooding'))
+  local note = trace.encode({ jsonrpc = '2.0', method = 'notifications/message',
+    params = { level = 'info', data = string.rep('n', 1000) } }) .. '\n'
+  local chunk = string.rep(note, 1000)
+  for _ = 1, math.floor((msg.params.arguments.mb or 1) * 1024 * 1024 / #chunk) do raw(chunk) end
+end
 
 local hooks = {}
 
@@ -176,6 +227,11 @@ end
 local call_log = os.getenv('CALL_LOG')
 
 local function hook(msg)
+  if method_log then
+    local f = io.open(method_log, 'a')
+    f:write(tostring(msg.method), msg.method == 'notifications/cancelled' and (' ' .. tostring(msg.params.requestId)) or '', '\n')
+    f:close()
+  end
   if call_log and msg.method == 'tools/call' then
     local f = io.open(call_log, 'a')
     f:write(msg.params.name, '\n')
@@ -185,8 +241,16 @@ local function hook(msg)
     cancelled[#cancelled + 1] = tostring(msg.params.requestId)
     return true
   end
+  if msg.method == 'tools/call' and raw_tools[msg.params.name] then
+    raw_tools[msg.params.name](msg)
+    return true
+  end
   local h = hooks[mode]
   return h and h(msg)
+end
+
+function hooks.deaf()
+  return true
 end
 
 server.run(tools, {

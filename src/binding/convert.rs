@@ -130,17 +130,18 @@ impl<'a, 'b> Encoder<'a, 'b> {
         json
     }
 
-    /// The table's entries as Lua's `pairs` gives them: through `__pairs`
-    /// when the metatable has one (a proxy table holds nothing itself; the
-    /// reference encoder iterates with `pairs`, which honours it).
-    fn entries(&mut self, t: &Table) -> Result<Vec<(Value, Value)>, Fail> {
+    /// The table's entries as the reference encoder sees them: keys from
+    /// Lua's `pairs`, which honours `__pairs` (a proxy table holds nothing
+    /// itself), and, for a proxy, each value as `t[k]` reads it. The flag
+    /// says whether the table is such a proxy.
+    fn entries(&mut self, t: &Table) -> Result<(Vec<(Value, Value)>, bool), Fail> {
         let mut entries: Vec<(Value, Value)> = Vec::new();
         let proxied = t.metatable().is_some_and(|mt| mt.raw_get::<Value>("__pairs").is_ok_and(|v| !v.is_nil()));
         if !proxied {
             for pair in t.pairs::<Value, Value>() {
                 entries.push(pair?);
             }
-            return Ok(entries);
+            return Ok((entries, false));
         }
         let raised = |r: Raise| Fail::Raised(r);
         let mut iteration = call_lua(self.lua, self.lua.glue.pairs.clone(), t.clone()).map_err(raised)?;
@@ -154,20 +155,27 @@ impl<'a, 'b> Encoder<'a, 'b> {
             let mut step = call_lua(self.lua, next.clone(), (state.clone(), control)).map_err(raised)?;
             let key = step.pop_front().unwrap_or(Value::Nil);
             if key.is_nil() {
-                return Ok(entries);
+                return Ok((entries, true));
             }
             control = key.clone();
-            entries.push((key, step.pop_front().unwrap_or(Value::Nil)));
+            let value = t.get::<Value>(key.clone())?;
+            entries.push((key, value));
         }
     }
 
     fn table_body(&mut self, t: &Table) -> Result<Json, Fail> {
-        let mut entries = self.entries(t)?;
+        let (mut entries, proxied) = self.entries(t)?;
         let is_array = !entries.is_empty()
             && entries.iter().all(|(k, _)| matches!(k, Value::Integer(i) if *i >= 1))
             && entries.iter().map(|(k, _)| k.as_integer().unwrap_or(0)).max() == Some(entries.len() as i64);
         if is_array {
             entries.sort_by_key(|(k, _)| k.as_integer().unwrap_or(0));
+            if proxied {
+                // The reference walks `1..#t` reading `t[i]`: for a proxy,
+                // its `__len` and `__index` decide, not what pairs gave.
+                let n = t.len()?;
+                entries = (1..=n).map(|i| Ok((Value::Integer(i), t.get::<Value>(i)?))).collect::<mlua::Result<_>>()?;
+            }
             let mut items = Vec::with_capacity(entries.len());
             for (i, (_, v)) in entries.iter().enumerate() {
                 match self.value(v) {

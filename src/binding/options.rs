@@ -149,7 +149,7 @@ pub(super) fn string_map(opts: &Table, field: &str) -> Outcome<Vec<(String, Stri
                         let key = key.unwrap_or_else(|| other.type_name().to_string());
                         return Err(refuse(format!(
                             "must map names to strings, as {{ NAME = 'value' }}; key {key} is a {}",
-                            other.type_name()
+                            lua_type(other)
                         )));
                     }
                 };
@@ -161,7 +161,7 @@ pub(super) fn string_map(opts: &Table, field: &str) -> Outcome<Vec<(String, Stri
                     other => {
                         return Err(refuse(format!(
                             "must map names to strings; the value for {name} is a {}",
-                            other.type_name()
+                            lua_type(other)
                         )))
                     }
                 };
@@ -172,6 +172,14 @@ pub(super) fn string_map(opts: &Table, field: &str) -> Outcome<Vec<(String, Stri
         _ => return Err(refuse("must be a table of names to strings".into())),
     }
     Ok(out)
+}
+
+/// What Lua's `type` says of a value (mlua tells integers from floats).
+fn lua_type(v: &Value) -> &'static str {
+    match v {
+        Value::Integer(_) | Value::Number(_) => "number",
+        other => other.type_name(),
+    }
 }
 
 /// The userdata and callback kept beside a client table.

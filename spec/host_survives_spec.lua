@@ -1,0 +1,256 @@
+-- The host never dies, never hangs, never grows: what a hostile server or
+-- a careless caller can do to the process the module lives in, each case
+-- against our own fault server (spec/servers/faulty.lua). What must not
+-- happen to the test runner itself (an exit, a signal, a hang) runs in a
+-- process of its own through H.run_lua, which gives it 60 s.
+local H = require('helpers')
+
+local mcp = H.native()
+
+local FAULTY = H.ROOT .. '/spec/servers/faulty.lua'
+
+local function pid_of(client)
+  return math.tointeger(tonumber((client:call('pid'))))
+end
+
+-- A table nested `depth` levels deep under the key `a`.
+local function nested(depth)
+  local root = {}
+  local t = root
+  for _ = 1, depth do
+    t.a = {}
+    t = t.a
+  end
+  return root
+end
+
+local TOO_DEEP_PATH = '.a.a.a.a.a.a.a.a...(503 levels)....a'
+
+describe('nesting never crashes the host', function()
+  it('arguments 12,000 levels deep are refused with the path and the limit', function()
+    local transport = H.server()
+    local client = mcp.new({ transport = transport })
+    assert.has_error(function() client:call('echo', nested(12000)) end,
+      'MCP: cannot encode a table nested more than 512 levels deep at arguments' .. TOO_DEEP_PATH)
+    -- and the client goes on
+    assert.equal('Echo: after', (client:call('echo', { message = 'after' })))
+  end)
+
+  it('512 levels still go through', function()
+    local client = mcp.new({ transport = H.server() })
+    local text = client:call('dump', nested(511))
+    assert.equal(511, select(2, text:gsub('{"a":', '')))
+  end)
+
+  it('a handler result 12,000 levels deep becomes an error for the server, not a crash', function()
+    local client = mcp.new({ command = H.faulty('asker'), handlers = {
+      ['elicitation/create'] = function() return nested(12000) end,
+    } })
+    assert.equal('{"error":{"code":-32603,"message":"MCP: cannot encode a table nested more than 512 levels deep at result'
+      .. TOO_DEEP_PATH .. '"},"id":"ask-1","jsonrpc":"2.0"}',
+      (client:call('ask', { method = 'elicitation/create' })))
+    client:close()
+  end)
+
+  it('a reply nested deeper than the decoder reads fails its request at once, and the client goes on', function()
+    local client = mcp.new({ command = H.faulty('plain'), timeout = 30 })
+    local pid = pid_of(client)
+    assert.has_error(function() client:call('deep') end,
+      'MCP tools/call deep failed: the reply is nested deeper than 512 levels, which this client does not read')
+    assert.equal('Echo: after', (client:call('echo', { message = 'after' })))
+    assert.equal(pid, pid_of(client))
+    client:close()
+  end)
+
+  it('a too-deep line with no readable id is named when the request times out', function()
+    local client = mcp.new({ command = H.faulty('plain'), timeout = 1 })
+    pid_of(client)
+    assert.has_error(function() client:call('deep_noid') end,
+      'MCP tools/call deep_noid timed out after 1 s; meanwhile a message nested deeper than 512 levels was skipped, '
+      .. 'with no id that could be read')
+    client:close()
+  end)
+end)
+
+describe("a server's death is noticed however it dies", function()
+  it('a server that exits while a helper holds its stdout fails the call at once; the next call starts anew', function()
+    local client = mcp.new({ command = H.faulty('plain'), timeout = 30 })
+    local first = pid_of(client)
+    assert.has_error(function() client:call('orphan_exit') end,
+      'MCP transport failed (5): MCP server exited (lua5.4 ' .. FAULTY .. ' plain): '
+      .. 'dying with a helper left holding stdout')
+    local second = pid_of(client)
+    assert.are_not.equal(first, second)
+    client:close()
+  end)
+end)
+
+describe('closing is bounded', function()
+  it('close and collection return while a daemon the server started holds every pipe', function()
+    local files = { H.tmpname(), H.tmpname() }
+    local out, status = H.run_lua(string.format([[
+      local mcp = require('mcp')
+      local function start(file)
+        local c = mcp.new({ command = { 'lua5.4', %q, 'plain' }, env = { DAEMON_PID_FILE = file } })
+        assert(c:call('daemon') == 'daemon started')
+        return c
+      end
+      local c = start(%q)
+      local t0 = mcp.clock()
+      c:close()
+      print(string.format('close %%.3f', mcp.clock() - t0))
+      c = start(%q)
+      t0 = mcp.clock()
+      c = nil
+      collectgarbage()
+      collectgarbage()
+      print(string.format('collect %%.3f', mcp.clock() - t0))
+    ]], FAULTY, files[1], files[2]))
+    for _, f in ipairs(files) do
+      local pid = tonumber(H.slurp(f) or '')
+      if pid then os.execute('kill ' .. math.tointeger(pid) .. ' 2>/dev/null') end
+      os.remove(f)
+    end
+    assert.equal(0, status, out)
+    -- Bounds far from the daemon's 60 s, far above the shutdown sequence.
+    assert.is_true(tonumber(out:match('close (%S+)')) < 10, out)
+    assert.is_true(tonumber(out:match('collect (%S+)')) < 1, out)
+  end)
+
+  it('os.exit without closing the state still stops a server that ignores EOF and SIGTERM', function()
+    local out, status = H.run_lua(string.format([[
+      local mcp = require('mcp')
+      local c = mcp.new({ command = "trap '' TERM; exec lua5.4 %s stubborn" })
+      print('server', c:call('pid'))
+      io.stdout:flush()
+      os.exit(0)
+    ]], FAULTY))
+    assert.equal(0, status, out)
+    local pid = tonumber(out:match('server\t(%d+)'))
+    assert.is_truthy(pid, out)
+    assert.is_true(H.gone_within(pid, 5), 'server ' .. pid .. ' outlived the host')
+  end)
+
+  it('two copies of the module in one state: every server is stopped when the state closes', function()
+    local out, status = H.run_lua(string.format([[
+      local first = require('mcp')
+      local stubborn = "trap '' TERM; exec lua5.4 %s stubborn"
+      local a = first.new({ command = stubborn })
+      print('server', a:call('pid'))
+      local second = package.loadlib(%q, 'luaopen_mcp')()
+      local b = second.new({ command = stubborn })
+      print('server', b:call('pid'))
+      a, b = nil, nil
+    ]], FAULTY, H.ROOT .. '/mcp.so'))
+    assert.equal(0, status, out)
+    local pids = {}
+    for pid in out:gmatch('server\t(%d+)') do pids[#pids + 1] = tonumber(pid) end
+    assert.equal(2, #pids, out)
+    for _, pid in ipairs(pids) do
+      assert.is_false(H.alive(pid), 'server ' .. pid .. ' outlived its Lua state')
+    end
+  end)
+end)
+
+describe('options are validated', function()
+  local bad_number = {
+    { 'timeout', math.maxinteger }, { 'timeout', -1 }, { 'timeout', 0 }, { 'timeout', 0 / 0 },
+    { 'timeout', math.huge }, { 'timeout', 'soon' },
+  }
+  for _, c in ipairs(bad_number) do
+    it('timeout = ' .. tostring(c[2]) .. ' is refused', function()
+      assert.has_error(function() mcp.new({ command = 'x', [c[1]] = c[2] }) end,
+        'mcp.new: opts.timeout must be a number of seconds from 0.001 to 1e7')
+    end)
+  end
+
+  it('max_message_bytes must be a whole number within bounds', function()
+    for _, v in ipairs({ 0, -5, 1.5, math.maxinteger, 0 / 0, math.huge, '10' }) do
+      assert.has_error(function() mcp.new({ command = 'x', max_message_bytes = v }) end,
+        'mcp.new: opts.max_message_bytes must be a whole number of bytes from 1 to 2^40')
+    end
+    -- a float with an integral value is a whole number (Lua 5.1 has no other)
+    assert.is_table(mcp.new({ command = 'x', max_message_bytes = 1e6 }))
+  end)
+
+  it('env must map names to strings, naming the key that does not', function()
+    assert.has_error(function() mcp.new({ command = 'x', env = { 'API_KEY=x' } }) end,
+      "mcp.new: opts.env must map names to strings, as { NAME = 'value' }; key 1 is a number")
+    assert.has_error(function() mcp.new({ command = 'x', env = { PORT = 3000 } }) end,
+      'mcp.new: opts.env must map names to strings; the value for PORT is a number')
+    assert.has_error(function() mcp.new({ command = 'x', env = { ['A=B'] = 'x' } }) end,
+      "mcp.new: opts.env.A=B cannot be passed to a process (a name with '=' or NUL, or a value with NUL)")
+    assert.has_error(function() mcp.new({ command = 'x', env = 'A=1' }) end,
+      'mcp.new: opts.env must be a table of names to strings')
+  end)
+end)
+
+describe('memory stays bounded while Lua is idle', function()
+  it('200 MB of notifications while no request waits: the host stays small, the drops are counted', function()
+    local out, status = H.run_lua(string.format([[
+      local mcp = require('mcp')
+      local function rss(field)
+        for line in io.lines('/proc/self/status') do
+          local kb = line:match('^' .. field .. ':%%s+(%%d+)')
+          if kb then return tonumber(kb) / 1024 end
+        end
+      end
+      local notes, dropped = 0, 0
+      local c = mcp.new({ command = { 'lua5.4', %q, 'plain' }, on_notification = function(m)
+        if m.method == 'lua-mcp/notifications_dropped' then dropped = dropped + m.params.count
+        else notes = notes + 1 end
+      end })
+      c:call('pid')
+      collectgarbage()
+      local before = rss('VmRSS')
+      assert(c:call('flood', { mb = 200 }) == 'flooding')
+      -- Lua is busy elsewhere while the server writes.
+      local t0 = mcp.clock()
+      while mcp.clock() - t0 < 4 do end
+      local peak = rss('VmHWM')
+      c:call('echo', { message = 'after' })
+      print(string.format('growth %%.1f', peak - before))
+      print('delivered', notes, 'dropped', dropped)
+      c:close()
+    ]], FAULTY))
+    assert.equal(0, status, out)
+    local delivered, dropped = out:match('delivered\t(%d+)\tdropped\t(%d+)')
+    delivered, dropped = tonumber(delivered), tonumber(dropped)
+    -- 200 MB of 1 KB notifications, written 1000 to a chunk (as faulty.lua)
+    local note = require('trace').encode({ jsonrpc = '2.0', method = 'notifications/message',
+      params = { level = 'info', data = string.rep('n', 1000) } }) .. '\n'
+    local total = math.floor(200 * 1024 * 1024 / (1000 * #note)) * 1000
+    assert.equal(total, delivered + dropped, out)
+    assert.is_true(dropped > 0, out)
+    assert.is_true(delivered <= total - dropped, out)
+    -- A bound, not a benchmark: the unbounded channel grew over 100 MB.
+    assert.is_true(tonumber(out:match('growth (%S+)')) < 64, out)
+  end)
+end)
+
+describe('Ctrl-C works', function()
+  it('SIGINT during a call returns Lua to the host within a moment, and the request is cancelled', function()
+    local log = H.tmpname()
+    local out, status = H.run_lua(string.format([[
+      local mcp = require('mcp')
+      local f = io.open('/proc/self/stat')
+      local self_pid = f:read('n')
+      f:close()
+      local c = mcp.new({ command = { 'lua5.4', %q, 'mute' }, env = { METHOD_LOG = %q } })
+      os.execute('(sleep 0.5; kill -INT ' .. math.tointeger(self_pid) .. ') &')
+      local t0 = mcp.clock()
+      local ok, err = pcall(c.call, c, 'echo', { message = 'never answered' })
+      print(string.format('returned after %%.2f s: %%s %%s', mcp.clock() - t0, tostring(ok), tostring(err)))
+      os.execute('sleep 0.3')
+      c:close()
+    ]], FAULTY, log))
+    local methods = H.slurp(log) or ''
+    os.remove(log)
+    assert.equal(0, status, out)
+    -- lua5.4's own hook raises; the call never waits out its 60 s.
+    assert.is_truthy(out:find(' s: false mcp:%d+: interrupted!'), out)
+    assert.is_true(tonumber(out:match('returned after (%S+) s')) < 5, out)
+    -- ids: initialize 1, tools/call 2
+    assert.is_truthy(methods:find('notifications/cancelled 2\n', 1, true), methods)
+  end)
+end)
