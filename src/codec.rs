@@ -120,7 +120,7 @@ pub fn peek_id(text: &[u8]) -> Option<Json> {
         if reader.peek() != Some(b'"') {
             return id;
         }
-        let key = reader.string().ok()?;
+        let Ok(key) = reader.string() else { return id };
         reader.skip_space();
         if reader.peek() != Some(b':') {
             return id;
@@ -131,8 +131,9 @@ pub fn peek_id(text: &[u8]) -> Option<Json> {
         if key == b"id" && scalar {
             // Last one wins, as table assignment would have it.
             id = Some(reader.value().ok()?);
-        } else {
-            reader.skip_value().ok()?;
+        } else if reader.skip_value().is_err() {
+            // A line cut short: what was read so far still counts.
+            return id;
         }
         reader.skip_space();
         match reader.peek() {

@@ -238,7 +238,8 @@ fn same_table_key(a: &Value, b: &Value) -> bool {
         (Value::Number(x), Value::Number(y)) => x == y,
         // Exactly, as Lua compares them: 2^63 as a float is no integer key.
         (Value::Integer(i), Value::Number(f)) | (Value::Number(f), Value::Integer(i)) => {
-            f.fract() == 0.0 && *f >= -9.223372036854775808e18 && *f < 9.223372036854775808e18 && *f as i64 == *i
+            const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+            f.fract() == 0.0 && *f >= -TWO_POW_63 && *f < TWO_POW_63 && *f as i64 == *i
         }
         _ => false,
     }

@@ -95,16 +95,18 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     let setup_cell = cell.clone();
     native.set(
         "setup",
-        lua.create_function(move |lua, (module, client_methods, runner, lua_functions): (Table, Table, Function, Table)| {
-            let states = lua.create_table()?;
-            let weak = lua.create_table()?;
-            weak.set("__mode", "k")?;
-            states.set_metatable(Some(weak))?;
-            let (pcall, tostring, pairs) =
-                (lua_functions.get("pcall")?, lua_functions.get("tostring")?, lua_functions.get("pairs")?);
-            let _ = setup_cell.set(Glue { module, client_methods, runner, pcall, tostring, pairs, states });
-            Ok(())
-        })?,
+        lua.create_function(
+            move |lua, (module, client_methods, runner, lua_functions): (Table, Table, Function, Table)| {
+                let states = lua.create_table()?;
+                let weak = lua.create_table()?;
+                weak.set("__mode", "k")?;
+                states.set_metatable(Some(weak))?;
+                let (pcall, tostring, pairs) =
+                    (lua_functions.get("pcall")?, lua_functions.get("tostring")?, lua_functions.get("pairs")?);
+                let _ = setup_cell.set(Glue { module, client_methods, runner, pcall, tostring, pairs, states });
+                Ok(())
+            },
+        )?,
     )?;
     // Finalized when the state closes, after every client (it was made
     // before any of them): background shutdowns must finish before our
@@ -142,15 +144,7 @@ fn export(lua: &Lua, cell: &Rc<OnceCell<Glue>>, f: fn(&Cx, MultiValue) -> Outcom
         let result = match cell.get() {
             Some(glue) => {
                 let check = hook_watch(lua);
-                let run = || interrupt::watching(check, || f(&Cx { lua, glue }, args));
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or_else(|panic| {
-                    let what = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "a panic".into());
-                    Err(Raise::Mcp(Error::Internal(what)))
-                })
+                guarded(|| interrupt::watching(check, || f(&Cx { lua, glue }, args)))
             }
             None => Err(Raise::Mcp(Error::Lua("the module was not set up".into()))),
         };
@@ -169,6 +163,18 @@ fn export(lua: &Lua, cell: &Rc<OnceCell<Glue>>, f: fn(&Cx, MultiValue) -> Outcom
             }
         }
         Ok(out)
+    })
+}
+
+/// Runs `call`, turning a panic into [`Error::Internal`] with its message.
+fn guarded(call: impl FnOnce() -> Outcome) -> Outcome {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into());
+        Err(Raise::Mcp(Error::Internal(what)))
     })
 }
 
@@ -318,4 +324,20 @@ fn close(lua: &Cx, args: MultiValue) -> Outcome {
         }
     }
     Ok(MultiValue::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_an_error_and_the_next_call_works() {
+        let failed = guarded(|| panic!("index out of bounds"));
+        let Err(Raise::Mcp(err)) = failed else { panic!("the panic was not turned into an error") };
+        assert_eq!(
+            err.to_string(),
+            "MCP: internal error (index out of bounds); the call failed, the client can be used again. Please report this."
+        );
+        assert!(matches!(guarded(|| Ok(MultiValue::new())), Ok(v) if v.is_empty()));
+    }
 }

@@ -68,7 +68,9 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
     let env = string_map(opts, "env")?;
     for (name, value) in &env {
         if name.is_empty() || name.contains(['=', '\0']) || value.contains('\0') {
-            let why = format!("mcp.new: opts.env.{name} cannot be passed to a process (a name with '=' or NUL, or a value with NUL)");
+            let why = format!(
+                "mcp.new: opts.env.{name} cannot be passed to a process (a name with '=' or NUL, or a value with NUL)"
+            );
             return Err(Error::BadInput(why).into());
         }
     }
@@ -77,7 +79,10 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
         Value::Nil => None,
         Value::String(path) => {
             let path = path.to_str()?.to_string();
-            Some(std::fs::read(&path).map_err(|e| Error::BadInput(format!("mcp.new: cannot read opts.ca_file {path}: {e}")))?)
+            Some(
+                std::fs::read(&path)
+                    .map_err(|e| Error::BadInput(format!("mcp.new: cannot read opts.ca_file {path}: {e}")))?,
+            )
         }
         _ => return Err(Error::BadInput("mcp.new: opts.ca_file must be a path".into()).into()),
     };

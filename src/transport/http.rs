@@ -80,7 +80,9 @@ const DELETE_TIMEOUT: Duration = Duration::from_secs(2);
 enum Verb<'a> {
     Post(&'a [u8]),
     /// The server's stream, or a resumption of one.
-    Get { last_event_id: Option<&'a str> },
+    Get {
+        last_event_id: Option<&'a str>,
+    },
     Delete,
 }
 
@@ -175,7 +177,9 @@ impl Shared {
             let next = url::Url::parse(&url).and_then(|base| base.join(location)).map_err(|_| refuse("not a URL"))?;
             let same_origin = url::Url::parse(&url).is_ok_and(|base| base.origin() == next.origin());
             if !same_origin {
-                return Err(refuse("another origin: your headers and the session id stay with the one they were given for"));
+                return Err(refuse(
+                    "another origin: your headers and the session id stay with the one they were given for",
+                ));
             }
             if hop == MAX_REDIRECTS {
                 return Err(refuse("too many redirects"));

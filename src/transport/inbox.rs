@@ -69,7 +69,8 @@ impl Inbox {
         let notification = matches!(&event, Event::Message(m) if classify(m) == Kind::Notification);
         let mut q = self.lock();
         if notification {
-            while q.notifications >= MAX_NOTIFICATIONS || (q.bytes + bytes > MAX_BUFFERED_BYTES && q.notifications > 0) {
+            while q.notifications >= MAX_NOTIFICATIONS || (q.bytes + bytes > MAX_BUFFERED_BYTES && q.notifications > 0)
+            {
                 let Some(at) = q.events.iter().position(|e| e.2) else { break };
                 if let Some((_, size, _)) = q.events.remove(at) {
                     q.bytes -= size;
