@@ -62,12 +62,16 @@ describe('HTTP against server-everything #peer', function()
     client:close()
   end)
 
-  it('progress notifications of a long operation reach on_notification', function()
+  it('a long operation completes and, called without a progressToken, brings no notification', function()
+    -- server-everything sends notifications/progress only when the request
+    -- carries _meta.progressToken, which this client does not send, and
+    -- nothing else on this call (no log lines unless logging is toggled on).
     local seen = {}
-    local client = mcp.new({ url = url, on_notification = function(m) seen[#seen + 1] = m.method end })
+    local client = mcp.new({ url = url, on_notification = function(m) seen[#seen + 1] = m end })
     local text = client:call('trigger-long-running-operation', { duration = 1, steps = 2 })
-    assert.is_truthy(text:find('completed', 1, true))
+    assert.equal('Long running operation completed. Duration: 1 seconds, Steps: 2.', text)
     client:close()
+    assert.same({}, seen)
   end)
 
   it('a reply past max_message_bytes is refused (SSE), and the client goes on', function()
@@ -231,10 +235,10 @@ describe('HTTP faults', function()
   end)
 
   it('a slow server meets the timeout, and the client goes on', function()
-    local client = mcp.new({ url = base .. '/slow', timeout = 0.5 })
-    local ok, err = pcall(client.call, client, 'slow', {})
-    assert.is_false(ok)
-    assert.equal('MCP tools/call slow timed out after 0.5 s', err)
+    -- 1.5 s: the same limit covers the handshake, which a loaded machine
+    -- can stretch past a few tenths of a second.
+    local client = mcp.new({ url = base .. '/slow', timeout = 1.5 })
+    assert.has_error(function() client:call('slow', {}) end, 'MCP tools/call slow timed out after 1.5 s')
     assert.equal('Echo: next', (client:call('echo', { message = 'next' })))
     client:close()
     local cancelled = false

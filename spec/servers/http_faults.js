@@ -10,13 +10,35 @@
 //               Last-Event-ID)
 //   /errors     tools/call "bad" gets 400 with a JSON-RPC error body,
 //               "html" a 500 with an HTML page
-//   /slow       tools/call "slow" answers after 1.5 s
+//   /slow       tools/call "slow" answers after 3 s
 //   /evil       hands out a session id full of shell metacharacters
 //   /nostream   a GET gets 405: no server stream
+//   /keepalive  a normal session whose GET stream sends only SSE comments
+//               (": ping") every 100 ms and never ends; DELETE gets 405
+//   /slow-delete  as /keepalive, but DELETE is answered (200) only after 3 s
+//   /hang-get   a normal session whose GET stream is accepted and never
+//               answered: no status line, no headers, ever
+//   /away       every request gets 302 to http://localhost:PORT/landing:
+//               the same server under another host name, another origin
+//   /landing    where /away points: a well-behaved server, as /plain (a
+//               request here is one that should not have been sent)
+//   /moved      every request gets 307 to the relative /plain (same origin)
+//   /login      a POST gets 200 with an HTML sign-in page
+//   /auth       a POST gets 401 with a WWW-Authenticate challenge naming the
+//               resource metadata, and the JSON body {"error":"invalid_token"}
+//   /forbidden  a POST gets 403 with no WWW-Authenticate and no body
+//   /many-headers  a POST gets 200 with 200 distinct response headers
+//   /huge-header   a POST gets 200 with one response header of 100 KB
 //
 // GET /log returns every request seen (method, path, headers, body) and
 // clears it. On the GET stream the server sends a ping and a notification
 // as soon as a client opens it.
+//
+// GET /stats returns {"open": N, "paths": {PATH: N}, "streams": {PATH: N}}:
+// the connections open right now among those that carried a request to a
+// path other than /log and /stats (so the asking connection is never
+// counted), in all and by the path of the last request each carried;
+// "streams" counts those whose last request was a GET.
 const http = require('http');
 const https = require('https');
 const fs = require('fs');
@@ -44,7 +66,19 @@ function toolResult(text, isError) {
 
 const [certFile, keyFile] = process.argv.slice(3);
 const tls = certFile ? { cert: fs.readFileSync(certFile), key: fs.readFileSync(keyFile) } : null;
+// Sockets that carried a request to a counted path, for /stats.
+const tracked = new Set();
 const listener = (req, res) => {
+  const first = req.url.split('?')[0];
+  if (first !== '/log' && first !== '/stats') {
+    const sock = req.socket;
+    sock.lastPath = first;
+    sock.lastMethod = req.method;
+    if (!tracked.has(sock)) {
+      tracked.add(sock);
+      sock.on('close', () => tracked.delete(sock));
+    }
+  }
   let chunks = [];
   req.on('data', (c) => chunks.push(c));
   req.on('end', () => {
@@ -55,6 +89,16 @@ const listener = (req, res) => {
       log = [];
       return;
     }
+    if (path === '/stats') {
+      const paths = {};
+      const streams = {};
+      for (const sock of tracked) {
+        paths[sock.lastPath] = (paths[sock.lastPath] || 0) + 1;
+        if (sock.lastMethod === 'GET') streams[sock.lastPath] = (streams[sock.lastPath] || 0) + 1;
+      }
+      json(res, 200, { open: tracked.size, paths, streams });
+      return;
+    }
     log.push({ method: req.method, path, headers: req.headers, body });
     handle(path, req, res, body);
   });
@@ -63,9 +107,51 @@ const server = tls ? https.createServer(tls, listener) : http.createServer(liste
 
 function handle(path, req, res, body) {
   const sid = req.headers['mcp-session-id'];
+  const port = server.address().port;
+  if (path === '/away') {
+    res.writeHead(302, { Location: `http://localhost:${port}/landing` });
+    res.end();
+    return;
+  }
+  if (path === '/moved') {
+    res.writeHead(307, { Location: '/plain' });
+    res.end();
+    return;
+  }
+  if (req.method === 'POST' && path === '/login') {
+    res.writeHead(200, { 'Content-Type': 'text/html' });
+    res.end('<html><body>Sign in</body></html>');
+    return;
+  }
+  if (req.method === 'POST' && path === '/auth') {
+    return json(res, 401, { error: 'invalid_token' }, {
+      'WWW-Authenticate': `Bearer resource_metadata="http://127.0.0.1:${port}/.well-known/oauth-protected-resource"`,
+    });
+  }
+  if (req.method === 'POST' && path === '/forbidden') {
+    res.writeHead(403);
+    res.end();
+    return;
+  }
+  if (req.method === 'POST' && path === '/many-headers') {
+    const headers = { 'Content-Type': 'application/json' };
+    for (let i = 1; i <= 200; i++) headers[`X-Filler-${i}`] = String(i);
+    res.writeHead(200, headers);
+    res.end('{}');
+    return;
+  }
+  if (req.method === 'POST' && path === '/huge-header') {
+    res.writeHead(200, { 'Content-Type': 'application/json', 'X-Huge': 'h'.repeat(100 * 1024) });
+    res.end('{}');
+    return;
+  }
   if (req.method === 'DELETE') {
     sessions.delete(sid);
-    res.writeHead(path === '/plain' ? 200 : 405);
+    if (path === '/slow-delete') {
+      setTimeout(() => { res.writeHead(200); res.end(); }, 3000);
+      return;
+    }
+    res.writeHead(path === '/plain' || path === '/landing' ? 200 : 405);
     res.end();
     return;
   }
@@ -90,6 +176,16 @@ function handle(path, req, res, body) {
       res.writeHead(405);
       res.end();
       return;
+    }
+    if (path === '/hang-get') {
+      return; // accepted, never answered
+    }
+    if (path === '/keepalive' || path === '/slow-delete') {
+      res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+      res.write(': ping\n\n');
+      const timer = setInterval(() => res.write(': ping\n\n'), 100);
+      res.on('close', () => clearInterval(timer));
+      return; // never ends
     }
     res.writeHead(200, { 'Content-Type': 'text/event-stream' });
     res.write(': server stream\n\n');
@@ -144,7 +240,7 @@ function handle(path, req, res, body) {
   }
   const reply = result(msg.id, toolResult(name === 'whoami' ? `${sid} ${s.requests}` : `Echo: ${args.message}`));
   if (path === '/slow' && name === 'slow') {
-    setTimeout(() => json(res, 200, reply), 1500);
+    setTimeout(() => json(res, 200, reply), 3000);
     return;
   }
   if (path === '/drop') {

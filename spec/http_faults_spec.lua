@@ -1,0 +1,224 @@
+-- Quirks of the native HTTP transport that only a misbehaving server shows:
+-- streams that never end or never start, redirects, answers that are not
+-- MCP at all, response headers past what the client reads, and header
+-- values HTTP does not allow. The server is spec/servers/http_faults.js
+-- (its header comment lists the paths); what it saw is read back with node
+-- one-liners, so no assertion trusts our own client.
+local H = require('helpers')
+local trace = require('trace')
+
+local mcp = H.native()
+
+-- GET base..path with node's fetch, decoded.
+local function node_get(base, path)
+  local p = io.popen('node -e "fetch(\'' .. base .. path .. '\').then(r => r.text()).then(t => process.stdout.write(t))"')
+  local text = p:read('a')
+  p:close()
+  return assert(trace.decode(text), 'not JSON from ' .. path .. ': ' .. tostring(text))
+end
+
+-- Calls `check` until it returns true or `seconds` pass (by mcp.clock);
+-- true when it did. Each check is a node process (some 50 ms), so no
+-- extra pause between them.
+local function within(seconds, check)
+  local deadline = mcp.clock() + seconds
+  repeat
+    if check() then return true end
+  until mcp.clock() > deadline
+  return check()
+end
+
+describe('HTTP transport quirks', function()
+  local stop, base, port
+  setup(function()
+    port = H.port()
+    _, stop = H.start('node ' .. H.ROOT .. '/spec/servers/http_faults.js ' .. port, 'listening on')
+    base = 'http://127.0.0.1:' .. port
+  end)
+  teardown(function() stop() end)
+
+  local function stats() return node_get(base, '/stats') end
+  local function log() return node_get(base, '/log') end
+
+  -- Connections the server has open for `path`: all of them, and those
+  -- whose last request was a GET (the server's stream).
+  local function open(path)
+    local s = stats()
+    return s.paths[path] or 0, s.streams[path] or 0
+  end
+
+  local function requests(entries, method, path)
+    local out = {}
+    for _, r in ipairs(entries) do
+      if (not method or r.method == method) and (not path or r.path == path) then out[#out + 1] = r end
+    end
+    return out
+  end
+
+  -- The client's stream thread opens the GET after the handshake: wait
+  -- until the server holds it.
+  local function stream_opened(path)
+    return within(2, function() return select(2, open(path)) > 0 end)
+  end
+
+  it('close ends a GET stream that only sends keep-alive comments: the server sees no connection left', function()
+    local client = mcp.new({ url = base .. '/keepalive' })
+    client:discover()
+    assert.equal('Echo: x', (client:call('echo', { message = 'x' })))
+    assert.is_true(stream_opened('/keepalive'), 'the GET stream never opened')
+    local t0 = mcp.clock()
+    client:close()
+    assert.is_true(mcp.clock() - t0 < 1, 'close took ' .. (mcp.clock() - t0) .. ' s')
+    assert.is_true(within(2, function() return open('/keepalive') == 0 end),
+      'connections still open: ' .. trace.encode(stats()))
+  end)
+
+  it('a collected client ends its keep-alive stream too, and collectgarbage does not wait for the DELETE', function()
+    log()
+    local client = mcp.new({ url = base .. '/slow-delete' })
+    client:discover()
+    assert.equal('Echo: x', (client:call('echo', { message = 'x' })))
+    assert.is_true(stream_opened('/slow-delete'), 'the GET stream never opened')
+    local session = client.session_id
+    assert.is_string(session)
+    client = nil -- luacheck: ignore
+    local t0 = mcp.clock()
+    collectgarbage()
+    collectgarbage()
+    local took = mcp.clock() - t0
+    -- The DELETE takes the server 3 s (the client gives up after 2): a
+    -- synchronous one would hold collectgarbage past this bound.
+    assert.is_true(took < 1, 'collectgarbage took ' .. took .. ' s')
+    assert.is_true(within(2, function() return select(2, open('/slow-delete')) == 0 end),
+      'the GET stream is still open: ' .. trace.encode(stats()))
+    -- The DELETE went out, from the background, with the session id.
+    local deletes = {}
+    assert.is_true(within(2, function()
+      for _, r in ipairs(requests(log(), 'DELETE', '/slow-delete')) do deletes[#deletes + 1] = r end
+      return #deletes > 0
+    end), 'no DELETE reached the server')
+    assert.equal(1, #deletes)
+    assert.equal(session, deletes[1].headers['mcp-session-id'])
+    -- and its connection ends when the client gives up on it (2 s).
+    assert.is_true(within(3, function() return open('/slow-delete') == 0 end),
+      'connections still open: ' .. trace.encode(stats()))
+  end)
+
+  it('a GET stream that is accepted and never answered holds neither a call nor close', function()
+    local client = mcp.new({ url = base .. '/hang-get', timeout = 30 })
+    client:discover()
+    assert.is_true(stream_opened('/hang-get'), 'the GET never reached the server')
+    local t0 = mcp.clock()
+    assert.equal('Echo: x', (client:call('echo', { message = 'x' })))
+    assert.is_true(mcp.clock() - t0 < 2, 'the call took ' .. (mcp.clock() - t0) .. ' s')
+    t0 = mcp.clock()
+    client:close()
+    assert.is_true(mcp.clock() - t0 < 3, 'close took ' .. (mcp.clock() - t0) .. ' s')
+    assert.is_true(within(2, function() return open('/hang-get') == 0 end),
+      'connections still open: ' .. trace.encode(stats()))
+  end)
+
+  it('a redirect to another origin is refused with its Location, and never followed', function()
+    log()
+    local client = mcp.new({ url = base .. '/away', headers = { ['X-Api-Key'] = 'secret' } })
+    local ok, err = pcall(client.discover, client)
+    assert.is_false(ok)
+    assert.equal('MCP transport failed (302): the server at ' .. base .. '/away redirected to http://localhost:' .. port
+      .. '/landing, which is not followed (another origin: your headers and the session id stay with the one they'
+      .. ' were given for); use that address as opts.url if you trust it', err)
+    client:close()
+    local seen = log()
+    assert.is_true(#requests(seen, 'POST', '/away') > 0)
+    assert.same({}, requests(seen, nil, '/landing'))
+  end)
+
+  it('a same-origin 307 with a relative Location is followed, method, body and headers kept', function()
+    log()
+    local client = mcp.new({ url = base .. '/moved', headers = { ['X-Api-Key'] = 'secret' } })
+    local tools = client:discover()
+    assert.equal(2, #tools)
+    assert.equal('Echo: through', (client:call('echo', { message = 'through' })))
+    client:close()
+    local seen = log()
+    local landed = requests(seen, nil, '/plain')
+    assert.is_true(#landed >= 4)
+    for i, r in ipairs(landed) do
+      assert.equal('secret', r.headers['x-api-key'], 'request ' .. i .. ' to /plain')
+    end
+    -- Each POST to /moved arrived at /plain as a POST with the same body.
+    local function bodies(entries)
+      local out = {}
+      for _, r in ipairs(entries) do out[#out + 1] = r.body end
+      table.sort(out)
+      return out
+    end
+    assert.same(bodies(requests(seen, 'POST', '/moved')), bodies(requests(seen, 'POST', '/plain')))
+    assert.equal(1, #requests(seen, 'DELETE', '/plain'))
+  end)
+
+  it('a 200 with an HTML page (a login page) fails at once, quoting it', function()
+    local client = mcp.new({ url = base .. '/login', timeout = 30 })
+    local t0 = mcp.clock()
+    local ok, err = pcall(client.discover, client)
+    assert.is_false(ok)
+    assert.is_true(mcp.clock() - t0 < 2, 'discover took ' .. (mcp.clock() - t0) .. ' s')
+    assert.equal('MCP transport failed (200): the server at ' .. base .. '/login answered text/html, not JSON or an'
+      .. ' event stream: <html><body>Sign in</body></html>', err)
+    client:close()
+  end)
+
+  it('a 401 says credentials are needed and quotes WWW-Authenticate', function()
+    local client = mcp.new({ url = base .. '/auth' })
+    local ok, err = pcall(client.discover, client)
+    assert.is_false(ok)
+    assert.equal('MCP transport failed (401): the server at ' .. base .. '/auth refused the request (HTTP 401,'
+      .. ' WWW-Authenticate: Bearer resource_metadata="http://127.0.0.1:' .. port
+      .. '/.well-known/oauth-protected-resource"); it needs credentials, e.g. opts.headers.Authorization', err)
+    client:close()
+  end)
+
+  it('a 403 without a challenge says credentials are needed', function()
+    local client = mcp.new({ url = base .. '/forbidden' })
+    local ok, err = pcall(client.discover, client)
+    assert.is_false(ok)
+    assert.equal('MCP transport failed (403): the server at ' .. base .. '/forbidden refused the request (HTTP 403);'
+      .. ' it needs credentials, e.g. opts.headers.Authorization', err)
+    client:close()
+  end)
+
+  it('more response headers than the client reads (128) is a named failure', function()
+    local client = mcp.new({ url = base .. '/many-headers' })
+    local ok, err = pcall(client.discover, client)
+    assert.is_false(ok)
+    assert.equal('MCP transport failed (8): the server at ' .. base .. '/many-headers sent more response headers than'
+      .. ' this client reads (128)', err)
+    client:close()
+  end)
+
+  it('response headers over 64 KB are a named failure', function()
+    local client = mcp.new({ url = base .. '/huge-header' })
+    local ok, err = pcall(client.discover, client)
+    assert.is_false(ok)
+    -- 65536: ureq's default max_response_header_size.
+    assert.equal('MCP transport failed (8): the server at ' .. base .. '/huge-header sent response headers over 65536'
+      .. ' bytes, more than this client reads', err)
+    client:close()
+  end)
+
+  it('header values with NUL or DEL are refused at mcp.new; a tab is sent as given', function()
+    for _, value in ipairs({ 'a\0b', 'a\127b', '\1' }) do
+      local ok, err = pcall(mcp.new, { url = base .. '/plain', headers = { ['X-Key'] = value } })
+      assert.is_false(ok)
+      assert.equal('mcp.new: opts.headers.X-Key contains a control byte (NUL, DEL or another), which HTTP does not allow', err)
+    end
+    log()
+    local client = mcp.new({ url = base .. '/plain', headers = { ['X-Key'] = 'a\tb' } })
+    assert.equal('Echo: tab', (client:call('echo', { message = 'tab' })))
+    client:close()
+    local seen = requests(log(), 'POST', '/plain')
+    assert.is_true(#seen > 0)
+    for i, r in ipairs(seen) do
+      assert.equal('a\tb', r.headers['x-key'], 'request ' .. i)
+    end
+  end)
+end)
