@@ -35,6 +35,18 @@ pub fn watching<T>(check: Check, body: impl FnOnce() -> T) -> T {
     body()
 }
 
+/// Whether this thread runs a Lua call that can be interrupted: waits on
+/// other threads need no slices.
+pub fn watched() -> bool {
+    CHECK.with(|c| c.borrow().is_some())
+}
+
+/// Runs `body` where [`requested`] answers no: for what must still go out
+/// after an interruption (the cancellation of the interrupted request).
+pub fn shielded<T>(body: impl FnOnce() -> T) -> T {
+    watching(Box::new(|| false), body)
+}
+
 /// Whether the host asked for its thread back. Always false on threads
 /// that are not running a Lua call (readers, stream threads).
 pub fn requested() -> bool {

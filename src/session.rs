@@ -100,6 +100,15 @@ impl Session {
                 None => {}
             }
         });
+        // Interrupted inside the transport (an HTTP POST waiting for its
+        // body): the request still needs its cancellation and its name.
+        let outcome = match outcome {
+            Err(Error::Interrupted { what: inner }) if inner.is_empty() => {
+                self.abandon(id, message, "interrupted by the user");
+                Err(Error::Interrupted { what: what.to_string() })
+            }
+            other => other,
+        };
         // Only a dead transport ends the session; a timeout or an
         // oversized reply leaves the server answering the next request.
         if let Err(Error::Transport { .. }) = &outcome {
@@ -114,7 +123,9 @@ impl Session {
     /// send changes nothing: the caller gets its error either way.
     fn abandon(&mut self, id: &Json, message: &Json, reason: &str) {
         if message.get("method") != Some(&Json::str("initialize")) {
-            let _ = self.transport.send(&protocol::cancelled(id, reason));
+            // Shielded: after Ctrl-C the host's hook is still set, and the
+            // cancellation must not be interrupted in its turn.
+            let _ = interrupt::shielded(|| self.transport.send(&protocol::cancelled(id, reason)));
         } else {
             self.broken = true;
         }

@@ -22,6 +22,14 @@
 //! garbage collector sends it from a background thread, joined when the
 //! Lua state closes, so collection never waits on a slow server.
 //!
+//! CTRL-C
+//!
+//! A POST whose reply is a JSON body is waited for inside ureq, on the Lua
+//! thread. So that the host can still take its thread back (see
+//! `interrupt`), the connection is ureq's own chain (proxy, TCP, TLS) with
+//! its waits for input cut into slices on a Lua call's thread; between
+//! slices it asks `interrupt::requested`.
+//!
 //! REDIRECTS
 //!
 //! The user's headers (an API key) and the session id belong to the origin
@@ -41,10 +49,17 @@ use std::time::{Duration, Instant};
 
 use ureq::http::Response;
 use ureq::tls::{parse_pem, PemItem, RootCerts, TlsConfig};
+use ureq::unversioned::resolver::DefaultResolver;
+use ureq::unversioned::transport::time::Duration as WireDuration;
+use ureq::unversioned::transport::{
+    Buffers, ConnectProxyConnector, ConnectionDetails, Connector, NextTimeout, RustlsConnector, TcpConnector,
+    Transport as Wire,
+};
 use ureq::{Agent, Body};
 
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
+use crate::interrupt;
 use crate::protocol::{answer_server_request, classify, id_key, is_forwarded, IdKey, Kind};
 use crate::session::seconds_text;
 use crate::transport::inbox::{Event, Inbox};
@@ -203,6 +218,10 @@ impl Shared {
         let weird = |what: String| Error::Transport { code: "8".into(), detail: format!("the server at {url} {what}") };
         match err {
             ureq::Error::Timeout(_) => Error::HttpTimeout { url: url.to_string(), seconds: seconds_text(timeout) },
+            // Our own, from `SlicedWire`: the session names the request.
+            ureq::Error::Io(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                Error::Interrupted { what: String::new() }
+            }
             ureq::Error::HostNotFound => unreachable("6", None),
             // A certificate problem is not a network problem: say which.
             ureq::Error::Rustls(e) => unreachable("60", Some(format!("TLS: {e}"))),
@@ -309,7 +328,8 @@ impl Http {
                 .max_idle_connections_per_host(idle)
                 .tls_config(tls.clone())
                 .build();
-            Agent::new_with_config(config)
+            let connector = ().chain(ConnectProxyConnector::default()).chain(Sliced(TcpConnector::default()));
+            Agent::with_parts(config, connector.chain(RustlsConnector::default()), DefaultResolver::default())
         };
         let shared = Arc::new(Shared {
             agent: agent(4),
@@ -603,6 +623,66 @@ pub fn join_background() {
     let closers = std::mem::take(&mut *lock(&BACKGROUND));
     for c in closers {
         let _ = c.join();
+    }
+}
+
+/// A connector whose connections wait for input in slices (see CTRL-C).
+#[derive(Debug)]
+struct Sliced<C>(C);
+
+impl<In: Wire, C: Connector<In>> Connector<In> for Sliced<C> {
+    type Out = SlicedWire<C::Out>;
+
+    fn connect(
+        &self,
+        details: &ConnectionDetails,
+        chained: Option<In>,
+    ) -> std::result::Result<Option<Self::Out>, ureq::Error> {
+        Ok(self.0.connect(details, chained)?.map(SlicedWire))
+    }
+}
+
+#[derive(Debug)]
+struct SlicedWire<T>(T);
+
+impl<T: Wire> Wire for SlicedWire<T> {
+    fn buffers(&mut self) -> &mut dyn Buffers {
+        self.0.buffers()
+    }
+
+    fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> std::result::Result<(), ureq::Error> {
+        self.0.transmit_output(amount, timeout)
+    }
+
+    fn await_input(&mut self, timeout: NextTimeout) -> std::result::Result<bool, ureq::Error> {
+        // Stream threads run no Lua call: one wait, however long.
+        if !interrupt::watched() {
+            return self.0.await_input(timeout);
+        }
+        let start = Instant::now();
+        loop {
+            let left = timeout.after.saturating_sub(start.elapsed());
+            let slice = left.min(interrupt::SLICE);
+            let last = slice == left && !timeout.after.is_not_happening();
+            match self.0.await_input(NextTimeout { after: WireDuration::Exact(slice), ..timeout }) {
+                // The slice ended, not the wait: nothing was read.
+                Err(ureq::Error::Timeout(_)) if !last => {
+                    if interrupt::requested() {
+                        let why = std::io::Error::new(std::io::ErrorKind::Interrupted, "interrupted by the user");
+                        return Err(ureq::Error::Io(why));
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn is_open(&mut self) -> bool {
+        self.0.is_open()
+    }
+
+    fn is_tls(&self) -> bool {
+        self.0.is_tls()
     }
 }
 
