@@ -62,12 +62,32 @@ describe('nesting never crashes the host', function()
     client:close()
   end)
 
+  it('a too-deep server request is refused with -32600, not taken for the reply with the same id', function()
+    local client = mcp.new({ command = H.faulty('plain'), timeout = 30 })
+    pid_of(client)
+    -- ids: initialize 1, pid 2, deep_request 3
+    assert.equal('{"error":{"code":-32600,"message":"Invalid Request: nested deeper than 512 levels, which this client '
+      .. 'does not read"},"id":3,"jsonrpc":"2.0"}', (client:call('deep_request')))
+    client:close()
+  end)
+
   it('a too-deep line with no readable id is named when the request times out', function()
     local client = mcp.new({ command = H.faulty('plain'), timeout = 1 })
     pid_of(client)
     assert.has_error(function() client:call('deep_noid') end,
       'MCP tools/call deep_noid timed out after 1 s; meanwhile a message nested deeper than 512 levels was skipped, '
       .. 'with no id that could be read')
+    client:close()
+  end)
+end)
+
+describe('a request keeps its time limit', function()
+  it('a server that sends a notification every 20 ms still meets the timeout', function()
+    local notes = 0
+    local client = mcp.new({ command = H.faulty('plain'), timeout = 1, on_notification = function() notes = notes + 1 end })
+    pid_of(client)
+    assert.has_error(function() client:call('chatter', { ms = 4000 }) end, 'MCP tools/call chatter timed out after 1 s')
+    assert.is_true(notes > 0)
     client:close()
   end)
 end)

@@ -94,20 +94,37 @@ impl fmt::Display for DecodeError {
 
 /// Nesting deeper than this is refused rather than recursed into, both
 /// ways: a hostile line of `[[[[...` must not overflow the Lua host's
-/// stack, and neither may a Lua table 12,000 levels deep (the binding's
-/// encoder stops at the same depth, so what we send we could also read).
+/// stack, and neither may a Lua table 12,000 levels deep. The binding's
+/// encoder bounds a value (the arguments) at this depth, the decoder a
+/// whole message; so a value within a few levels of the limit, echoed
+/// back inside a reply, can be refused on its way in.
 pub const MAX_DEPTH: usize = 512;
 
 /// The error `decode` gives for nesting past [`MAX_DEPTH`].
 pub const TOO_DEEP: &str = "nested too deeply";
 
-/// The `id` of a JSON object, read without following any nested value:
-/// used when a message is refused as too deep, so that the request it
-/// answers can fail at once instead of waiting out its time. Values are
-/// skipped by counting brackets, so the id is found wherever it stands at
-/// the top level; None when the text is not an object or has no
-/// readable scalar id.
-pub fn peek_id(text: &[u8]) -> Option<Json> {
+/// What the top level of a message says about it, read without following
+/// any nested value: used when a message is refused as too deep.
+#[derive(Debug, Default, PartialEq)]
+pub struct Envelope {
+    /// Its scalar `id`, when one could be read.
+    pub id: Option<Json>,
+    /// It has a `method`: a request or notification from the server, not
+    /// a reply to us (whose ids may well collide with ours).
+    pub has_method: bool,
+}
+
+/// The [`Envelope`] of a JSON object: so that the request a too-deep reply
+/// answers can fail at once instead of waiting out its time, and a too-deep
+/// server request can be refused. Values are skipped by counting brackets,
+/// so the id is found wherever it stands at the top level.
+pub fn peek_envelope(text: &[u8]) -> Envelope {
+    let mut envelope = Envelope::default();
+    envelope.id = peek_top_level(text, &mut envelope.has_method);
+    envelope
+}
+
+fn peek_top_level(text: &[u8], has_method: &mut bool) -> Option<Json> {
     let mut reader = Reader { text, pos: 0, depth: MAX_DEPTH - 1 };
     reader.skip_space();
     if reader.peek() != Some(b'{') {
@@ -121,6 +138,7 @@ pub fn peek_id(text: &[u8]) -> Option<Json> {
             return id;
         }
         let Ok(key) = reader.string() else { return id };
+        *has_method |= key == b"method";
         reader.skip_space();
         if reader.peek() != Some(b':') {
             return id;
@@ -638,11 +656,14 @@ mod tests {
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
         let after = format!(r#"{{"jsonrpc":"2.0","result":{{"a":{deep},"s":"]}}\""}},"id":7}}"#);
         assert_eq!(decode(after.as_bytes()).unwrap_err().what, TOO_DEEP);
+        let peek_id = |text: &[u8]| peek_envelope(text).id;
         assert_eq!(peek_id(after.as_bytes()), Some(Json::Int(7)));
         let before = format!(r#"{{"id":"x","result":{}"#, "[".repeat(100_000));
         assert_eq!(peek_id(before.as_bytes()), Some(Json::str("x")));
         assert_eq!(peek_id(b"[1]"), None);
         assert_eq!(peek_id(format!(r#"{{"result":{}"#, "[".repeat(1000)).as_bytes()), None);
+        let request = format!(r#"{{"id":3,"params":{deep},"method":"sampling/createMessage"}}"#);
+        assert_eq!(peek_envelope(request.as_bytes()), Envelope { id: Some(Json::Int(3)), has_method: true });
     }
 
     #[test]

@@ -96,6 +96,14 @@ pub fn answer_server_request(request: &Json) -> Option<Json> {
     Some(error_response(id, -32601, &message))
 }
 
+/// The answer to a server request too deep to read (see
+/// `codec::peek_envelope`): JSON-RPC's "invalid request".
+pub fn too_deep_request_answer(id: Json) -> Json {
+    let why =
+        format!("Invalid Request: nested deeper than {} levels, which this client does not read", codec::MAX_DEPTH);
+    error_response(id, -32600, &why)
+}
+
 /// Whether a server request goes to a Lua handler rather than being
 /// answered by the transport thread.
 pub fn is_forwarded(request: &Json, forward: &[String]) -> bool {
@@ -173,7 +181,10 @@ impl Replies {
             let msg = match codec::decode(payload) {
                 Ok(msg) => msg,
                 Err(e) if e.what == codec::TOO_DEEP => {
-                    self.too_deep.extend(codec::peek_id(payload).as_ref().and_then(id_key));
+                    let envelope = codec::peek_envelope(payload);
+                    if !envelope.has_method {
+                        self.too_deep.extend(envelope.id.as_ref().and_then(id_key));
+                    }
                     continue;
                 }
                 Err(_) => continue,

@@ -62,13 +62,18 @@ impl Session {
         let outcome = self.transport.send(message).and_then(|()| loop {
             let slice_end = deadline.min(Instant::now() + interrupt::SLICE);
             let received = self.transport.receive(slice_end)?;
-            let dropped = self.transport.take_dropped();
-            if dropped > 0 {
-                peer.notification(protocol::dropped_notice(dropped));
+            // Checked before anything reaches Lua, and whatever arrives: a
+            // server that chats every few milliseconds must not keep a
+            // request past its time, nor hold off Ctrl-C (and a Lua
+            // callback would run the host's one-shot hook and lose it).
+            if interrupt::requested() {
+                self.abandon(id, message, "interrupted by the user");
+                break Err(Error::Interrupted { what: what.to_string() });
             }
+            let mut reply = None;
             match received {
                 Some(Received::Message(msg)) => match classify(&msg) {
-                    Kind::Response(key) if Some(&key) == wanted.as_ref() => break Ok(msg),
+                    Kind::Response(key) if Some(&key) == wanted.as_ref() => reply = Some(msg),
                     Kind::Notification => peer.notification(msg),
                     Kind::ServerRequest => {
                         let answer = peer.request(&msg);
@@ -80,24 +85,27 @@ impl Session {
                     break Err(Error::ReplyTooDeep { what: what.to_string(), limit: codec::MAX_DEPTH });
                 }
                 Some(Received::TooDeep(key)) => skipped_unreadable |= key.is_none(),
-                None if Instant::now() >= deadline => {
-                    let note = if skipped_unreadable {
-                        format!(
-                            "; meanwhile a message nested deeper than {} levels was skipped, with no id that could be read",
-                            codec::MAX_DEPTH
-                        )
-                    } else {
-                        String::new()
-                    };
-                    let reason = format!("timed out after {} s", seconds_text(timeout));
-                    self.abandon(id, message, &reason);
-                    break Err(Error::Timeout { what: what.to_string(), seconds: seconds_text(timeout), note });
-                }
-                None if interrupt::requested() => {
-                    self.abandon(id, message, "interrupted by the user");
-                    break Err(Error::Interrupted { what: what.to_string() });
-                }
                 None => {}
+            }
+            let dropped = self.transport.take_dropped();
+            if dropped > 0 {
+                peer.notification(protocol::dropped_notice(dropped));
+            }
+            if let Some(reply) = reply {
+                break Ok(reply);
+            }
+            if Instant::now() >= deadline {
+                let note = if skipped_unreadable {
+                    format!(
+                        "; meanwhile a message nested deeper than {} levels was skipped, with no id that could be read",
+                        codec::MAX_DEPTH
+                    )
+                } else {
+                    String::new()
+                };
+                let reason = format!("timed out after {} s", seconds_text(timeout));
+                self.abandon(id, message, &reason);
+                break Err(Error::Timeout { what: what.to_string(), seconds: seconds_text(timeout), note });
             }
         });
         // Interrupted inside the transport (an HTTP POST waiting for its

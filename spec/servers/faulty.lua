@@ -25,6 +25,9 @@
 --   deep         replies with a result nested 600 levels deep
 --   deep_noid    writes a 600-deep line with no id, and never replies
 --   flood {mb}   replies, then writes MB megabytes of notifications
+--   chatter {ms} a notification every 20 ms for MS milliseconds, then a reply
+--   deep_request asks the client a request nested 600 levels deep, with
+--                the id of the client's own call, and returns the answer
 --   orphan_exit  starts a helper that keeps stdout open, then exits 5
 --   daemon       starts a helper in a session of its own (setsid) that
 --                keeps every pipe open; its pid goes to $DAEMON_PID_FILE
@@ -96,6 +99,29 @@ end
 
 function raw_tools.deep_noid()
   raw(string.rep('[', 600) .. string.rep(']', 600) .. '\n')
+end
+
+function raw_tools.chatter(msg)
+  local note = trace.encode({ jsonrpc = '2.0', method = 'notifications/message', params = { level = 'info', data = 'busy' } })
+  for _ = 1, math.floor((msg.params.arguments.ms or 1000) / 20) do
+    raw(note .. '\n')
+    os.execute('sleep 0.02')
+  end
+  server.result(msg.id, server.text('done chattering'))
+end
+
+function raw_tools.deep_request(msg)
+  raw('{"jsonrpc":"2.0","id":' .. trace.encode(msg.id) .. ',"method":"sampling/createMessage","params":{"deep":'
+    .. string.rep('[', 600) .. string.rep(']', 600) .. '}}\n')
+  while true do
+    local line = io.stdin:read('l')
+    if not line then os.exit(0) end
+    local m = trace.decode(line)
+    if type(m) == 'table' and m.id == msg.id and m.method == nil then
+      server.result(msg.id, server.text(trace.encode(m)))
+      return
+    end
+  end
 end
 
 function raw_tools.flood(msg)

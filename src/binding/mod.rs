@@ -184,22 +184,44 @@ fn guarded(call: impl FnOnce() -> Outcome) -> Outcome {
 /// from the one in place when the call began means exactly that; the wait
 /// then returns, and the hook fires as soon as the prelude runs again.
 fn hook_watch(lua: &Lua) -> Box<dyn Fn() -> bool> {
-    let mut state: *mut mlua::ffi::lua_State = std::ptr::null_mut();
-    // SAFETY: the closure only records the pointer of the running state.
-    // The pointer is read (never written through) by the check below, and
+    let mut states: [*mut mlua::ffi::lua_State; 2] = [std::ptr::null_mut(); 2];
+    // SAFETY: the closure records the running state and the main thread
+    // (lua.c sets its hook on the main thread; a call made from a
+    // coroutine runs on another), leaving the stack as it found it. The
+    // pointers are read (never written through) by the check below, and
     // only while this call runs: `interrupt::watching` drops the check
-    // before the call returns.
-    let _ = unsafe { lua.exec_raw::<()>((), |s| state = s) };
-    if state.is_null() {
+    // before the call returns. The main thread lives as long as the state.
+    let _ = unsafe {
+        lua.exec_raw::<()>((), |s| {
+            states[0] = s;
+            mlua::ffi::lua_rawgeti(s, mlua::ffi::LUA_REGISTRYINDEX, mlua::ffi::LUA_RIDX_MAINTHREAD);
+            states[1] = mlua::ffi::lua_tothread(s, -1);
+            mlua::ffi::lua_pop(s, 1);
+        })
+    };
+    if states[0].is_null() {
         return Box::new(|| false);
     }
-    // SAFETY: reading the hook fields of a live state, see above.
-    let hook_of = move || unsafe {
-        let hook = mlua::ffi::lua_gethook(state).map_or(0, |h| h as usize);
-        (hook, mlua::ffi::lua_gethookmask(state), mlua::ffi::lua_gethookcount(state))
+    // SAFETY: reading the hook fields of live states, see above.
+    let hooks_of = move || {
+        states.map(|state| unsafe {
+            if state.is_null() {
+                return (0, 0, 0);
+            }
+            let hook = mlua::ffi::lua_gethook(state).map_or(0, |h| h as usize);
+            (hook, mlua::ffi::lua_gethookmask(state), mlua::ffi::lua_gethookcount(state))
+        })
     };
-    let at_start = hook_of();
-    Box::new(move || hook_of() != at_start)
+    let at_start = hooks_of();
+    // Latched: lua.c's hook clears itself when it fires, so once seen the
+    // request stays seen even if Lua code ran meanwhile.
+    let seen = std::cell::Cell::new(false);
+    Box::new(move || {
+        if !seen.get() && hooks_of() != at_start {
+            seen.set(true);
+        }
+        seen.get()
+    })
 }
 
 /// What every native function works with: the Lua state and its glue.

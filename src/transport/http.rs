@@ -60,7 +60,7 @@ use ureq::{Agent, Body};
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
 use crate::interrupt;
-use crate::protocol::{answer_server_request, classify, id_key, is_forwarded, IdKey, Kind};
+use crate::protocol::{answer_server_request, classify, id_key, is_forwarded, too_deep_request_answer, IdKey, Kind};
 use crate::session::seconds_text;
 use crate::transport::inbox::{Event, Inbox};
 use crate::transport::{Received, Transport};
@@ -89,6 +89,12 @@ const ERROR_EXCERPT: usize = 200;
 const MAX_REDIRECTS: usize = 5;
 /// The session's DELETE when closing: a courtesy, not worth a long wait.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(2);
+/// A cancellation: the same courtesy.
+const NOTICE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Connecting a stream thread's GET: bounded apart from `opts.timeout`, so
+/// that closing, which waits for stream threads, waits this long at most
+/// for one that is still connecting.
+const STREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The three kinds of request this transport makes.
 #[derive(Clone, Copy)]
@@ -105,6 +111,8 @@ enum Verb<'a> {
 struct Shared {
     agent: Agent,
     options: Options,
+    /// Where requests go: `options.url`, or where it redirected to.
+    url: Mutex<String>,
     session_id: Mutex<Option<String>>,
     protocol_version: Mutex<Option<String>>,
     inbox: Arc<Inbox>,
@@ -159,8 +167,11 @@ impl Shared {
     }
 
     /// One request, following same-origin redirects (see the module doc).
+    /// Where a redirect led is remembered for the rest of the session: a
+    /// server that redirects `/mcp` to `/mcp/` would otherwise get every
+    /// body twice.
     fn exchange(&self, agent: &Agent, verb: Verb, timeout: Duration) -> Result<Response<Body>> {
-        let mut url = self.options.url.clone();
+        let mut url = lock(&self.url).clone();
         for hop in 0..=MAX_REDIRECTS {
             let sent = match verb {
                 Verb::Post(body) => {
@@ -177,8 +188,9 @@ impl Shared {
                     }
                     // Bounded until the headers arrive; the stream itself
                     // may then stay open for the session's life.
-                    let config = self.decorate(req).config();
-                    config.timeout_connect(Some(timeout)).timeout_recv_response(Some(timeout)).build().call()
+                    let connect = Some(timeout.min(STREAM_CONNECT_TIMEOUT));
+                    let config = self.decorate(req).config().timeout_resolve(connect).timeout_connect(connect);
+                    config.timeout_recv_response(Some(timeout)).build().call()
                 }
                 Verb::Delete => self.decorate(agent.delete(&url)).config().timeout_global(Some(timeout)).build().call(),
             };
@@ -186,6 +198,9 @@ impl Shared {
             let status = response.status().as_u16();
             let location = response.headers().get("location").and_then(|v| v.to_str().ok());
             let (true, Some(location)) = (matches!(status, 301 | 302 | 303 | 307 | 308), location) else {
+                if hop > 0 {
+                    *lock(&self.url) = url;
+                }
                 return Ok(response);
             };
             let refuse = |why| Error::Redirected { status, url: url.clone(), location: location.to_string(), why };
@@ -219,9 +234,7 @@ impl Shared {
         match err {
             ureq::Error::Timeout(_) => Error::HttpTimeout { url: url.to_string(), seconds: seconds_text(timeout) },
             // Our own, from `SlicedWire`: the session names the request.
-            ureq::Error::Io(e) if e.kind() == std::io::ErrorKind::Interrupted => {
-                Error::Interrupted { what: String::new() }
-            }
+            ureq::Error::Io(e) if is_user_interrupt(&e) => Error::Interrupted { what: String::new() },
             ureq::Error::HostNotFound => unreachable("6", None),
             // A certificate problem is not a network problem: say which.
             ureq::Error::Rustls(e) => unreachable("60", Some(format!("TLS: {e}"))),
@@ -241,8 +254,8 @@ impl Shared {
         }
     }
 
-    fn post(&self, body: &[u8]) -> Result<Response<Body>> {
-        self.exchange(&self.agent, Verb::Post(body), self.options.timeout)
+    fn post(&self, body: &[u8], timeout: Duration) -> Result<Response<Body>> {
+        self.exchange(&self.agent, Verb::Post(body), timeout)
     }
 
     fn get_stream(&self, last_event_id: Option<&str>) -> Result<Response<Body>> {
@@ -252,7 +265,7 @@ impl Shared {
     /// Answers a request the server sent us, on a connection of its own.
     fn answer(&self, request: &Json) {
         if let Some(answer) = answer_server_request(request) {
-            let _ = self.post(&codec::encode(&answer));
+            let _ = self.post(&codec::encode(&answer), self.options.timeout);
         }
     }
 
@@ -328,11 +341,12 @@ impl Http {
                 .max_idle_connections_per_host(idle)
                 .tls_config(tls.clone())
                 .build();
-            let connector = ().chain(ConnectProxyConnector::default()).chain(Sliced(TcpConnector::default()));
-            Agent::with_parts(config, connector.chain(RustlsConnector::default()), DefaultResolver::default())
+            let chain = ().chain(ConnectProxyConnector::default()).chain(TcpConnector::default());
+            Agent::with_parts(config, Sliced(chain.chain(RustlsConnector::default())), DefaultResolver::default())
         };
         let shared = Arc::new(Shared {
             agent: agent(4),
+            url: Mutex::new(options.url.clone()),
             options,
             session_id: Mutex::new(None),
             protocol_version: Mutex::new(None),
@@ -375,7 +389,12 @@ impl Http {
             Ok(Json::Array(items)) => self.queue.extend(items.into_iter().map(Incoming::Message)),
             Ok(msg @ Json::Object(_)) => self.queue.push_back(Incoming::Message(msg)),
             Err(e) if e.what == codec::TOO_DEEP => {
-                self.queue.push_back(Incoming::TooDeep(codec::peek_id(text).as_ref().and_then(id_key)));
+                // A POST's own body answers that POST: a method here would
+                // be a server talking out of turn, and is skipped.
+                let envelope = codec::peek_envelope(text);
+                if !envelope.has_method {
+                    self.queue.push_back(Incoming::TooDeep(envelope.id.as_ref().and_then(id_key)));
+                }
             }
             _ => {
                 return Err(Error::NotJson { status, url: self.url(), content_type, excerpt: excerpt(&body) });
@@ -430,6 +449,9 @@ impl Http {
 /// or a bounded backoff; the server's own stream (`awaiting` = None) is
 /// resumed the same way until the client closes.
 fn read_stream(shared: &Shared, first: Response<Body>, awaiting: Option<IdKey>) {
+    // A reply stream is resumed only while its request could still be
+    // waited for: one abandoned on a timeout must not live on.
+    let resume_until = awaiting.as_ref().map(|_| Instant::now() + shared.options.timeout);
     let limit = shared.options.max_message_bytes;
     let inbox = &shared.inbox;
     let mut reader = SseReader::new(first.into_body().into_reader(), limit);
@@ -445,7 +467,15 @@ fn read_stream(shared: &Shared, first: Response<Body>, awaiting: Option<IdKey>) 
                     let msg = match codec::decode(text) {
                         Ok(msg) => msg,
                         Err(e) if e.what == codec::TOO_DEEP => {
-                            let id = codec::peek_id(text).as_ref().and_then(id_key);
+                            let envelope = codec::peek_envelope(text);
+                            if envelope.has_method {
+                                if let Some(id) = envelope.id {
+                                    let _ = shared
+                                        .post(&codec::encode(&too_deep_request_answer(id)), shared.options.timeout);
+                                }
+                                continue;
+                            }
+                            let id = envelope.id.as_ref().and_then(id_key);
                             let done = id.is_some() && id == awaiting;
                             inbox.push(Event::TooDeep(id), text.len());
                             if done {
@@ -480,7 +510,7 @@ fn read_stream(shared: &Shared, first: Response<Body>, awaiting: Option<IdKey>) 
         }
         // The stream ended without what it was for.
         let Some(last_id) = reader.last_event_id.clone() else { return };
-        if shared.is_stopped() || resumes >= MAX_RESUMES {
+        if shared.is_stopped() || resumes >= MAX_RESUMES || resume_until.is_some_and(|t| Instant::now() >= t) {
             return;
         }
         resumes += 1;
@@ -511,7 +541,14 @@ impl Transport for Http {
             self.current = sent.get("id").and_then(id_key);
         }
         let had_session = self.shared.session_id().is_some();
-        let response = match self.shared.post(&message) {
+        // A cancellation goes out right after a timeout or a Ctrl-C, often
+        // to a server that stopped answering: it must not hold Lua as long
+        // again.
+        let timeout = match sent.get("method") {
+            Some(Json::Str(m)) if m == b"notifications/cancelled" => self.shared.options.timeout.min(NOTICE_TIMEOUT),
+            _ => self.shared.options.timeout,
+        };
+        let response = match self.shared.post(&message, timeout) {
             Err(Error::HttpTimeout { .. }) if is_request => {
                 self.timed_out = true;
                 return Ok(());
@@ -626,7 +663,30 @@ pub fn join_background() {
     }
 }
 
-/// A connector whose connections wait for input in slices (see CTRL-C).
+/// What `SlicedWire` fails with when the host wants its thread back. A
+/// type of our own rather than `ErrorKind::Interrupted`, which rustls and
+/// `Read::read_to_end` retry as a mere signal.
+#[derive(Debug)]
+struct UserInterrupt;
+
+impl std::fmt::Display for UserInterrupt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted by the user")
+    }
+}
+
+impl std::error::Error for UserInterrupt {}
+
+/// Whether `err` is, or wraps, a [`UserInterrupt`] (ureq's body reader
+/// wraps its own errors in an `io::Error`).
+fn is_user_interrupt(err: &std::io::Error) -> bool {
+    let Some(inner) = err.get_ref() else { return false };
+    inner.is::<UserInterrupt>()
+        || matches!(inner.downcast_ref::<ureq::Error>(), Some(ureq::Error::Io(e)) if is_user_interrupt(e))
+}
+
+/// A connector whose connections wait for input in slices (see CTRL-C),
+/// wrapped around the whole chain so that TLS never sees a slice end.
 #[derive(Debug)]
 struct Sliced<C>(C);
 
@@ -668,8 +728,7 @@ impl<T: Wire> Wire for SlicedWire<T> {
                 // The slice ended, not the wait: nothing was read.
                 Err(ureq::Error::Timeout(_)) if !last => {
                     if interrupt::requested() {
-                        let why = std::io::Error::new(std::io::ErrorKind::Interrupted, "interrupted by the user");
-                        return Err(ureq::Error::Io(why));
+                        return Err(ureq::Error::Io(std::io::Error::other(UserInterrupt)));
                     }
                 }
                 other => return other,
@@ -707,10 +766,10 @@ fn is_event_stream(response: &Response<Body>) -> bool {
 fn read_capped(response: &mut Response<Body>, limit: usize) -> Result<Vec<u8>> {
     let mut body = Vec::new();
     let reader = response.body_mut().as_reader();
-    reader
-        .take(limit as u64 + 1)
-        .read_to_end(&mut body)
-        .map_err(|e| Error::Transport { code: "-1".into(), detail: format!("reading the reply: {e}") })?;
+    reader.take(limit as u64 + 1).read_to_end(&mut body).map_err(|e| match is_user_interrupt(&e) {
+        true => Error::Interrupted { what: String::new() },
+        false => Error::Transport { code: "-1".into(), detail: format!("reading the reply: {e}") },
+    })?;
     if body.len() > limit {
         return Err(Error::MessageTooLarge { limit });
     }

@@ -44,6 +44,10 @@ struct Queue {
     notifications: usize,
     dropped: u64,
     closed: bool,
+    /// Threads waiting on each condition: a notify with nobody waiting is
+    /// still a system call, and pop and push run once per message.
+    poppers: usize,
+    pushers: usize,
 }
 
 pub struct Inbox {
@@ -54,7 +58,15 @@ pub struct Inbox {
 
 impl Default for Inbox {
     fn default() -> Self {
-        let queue = Queue { events: VecDeque::new(), bytes: 0, notifications: 0, dropped: 0, closed: false };
+        let queue = Queue {
+            events: VecDeque::new(),
+            bytes: 0,
+            notifications: 0,
+            dropped: 0,
+            closed: false,
+            poppers: 0,
+            pushers: 0,
+        };
         Inbox { queue: Mutex::new(queue), arrived: Condvar::new(), room: Condvar::new() }
     }
 }
@@ -68,23 +80,26 @@ impl Inbox {
     pub fn push(&self, event: Event, bytes: usize) {
         let notification = matches!(&event, Event::Message(m) if classify(m) == Kind::Notification);
         let mut q = self.lock();
-        if notification {
-            while q.notifications >= MAX_NOTIFICATIONS || (q.bytes + bytes > MAX_BUFFERED_BYTES && q.notifications > 0)
-            {
-                let Some(at) = q.events.iter().position(|e| e.2) else { break };
-                if let Some((_, size, _)) = q.events.remove(at) {
-                    q.bytes -= size;
-                    q.notifications -= 1;
-                    q.dropped += 1;
-                }
+        // Notifications make room first, oldest first, for anything.
+        let too_many = |q: &Queue| notification && q.notifications >= MAX_NOTIFICATIONS;
+        while (too_many(&q) || q.bytes + bytes > MAX_BUFFERED_BYTES) && q.notifications > 0 {
+            let Some(at) = q.events.iter().position(|e| e.2) else { break };
+            if let Some((_, size, _)) = q.events.remove(at) {
+                q.bytes -= size;
+                q.notifications -= 1;
+                q.dropped += 1;
             }
+        }
+        if notification {
             if q.bytes + bytes > MAX_BUFFERED_BYTES && !q.events.is_empty() {
                 q.dropped += 1;
                 return;
             }
         } else {
             while q.bytes + bytes > MAX_BUFFERED_BYTES && !q.events.is_empty() && !q.closed {
+                q.pushers += 1;
                 q = self.room.wait(q).unwrap_or_else(|p| p.into_inner());
+                q.pushers -= 1;
             }
         }
         if q.closed {
@@ -93,7 +108,9 @@ impl Inbox {
         q.events.push_back((event, bytes, notification));
         q.bytes += bytes;
         q.notifications += usize::from(notification);
-        self.arrived.notify_one();
+        if q.poppers > 0 {
+            self.arrived.notify_one();
+        }
     }
 
     /// The next event, waiting until `deadline` at most.
@@ -103,14 +120,18 @@ impl Inbox {
             if let Some((event, size, notification)) = q.events.pop_front() {
                 q.bytes -= size;
                 q.notifications -= usize::from(notification);
-                self.room.notify_all();
+                if q.pushers > 0 {
+                    self.room.notify_all();
+                }
                 return Some(event);
             }
             let wait = deadline.saturating_duration_since(Instant::now());
             if wait.is_zero() || q.closed {
                 return None;
             }
+            q.poppers += 1;
             q = self.arrived.wait_timeout(q, wait).unwrap_or_else(|p| p.into_inner()).0;
+            q.poppers -= 1;
         }
     }
 
@@ -154,6 +175,16 @@ mod tests {
         assert!(matches!(inbox.pop(soon()), Some(Event::Message(m)) if m.get("id").is_some()));
         let Some(Event::Message(first)) = inbox.pop(soon()) else { panic!("no notification kept") };
         assert_eq!(first.get("params").and_then(|p| p.get("n")), Some(&Json::Int(5)));
+    }
+
+    #[test]
+    fn a_reply_evicts_notifications_rather_than_wait_behind_them() {
+        let inbox = Inbox::default();
+        let note = decode(br#"{"method":"notifications/message"}"#).unwrap();
+        inbox.push(Event::Message(note), MAX_BUFFERED_BYTES);
+        inbox.push(Event::Message(decode(br#"{"id":1,"result":{}}"#).unwrap()), 10);
+        assert_eq!(inbox.take_dropped(), 1);
+        assert!(matches!(inbox.pop(soon()), Some(Event::Message(m)) if m.get("id").is_some()));
     }
 
     #[test]

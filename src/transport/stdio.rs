@@ -56,7 +56,7 @@ use std::time::{Duration, Instant};
 
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
-use crate::protocol::{answer_server_request, classify, id_key, is_forwarded, Kind};
+use crate::protocol::{answer_server_request, classify, id_key, is_forwarded, too_deep_request_answer, Kind};
 use crate::transport::inbox::{Event, Inbox};
 use crate::transport::{Received, Transport};
 
@@ -226,6 +226,8 @@ enum Readiness {
     Data,
     Exited,
     Stopped,
+    /// poll(2) itself failed: nothing more can be read.
+    Failed,
 }
 
 /// Waits until `fd` has data (or EOF), the child exits, or shutdown.
@@ -247,7 +249,7 @@ fn wait_readable(fd: RawFd, exit: Option<&ExitWatch>, wake: &WakePipe) -> Readin
         // ignored by the kernel.
         let n = unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout) };
         if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return Readiness::Stopped;
+            return Readiness::Failed;
         }
         if fds[1].revents != 0 {
             return Readiness::Stopped;
@@ -329,6 +331,10 @@ impl Threads {
 }
 
 pub struct Stdio {
+    /// The process that started the server. A child made by fork(2)
+    /// inherits this value but none of our threads: it must neither
+    /// signal the parent's servers nor join threads it does not have.
+    owner: libc::pid_t,
     child: Option<Child>,
     launch: Launch,
     pipe: Arc<StdinPipe>,
@@ -396,6 +402,7 @@ impl Stdio {
         handles.push(thread::spawn(move || drain_stderr(stderr, seen, &drain_wake)));
 
         Ok(Stdio {
+            owner: current_pid(),
             child: Some(child),
             launch: options.launch.clone(),
             pipe: pipe.clone(),
@@ -450,8 +457,22 @@ impl Stdio {
         Error::Transport { code, detail }
     }
 
+    /// In a child made by fork(2): let go of everything without touching
+    /// the parent's server or waiting for threads this process lacks.
+    fn forked_away(&mut self) -> bool {
+        if self.owner == current_pid() {
+            return false;
+        }
+        std::mem::forget(self.child.take());
+        std::mem::forget(self.threads.take());
+        true
+    }
+
     /// The spec's shutdown sequence, bounded: see [`stop_group`].
     fn shut_down(&mut self) {
+        if self.forked_away() {
+            return;
+        }
         self.pipe.close();
         if let Some(mut child) = self.child.take() {
             stop_group(&mut child);
@@ -500,6 +521,9 @@ impl Drop for Stdio {
     /// seconds a shutdown can take, so the sequence moves to a thread of
     /// its own; [`join_reapers`] waits for those when the Lua state closes.
     fn drop(&mut self) {
+        if self.forked_away() {
+            return;
+        }
         self.pipe.close();
         let child = self.child.take();
         let threads = self.threads.take();
@@ -530,9 +554,15 @@ pub fn join_reapers() {
     }
 }
 
-/// Process groups of servers still running, for the exit hook.
-static LIVE_GROUPS: Mutex<Vec<libc::pid_t>> = Mutex::new(Vec::new());
+/// Process groups of servers still running, for the exit hook, with the
+/// process that started each (see `Stdio::owner`).
+static LIVE_GROUPS: Mutex<Vec<(libc::pid_t, libc::pid_t)>> = Mutex::new(Vec::new());
 static EXIT_HOOK: Once = Once::new();
+
+fn current_pid() -> libc::pid_t {
+    // SAFETY: getpid(2) has no preconditions.
+    unsafe { libc::getpid() }
+}
 
 fn remember_group(pgid: libc::pid_t) {
     EXIT_HOOK.call_once(|| {
@@ -541,18 +571,24 @@ fn remember_group(pgid: libc::pid_t) {
         // is unloaded first, it runs then instead (with nothing left to do).
         unsafe { libc::atexit(stop_groups_at_exit) };
     });
-    LIVE_GROUPS.lock().unwrap_or_else(|p| p.into_inner()).push(pgid);
+    LIVE_GROUPS.lock().unwrap_or_else(|p| p.into_inner()).push((pgid, current_pid()));
 }
 
+/// Called before the leader is reaped, so the exit hook never signals a
+/// group id that may have been reused.
 fn forget_group(pgid: libc::pid_t) {
-    LIVE_GROUPS.lock().unwrap_or_else(|p| p.into_inner()).retain(|&g| g != pgid);
+    LIVE_GROUPS.lock().unwrap_or_else(|p| p.into_inner()).retain(|&(g, _)| g != pgid);
 }
 
 /// The host is exiting without having closed its clients (`os.exit()`
 /// without closing the state). Nothing will reap these children; ask them
 /// to stop, give them a second, then make sure.
 extern "C" fn stop_groups_at_exit() {
-    let groups = std::mem::take(&mut *LIVE_GROUPS.lock().unwrap_or_else(|p| p.into_inner()));
+    // Held to the end: a reaper thread still running cannot reap a leader
+    // (and free its group id) meanwhile, since it forgets the group first.
+    let live = LIVE_GROUPS.lock().unwrap_or_else(|p| p.into_inner());
+    let me = current_pid();
+    let groups: Vec<libc::pid_t> = live.iter().filter(|&&(_, owner)| owner == me).map(|&(g, _)| g).collect();
     if groups.is_empty() {
         return;
     }
@@ -583,9 +619,9 @@ fn stop_group(child: &mut Child) {
     // cannot have been reused: whatever is left in the group (a grandchild
     // that outlived its wrapper) is ours to end.
     signal_group(pgid, libc::SIGKILL);
+    forget_group(pgid);
     // After SIGKILL the leader is gone at once, so this wait is short.
     let _ = child.wait();
-    forget_group(pgid);
 }
 
 fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
@@ -745,6 +781,9 @@ impl Reader {
                     Readiness::Data => {}
                     Readiness::Exited => drained_after_exit = Some(0),
                     Readiness::Stopped => return,
+                    // Reported as the end: the call fails with the status
+                    // rather than waiting out its time.
+                    Readiness::Failed => break,
                 }
             }
             let n = match read_now(fd, &mut buf) {
@@ -806,11 +845,20 @@ impl Reader {
         let parsed = match codec::decode(line) {
             Ok(msg @ Json::Object(_)) => Some(msg),
             Err(e) if e.what == codec::TOO_DEEP => {
-                // Too deep to read, but likely a reply: say so to whoever
-                // waits for its id, rather than let them time out.
+                // Too deep to read. A reply: say so to whoever waits for
+                // its id, rather than let them time out. A server request:
+                // refuse it, so the server does not wait either.
                 self.witness.lock().unwrap_or_else(|p| p.into_inner()).any_stdout = true;
-                let id = codec::peek_id(line).as_ref().and_then(id_key);
-                self.inbox.push(Event::TooDeep(id), line.len());
+                let envelope = codec::peek_envelope(line);
+                match (envelope.has_method, envelope.id) {
+                    (false, id) => self.inbox.push(Event::TooDeep(id.as_ref().and_then(id_key)), line.len()),
+                    (true, Some(id)) => {
+                        let mut bytes = codec::encode(&too_deep_request_answer(id));
+                        bytes.push(b'\n');
+                        self.answers.send(&bytes);
+                    }
+                    (true, None) => {}
+                }
                 return;
             }
             _ => None,
@@ -846,7 +894,7 @@ fn drain_stderr(stderr: std::process::ChildStderr, witness: Arc<Mutex<Witness>>,
     loop {
         match wait_readable(fd, None, wake) {
             Readiness::Data => {}
-            Readiness::Exited | Readiness::Stopped => return,
+            Readiness::Exited | Readiness::Stopped | Readiness::Failed => return,
         }
         match read_now(fd, &mut buf) {
             Chunk::End => {
