@@ -14,13 +14,13 @@ local mcp = {}
 ---@field transport? fun(request_text: string): boolean, string?, any  A fixture: receives exactly what the reference sends.
 ---@field protocol_version? string
 ---@field prefix? string               Prefix for mounted tool names.
----@field timeout? number              Seconds per request (default 60).
+---@field timeout? number              Seconds per request (default 60; 0.001 to 1e7).
 ---@field env? table<string, string>   Added to the server's environment (stdio).
 ---@field cwd? string                  The server's working directory (stdio).
----@field max_message_bytes? integer   Largest reply accepted (default 64 MiB).
+---@field max_message_bytes? integer   Largest reply accepted (default 64 MiB; at most 2^40).
 ---@field headers? table<string, string>  Sent on every HTTP request.
 ---@field ca_file? string              PEM certificates to trust instead of Mozilla's roots (HTTPS).
----@field on_notification? fun(msg: table)  Called for every server notification.
+---@field on_notification? fun(msg: table)  Called for every server notification; `lua-mcp/notifications_dropped` ({count=N}) when some were dropped unread.
 ---@field handlers? table<string, fun(params: table?): (table?, string?)>  Server requests answered from Lua.
 
 ---@class mcp.Tool
