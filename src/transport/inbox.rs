@@ -26,6 +26,10 @@ pub const MAX_NOTIFICATIONS: usize = 1000;
 /// Bytes of message text kept for Lua at most (as read from the wire).
 pub const MAX_BUFFERED_BYTES: usize = 16 << 20;
 
+/// The backoff in `pop`: doubling spins, then yields, then sleep.
+const SPIN_STEPS: u32 = 6;
+const BACKOFF_STEPS: u32 = 10;
+
 pub enum Event {
     Message(Json),
     /// A message nested deeper than the decoder follows, skipped; the id
@@ -108,19 +112,33 @@ impl Inbox {
         q.events.push_back((event, bytes, notification));
         q.bytes += bytes;
         q.notifications += usize::from(notification);
-        if q.poppers > 0 {
+        let waiting = q.poppers > 0;
+        // Woken after the lock is released, so that the woken thread does
+        // not find it still held and sleep again at once.
+        drop(q);
+        if waiting {
             self.arrived.notify_one();
         }
     }
 
     /// The next event, waiting until `deadline` at most.
+    ///
+    /// A reply often arrives within microseconds of the request, and going
+    /// to sleep on the condition variable costs a wake-up as long as the
+    /// whole round trip on a small VM. So the wait starts with a short
+    /// backoff (a few spins, then yielding the CPU, which also lets a
+    /// reader on the same CPU run) before it sleeps; it is bounded, so a
+    /// slow server costs no CPU.
     pub fn pop(&self, deadline: Instant) -> Option<Event> {
         let mut q = self.lock();
+        let mut backoff = 0u32;
         loop {
             if let Some((event, size, notification)) = q.events.pop_front() {
                 q.bytes -= size;
                 q.notifications -= usize::from(notification);
-                if q.pushers > 0 {
+                let full = q.pushers > 0;
+                drop(q);
+                if full {
                     self.room.notify_all();
                 }
                 return Some(event);
@@ -128,6 +146,19 @@ impl Inbox {
             let wait = deadline.saturating_duration_since(Instant::now());
             if wait.is_zero() || q.closed {
                 return None;
+            }
+            if backoff < BACKOFF_STEPS {
+                drop(q);
+                if backoff < SPIN_STEPS {
+                    for _ in 0..(1 << backoff) {
+                        std::hint::spin_loop();
+                    }
+                } else {
+                    std::thread::yield_now();
+                }
+                backoff += 1;
+                q = self.lock();
+                continue;
             }
             q.poppers += 1;
             q = self.arrived.wait_timeout(q, wait).unwrap_or_else(|p| p.into_inner()).0;
