@@ -17,15 +17,21 @@
 //!
 //! * `codec`     JSON text <-> `Json`, to the reference codec's contract.
 //! * `protocol`  JSON-RPC messages and reply matching; no I/O, no Lua.
-//! * `session`   handshake once, requests with time limits, cancellation.
-//! * `transport` stdio (a child process) and Streamable HTTP.
+//! * `client`    a server's sessions over the client's life: handshake,
+//!   version check, ids, pages, restarts; knows nothing of Lua.
+//! * `session`   one session: requests matched by id, time limits,
+//!   cancellation, Ctrl-C.
+//! * `interrupt` waits in slices, and whether the host wants its thread back.
+//! * `transport` stdio (a child process) and Streamable HTTP, and the
+//!   bounded inbox between their reader threads and Lua.
 //! * `mount`     the registry rules: descriptions, schemas, collisions.
 //! * `binding`   the only code that touches Lua (one file per concern).
 //!
-//! The fixture seam (`opts.transport`, a Lua function) bypasses `session`
+//! The fixture seam (`opts.transport`, a Lua function) bypasses `client`
 //! on purpose: it reproduces the reference's batched exchange byte for
 //! byte, because users test their agents with it and it must not drift.
 
+pub mod client;
 pub mod codec;
 pub mod error;
 pub mod interrupt;

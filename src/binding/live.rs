@@ -24,78 +24,83 @@ pub(super) fn launch_of(command: &Value) -> Outcome<Launch> {
     }
 }
 
-pub(super) fn open_transport(client: &Table, state: &ClientState) -> Outcome<Box<dyn Transport>> {
+pub(super) fn open_transport(client: &Table, options: &TransportOptions) -> Outcome<Box<dyn Transport>> {
     if let Value::String(url) = client.get::<Value>("url")? {
-        let options = http::Options {
+        let http_options = http::Options {
             url: url.to_str()?.to_string(),
-            headers: state.headers.clone(),
-            timeout: state.timeout,
-            max_message_bytes: state.max_message_bytes,
-            ca_pem: state.ca_pem.clone(),
-            forward: state.forward.clone(),
+            headers: options.headers.clone(),
+            timeout: options.timeout,
+            max_message_bytes: options.max_message_bytes,
+            ca_pem: options.ca_pem.clone(),
+            forward: options.forward.clone(),
         };
-        return Ok(Box::new(Http::connect(options)?));
+        return Ok(Box::new(Http::connect(http_options)?));
     }
     let command: Value = client.get("command")?;
     if !truthy(&command) {
         return Err(Error::BadInput("mcp: the client has no command, url or transport".into()).into());
     }
-    let options = stdio::Options {
+    let stdio_options = stdio::Options {
         launch: launch_of(&command)?,
-        env: state.env.clone(),
-        cwd: state.cwd.clone(),
-        max_message_bytes: state.max_message_bytes,
-        forward: state.forward.clone(),
+        env: options.env.clone(),
+        cwd: options.cwd.clone(),
+        max_message_bytes: options.max_message_bytes,
+        forward: options.forward.clone(),
     };
-    Ok(Box::new(Stdio::spawn(&options)?))
+    Ok(Box::new(Stdio::spawn(&stdio_options)?))
 }
 
-/// Runs `request` on the client's live session, starting the session
-/// (process and handshake) first if there is none or the last one broke.
-pub(super) fn with_session<T>(
-    lua: &Cx,
-    client: &Table,
-    mut request: impl FnMut(&mut Session, &mut dyn Peer, Duration) -> Outcome<T>,
-) -> Outcome<T> {
+/// Runs `work` with the client core and the Lua side it talks to.
+fn with_client<T>(lua: &Cx, client: &Table, work: impl FnOnce(&mut Client, &mut LuaHost) -> Outcome<T>) -> Outcome<T> {
     let Some(beside) = state_of(lua, client)? else {
         return Err(Error::BadInput("MCP: this client was not made by mcp.new".into()).into());
     };
     let mut state = beside.state.borrow_mut::<ClientState>().map_err(|_| {
         Error::BadInput("MCP: the client is already busy (called again from on_notification or a handler?)".into())
     })?;
-    let mut peer = LuaPeer { lua, on_notification: beside.on_notification.clone(), handlers: beside.handlers.clone() };
-    let timeout = state.timeout;
-    // An HTTP server may forget a session (404): then one new session,
-    // and the request sent once more. Any other failure is final.
-    let mut retried = false;
-    loop {
-        if state.session.as_ref().is_some_and(|s| s.broken) {
-            // Dropping hands a dead server to a background reaper.
-            state.session = None;
+    let ClientState { options, client: core } = &mut *state;
+    let mut host =
+        LuaHost { lua, table: client, options, on_notification: beside.on_notification, handlers: beside.handlers };
+    work(core, &mut host)
+}
+
+/// The Lua side of a live client: its table (ids, fields, command or url),
+/// its options, and its callbacks for what the server starts.
+struct LuaHost<'a, 'b> {
+    lua: &'a Cx<'b>,
+    table: &'a Table,
+    options: &'a TransportOptions,
+    on_notification: Option<Function>,
+    handlers: Option<Table>,
+}
+
+impl Host for LuaHost<'_, '_> {
+    type Error = Raise;
+
+    fn next_id(&mut self) -> Outcome<Json> {
+        next_id(self.table)
+    }
+
+    fn initialize_request(&mut self, id: Json, capabilities: Json) -> Outcome<Json> {
+        initialize_request(self.lua, self.table, id, capabilities)
+    }
+
+    fn open(&mut self) -> Outcome<Box<dyn Transport>> {
+        open_transport(self.table, self.options)
+    }
+
+    fn established(&mut self, result: &Json, session_id: Option<String>) -> Outcome<()> {
+        apply_initialize(self.lua, self.table, result)?;
+        if let Some(session_id) = session_id {
+            self.table.set("session_id", session_id)?;
         }
-        if state.session.is_none() {
-            state.session = Some(handshake(lua, client, &state, &mut peer)?);
-        }
-        let session = state.session.as_mut().expect("a session was just set");
-        match request(session, &mut peer, timeout) {
-            Err(Raise::Mcp(Error::SessionExpired)) if !retried => {
-                retried = true;
-                state.session = None;
-            }
-            other => return other,
-        }
+        Ok(())
     }
 }
 
 /// Where a live session hands what the server starts: notifications to
 /// `opts.on_notification`, forwarded requests to `opts.handlers`.
-struct LuaPeer<'a, 'b> {
-    lua: &'a Cx<'b>,
-    on_notification: Option<Function>,
-    handlers: Option<Table>,
-}
-
-impl Peer for LuaPeer<'_, '_> {
+impl Peer for LuaHost<'_, '_> {
     fn notification(&mut self, note: Json) {
         let Some(callback) = &self.on_notification else { return };
         if let Ok(msg) = to_lua(self.lua, &note) {
@@ -146,65 +151,8 @@ impl Peer for LuaPeer<'_, '_> {
     }
 }
 
-/// A new session: transport opened, initialize answered, initialized sent.
-pub(super) fn handshake(lua: &Cx, client: &Table, state: &ClientState, peer: &mut dyn Peer) -> Outcome<Session> {
-    let mut session = Session::new(open_transport(client, state)?);
-    let id = next_id(client)?;
-    let mut capabilities: Vec<(&str, Json)> =
-        state.forward.iter().filter_map(|m| protocol::capability_for(m)).map(|c| (c, Json::Object(vec![]))).collect();
-    capabilities.sort_by(|a, b| a.0.cmp(b.0));
-    capabilities.dedup_by(|a, b| a.0 == b.0);
-    let init = initialize_request(lua, client, id.clone(), Json::object(capabilities))?;
-    let reply = session.request(&id, &init, state.timeout, "initialize", peer)?;
-    let result = result_of(Some(reply), "initialize")?;
-    check_version(&result)?;
-    apply_initialize(lua, client, &result)?;
-    if let Some(session_id) = session.session_id() {
-        client.set("session_id", session_id)?;
-    }
-    if let Some(Json::Str(version)) = result.get("protocolVersion") {
-        session.established(&String::from_utf8_lossy(version));
-    }
-    session.notify(&initialized_notice())?;
-    Ok(session)
-}
-
-pub(super) fn check_version(result: &Json) -> Outcome<()> {
-    match result.get("protocolVersion") {
-        Some(Json::Str(v)) if SUPPORTED_VERSIONS.iter().any(|s| s.as_bytes() == v.as_slice()) => Ok(()),
-        chosen => Err(Error::UnsupportedVersion {
-            chosen: protocol::lua_text(chosen),
-            supported: SUPPORTED_VERSIONS.join(", "),
-        }
-        .into()),
-    }
-}
-
-/// Pages of `tools/list` are followed while the server hands out a new
-/// cursor; a server that repeats its cursor is not followed round again.
-pub(super) const MAX_TOOL_PAGES: usize = 100;
-
 pub(super) fn discover_session(lua: &Cx, client: &Table) -> Outcome {
-    let pages = with_session(lua, client, |session, peer, timeout| {
-        let mut pages: Vec<Json> = Vec::new();
-        let mut cursor: Option<Json> = None;
-        loop {
-            let id = next_id(client)?;
-            let params = match &cursor {
-                Some(c) => Json::object([("cursor", c.clone())]),
-                None => Json::Object(vec![]),
-            };
-            let request = protocol::request(id.clone(), "tools/list", params);
-            let reply = session.request(&id, &request, timeout, "tools/list", peer)?;
-            let listed = result_of(Some(reply), "tools/list")?;
-            let next = listed.get("nextCursor").filter(|c| matches!(c, Json::Str(_))).cloned();
-            pages.push(listed);
-            if next.is_none() || next == cursor || pages.len() >= MAX_TOOL_PAGES {
-                return Ok(pages);
-            }
-            cursor = next;
-        }
-    })?;
+    let pages = with_client(lua, client, |core, host| core.list_pages(host, "tools/list"))?;
     if pages.len() == 1 {
         return store_tools(lua, client, pages[0].get("tools").filter(|t| t.is_truthy()));
     }
@@ -221,11 +169,16 @@ pub(super) fn discover_session(lua: &Cx, client: &Table) -> Outcome {
 pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value) -> Outcome {
     let what = tool_label(name)?;
     let params = call_params(lua, name, args)?;
-    let result = with_session(lua, client, |session, peer, timeout| {
-        let id = next_id(client)?;
-        let request = protocol::request(id.clone(), "tools/call", params.clone());
-        let reply = session.request(&id, &request, timeout, &what, peer)?;
-        Ok(result_of(Some(reply), &what)?)
-    })?;
+    let result = with_client(lua, client, |core, host| core.request(host, "tools/call", params, &what))?;
     call_return(lua, result)
+}
+
+/// Ends the client's session, if it has one.
+pub(super) fn close_session(lua: &Cx, client: &Table) -> Outcome<()> {
+    if let Some(beside) = state_of(lua, client)? {
+        if let Ok(mut state) = beside.state.borrow_mut::<ClientState>() {
+            state.client.close();
+        }
+    }
+    Ok(())
 }

@@ -18,12 +18,13 @@ use std::time::Duration;
 
 use mlua::{AnyUserData, Function, IntoLuaMulti, Lua, MultiValue, Table, UserData, Value};
 
+use crate::client::{Client, Host};
 use crate::codec::{self, format_float, lua_float_text, Json};
 use crate::error::Error;
 use crate::interrupt;
 use crate::mount;
-use crate::protocol::{self, call_outcome, result_of, Replies, SUPPORTED_VERSIONS};
-use crate::session::{Peer, Session};
+use crate::protocol::{self, call_outcome, Replies};
+use crate::session::Peer;
 use crate::transport::http::{self, Http};
 use crate::transport::stdio::{self, Launch, Stdio};
 use crate::transport::Transport;
@@ -339,12 +340,7 @@ fn call(lua: &Cx, args: MultiValue) -> Outcome {
 
 fn close(lua: &Cx, args: MultiValue) -> Outcome {
     let client = client_arg(&args, "close")?;
-    if let Some(beside) = state_of(lua, &client)? {
-        let session = beside.state.borrow_mut::<ClientState>().ok().and_then(|mut s| s.session.take());
-        if let Some(mut session) = session {
-            session.close();
-        }
-    }
+    close_session(lua, &client)?;
     Ok(MultiValue::new())
 }
 

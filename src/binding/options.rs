@@ -4,6 +4,13 @@
 use super::*;
 
 pub(super) struct ClientState {
+    pub(super) options: TransportOptions,
+    /// The session core: handshake, requests, pages, restarts.
+    pub(super) client: Client,
+}
+
+/// What a transport is opened with, read from `mcp.new`'s options.
+pub(super) struct TransportOptions {
     pub(super) timeout: Duration,
     pub(super) headers: Vec<(String, String)>,
     pub(super) ca_pem: Option<Vec<u8>>,
@@ -12,7 +19,6 @@ pub(super) struct ClientState {
     pub(super) max_message_bytes: usize,
     /// Methods of server requests that `opts.handlers` answers in Lua.
     pub(super) forward: Vec<String>,
-    pub(super) session: Option<Session>,
 }
 
 impl UserData for ClientState {}
@@ -110,7 +116,14 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
         Value::Nil | Value::Function(_) => {}
         _ => return Err(Error::BadInput("mcp.new: opts.on_notification must be a function".into()).into()),
     }
-    Ok(ClientState { timeout, headers, ca_pem, env, cwd, max_message_bytes, forward, session: None })
+    // One capability per server request a handler answers.
+    let mut capabilities: Vec<(&str, Json)> =
+        forward.iter().filter_map(|m| protocol::capability_for(m)).map(|c| (c, Json::Object(vec![]))).collect();
+    capabilities.sort_by(|a, b| a.0.cmp(b.0));
+    capabilities.dedup_by(|a, b| a.0 == b.0);
+    let client = Client::new(timeout, Json::object(capabilities));
+    let options = TransportOptions { timeout, headers, ca_pem, env, cwd, max_message_bytes, forward };
+    Ok(ClientState { options, client })
 }
 
 /// The methods named in `opts.handlers` (method name -> function).

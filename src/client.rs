@@ -1,0 +1,404 @@
+//! The client: one server's session over its whole life. It starts the
+//! session lazily (transport, `initialize`, version check,
+//! `notifications/initialized`), sends requests with fresh ids, follows
+//! pages, and starts a new session when the old one died or, over HTTP,
+//! was forgotten by the server.
+//!
+//! It knows nothing of Lua. What belongs to the caller comes through
+//! [`Host`]: request ids (the Lua table's `next_id`, which agents may read
+//! and set), the initialize request (built from `protocol_version` and
+//! `CLIENT_INFO`, which a caller may have replaced), what a handshake
+//! learned (the table's `server_info` and friends), a way to open the
+//! transport (the table's `command` or `url`, read when the session
+//! starts), and, as a [`Peer`], what the server starts.
+
+use std::time::Duration;
+
+use crate::codec::Json;
+use crate::error::Error;
+use crate::protocol::{self, result_of, SUPPORTED_VERSIONS};
+use crate::session::{Peer, Session};
+use crate::transport::Transport;
+
+/// What the client needs from whoever holds it. `Error` is the holder's
+/// own error type, so that a value a callback raised can travel back
+/// unchanged; every [`Error`] of ours converts into it.
+pub trait Host: Peer {
+    type Error: From<Error>;
+
+    /// The id for the next request.
+    fn next_id(&mut self) -> Result<Json, Self::Error>;
+
+    /// The complete `initialize` request with this id, declaring
+    /// `capabilities`.
+    fn initialize_request(&mut self, id: Json, capabilities: Json) -> Result<Json, Self::Error>;
+
+    /// A new transport to the server (a process started, an HTTP agent).
+    fn open(&mut self) -> Result<Box<dyn Transport>, Self::Error>;
+
+    /// A handshake succeeded: its result, and the session id a server gave.
+    fn established(&mut self, result: &Json, session_id: Option<String>) -> Result<(), Self::Error>;
+}
+
+/// Pages of a list are followed while the server hands out a new cursor;
+/// a server that repeats its cursor is not followed round again, and one
+/// that never stops is cut off here.
+pub const MAX_PAGES: usize = 100;
+
+pub struct Client {
+    session: Option<Session>,
+    timeout: Duration,
+    /// What `initialize` declares: one capability per server request the
+    /// holder answers itself.
+    capabilities: Json,
+}
+
+impl Client {
+    pub fn new(timeout: Duration, capabilities: Json) -> Client {
+        Client { session: None, timeout, capabilities }
+    }
+
+    /// Sends `method` with `params` and returns the reply's `result`, or
+    /// the error the reference raises for it; `what` names the request in
+    /// errors. A session is started first if there is none or the last one
+    /// broke. An HTTP server that forgot the session (404) gets one new
+    /// session and the request once more; any other failure is final.
+    pub fn request<H: Host>(&mut self, host: &mut H, method: &str, params: Json, what: &str) -> Result<Json, H::Error> {
+        // Built once: a retry only changes the id, so the parameters (a
+        // tool's arguments, perhaps megabytes) are never copied.
+        let mut message = protocol::request(Json::Null, method, params);
+        let mut retried = false;
+        loop {
+            if self.session.as_ref().is_some_and(|s| s.broken) {
+                // Dropping a dead session stops what is left of it.
+                self.session = None;
+            }
+            if self.session.is_none() {
+                self.session = Some(self.handshake(host)?);
+            }
+            let id = host.next_id()?;
+            set_id(&mut message, id.clone());
+            let Some(session) = self.session.as_mut() else { unreachable!("a session was just set") };
+            match session.request(&id, &message, self.timeout, what, host) {
+                Err(Error::SessionExpired) if !retried => {
+                    retried = true;
+                    self.session = None;
+                }
+                Ok(reply) => return Ok(result_of(Some(reply), what)?),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Every page of a list method (`tools/list`, ...), in order.
+    pub fn list_pages<H: Host>(&mut self, host: &mut H, method: &str) -> Result<Vec<Json>, H::Error> {
+        let mut pages: Vec<Json> = Vec::new();
+        let mut cursor: Option<Json> = None;
+        loop {
+            let params = match &cursor {
+                Some(c) => Json::object([("cursor", c.clone())]),
+                None => Json::Object(vec![]),
+            };
+            let page = self.request(host, method, params, method)?;
+            let next = page.get("nextCursor").filter(|c| matches!(c, Json::Str(_))).cloned();
+            pages.push(page);
+            if next.is_none() || next == cursor || pages.len() >= MAX_PAGES {
+                return Ok(pages);
+            }
+            cursor = next;
+        }
+    }
+
+    /// Ends the session the way its transport does; the next request
+    /// starts a new one.
+    pub fn close(&mut self) {
+        if let Some(mut session) = self.session.take() {
+            session.close();
+        }
+    }
+
+    /// A new session: transport opened, initialize answered and its
+    /// version checked, initialized sent.
+    fn handshake<H: Host>(&mut self, host: &mut H) -> Result<Session, H::Error> {
+        let mut session = Session::new(host.open()?);
+        let id = host.next_id()?;
+        let init = host.initialize_request(id.clone(), self.capabilities.clone())?;
+        let reply = session.request(&id, &init, self.timeout, "initialize", host)?;
+        let result = result_of(Some(reply), "initialize")?;
+        check_version(&result)?;
+        host.established(&result, session.session_id())?;
+        if let Some(Json::Str(version)) = result.get("protocolVersion") {
+            session.established(&String::from_utf8_lossy(version));
+        }
+        session.notify(&protocol::notification("notifications/initialized", None))?;
+        Ok(session)
+    }
+}
+
+/// The server must choose a protocol version this client speaks.
+pub fn check_version(result: &Json) -> Result<(), Error> {
+    match result.get("protocolVersion") {
+        Some(Json::Str(v)) if SUPPORTED_VERSIONS.iter().any(|s| s.as_bytes() == v.as_slice()) => Ok(()),
+        chosen => Err(Error::UnsupportedVersion {
+            chosen: protocol::lua_text(chosen),
+            supported: SUPPORTED_VERSIONS.join(", "),
+        }),
+    }
+}
+
+fn set_id(request: &mut Json, id: Json) {
+    if let Json::Object(pairs) = request {
+        if let Some(slot) = pairs.iter_mut().find(|(k, _)| k == b"id") {
+            slot.1 = id;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{decode, encode};
+    use crate::transport::Received;
+    use std::cell::RefCell;
+    use std::collections::VecDeque;
+    use std::rc::Rc;
+    use std::time::Instant;
+
+    /// What a scripted server does with each request it receives.
+    type Script = Box<dyn FnMut(&Json) -> Vec<String>>;
+
+    /// A transport that answers from a script, and records what was sent.
+    struct Scripted {
+        script: Rc<RefCell<Script>>,
+        sent: Rc<RefCell<Vec<String>>>,
+        replies: VecDeque<Json>,
+        /// Fails every send after this many, as a dead server would.
+        dies_after: Option<usize>,
+    }
+
+    impl Transport for Scripted {
+        fn send(&mut self, message: &Json) -> crate::error::Result<()> {
+            if self.dies_after == Some(0) {
+                return Err(Error::Transport { code: "1".into(), detail: "MCP server exited (scripted)".into() });
+            }
+            self.dies_after = self.dies_after.map(|n| n - 1);
+            self.sent.borrow_mut().push(String::from_utf8(encode(message)).unwrap());
+            for line in (self.script.borrow_mut())(message) {
+                if line == "404" {
+                    return Err(Error::SessionExpired);
+                }
+                self.replies.push_back(decode(line.as_bytes()).unwrap());
+            }
+            Ok(())
+        }
+
+        fn receive(&mut self, _deadline: Instant) -> crate::error::Result<Option<Received>> {
+            Ok(self.replies.pop_front().map(Received::Message))
+        }
+
+        fn close(&mut self) {}
+    }
+
+    /// A host that counts ids from 1 and keeps what it is told.
+    struct TestHost {
+        next: i64,
+        opened: usize,
+        script: Rc<RefCell<Script>>,
+        sent: Rc<RefCell<Vec<String>>>,
+        dies_after: Option<usize>,
+        server_name: Option<Json>,
+        notes: Vec<Json>,
+    }
+
+    impl Peer for TestHost {
+        fn notification(&mut self, msg: Json) {
+            self.notes.push(msg);
+        }
+        fn request(&mut self, msg: &Json) -> Json {
+            protocol::answer_server_request(msg).unwrap_or(Json::Null)
+        }
+    }
+
+    impl Host for TestHost {
+        type Error = Error;
+        fn next_id(&mut self) -> Result<Json, Error> {
+            self.next += 1;
+            Ok(Json::Int(self.next))
+        }
+        fn initialize_request(&mut self, id: Json, capabilities: Json) -> Result<Json, Error> {
+            let info = Json::object([("name", Json::str("test"))]);
+            Ok(protocol::request(
+                id,
+                "initialize",
+                protocol::initialize_params(Json::str("2025-06-18"), capabilities, info),
+            ))
+        }
+        fn open(&mut self) -> Result<Box<dyn Transport>, Error> {
+            self.opened += 1;
+            Ok(Box::new(Scripted {
+                script: self.script.clone(),
+                sent: self.sent.clone(),
+                replies: VecDeque::new(),
+                dies_after: self.dies_after.take(),
+            }))
+        }
+        fn established(&mut self, result: &Json, _session_id: Option<String>) -> Result<(), Error> {
+            self.server_name = result.get("serverInfo").and_then(|i| i.get("name")).cloned();
+            Ok(())
+        }
+    }
+
+    fn host(script: impl FnMut(&Json) -> Vec<String> + 'static) -> TestHost {
+        TestHost {
+            next: 0,
+            opened: 0,
+            script: Rc::new(RefCell::new(Box::new(script))),
+            sent: Rc::new(RefCell::new(Vec::new())),
+            dies_after: None,
+            server_name: None,
+            notes: Vec::new(),
+        }
+    }
+
+    fn id_of(msg: &Json) -> String {
+        String::from_utf8(encode(msg.get("id").unwrap_or(&Json::Null))).unwrap()
+    }
+
+    /// A well-behaved server: initialize, and an echo of the method name.
+    fn plain(msg: &Json) -> Vec<String> {
+        let Some(Json::Str(method)) = msg.get("method") else { return vec![] };
+        if msg.get("id").is_none() {
+            return vec![];
+        }
+        let id = id_of(msg);
+        if method == b"initialize" {
+            return vec![format!(
+                r#"{{"id":{id},"result":{{"protocolVersion":"2025-06-18","serverInfo":{{"name":"scripted"}}}}}}"#
+            )];
+        }
+        vec![format!(r#"{{"id":{id},"result":{{"method":"{}"}}}}"#, String::from_utf8_lossy(method))]
+    }
+
+    fn client() -> Client {
+        Client::new(Duration::from_millis(50), Json::Object(vec![]))
+    }
+
+    #[test]
+    fn the_handshake_runs_once_before_the_first_request() {
+        let mut h = host(plain);
+        let mut c = client();
+        let result = c.request(&mut h, "tools/call", Json::Object(vec![]), "tools/call x").unwrap();
+        assert_eq!(result.get("method"), Some(&Json::str("tools/call")));
+        c.request(&mut h, "ping", Json::Object(vec![]), "ping").unwrap();
+        let sent = h.sent.borrow();
+        assert_eq!(sent.len(), 4);
+        assert!(sent[0].contains(r#""id":1,"jsonrpc":"2.0","method":"initialize""#), "{}", sent[0]);
+        assert_eq!(sent[1], r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        assert!(sent[2].starts_with(r#"{"id":2,"jsonrpc":"2.0","method":"tools/call""#), "{}", sent[2]);
+        assert!(sent[3].starts_with(r#"{"id":3,"#), "{}", sent[3]);
+        assert_eq!(h.opened, 1);
+        assert_eq!(h.server_name, Some(Json::str("scripted")));
+    }
+
+    #[test]
+    fn a_version_the_client_does_not_speak_is_refused() {
+        let mut h = host(|msg| {
+            let id = id_of(msg);
+            vec![format!(r#"{{"id":{id},"result":{{"protocolVersion":"1999-01-01"}}}}"#)]
+        });
+        let err = client().request(&mut h, "tools/list", Json::Object(vec![]), "tools/list").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "MCP initialize failed: the server chose protocol version 1999-01-01, which this client does not speak \
+             (2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05)"
+        );
+    }
+
+    #[test]
+    fn replies_are_matched_by_id_whatever_comes_first() {
+        let mut h = host(|msg| {
+            let mut out = vec![];
+            if msg.get("method") == Some(&Json::str("tools/call")) {
+                out.push(r#"{"id":999,"result":{"method":"not yours"}}"#.to_string());
+                out.push(r#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#.to_string());
+            }
+            out.extend(plain(msg));
+            out
+        });
+        let mut c = client();
+        let result = c.request(&mut h, "tools/call", Json::Object(vec![]), "tools/call x").unwrap();
+        assert_eq!(result.get("method"), Some(&Json::str("tools/call")));
+        assert_eq!(h.notes.len(), 1);
+    }
+
+    #[test]
+    fn pages_are_followed_and_a_repeated_cursor_ends_them() {
+        let mut h = host(|msg| {
+            if msg.get("method") != Some(&Json::str("tools/list")) {
+                return plain(msg);
+            }
+            let id = id_of(msg);
+            let cursor = msg.get("params").and_then(|p| p.get("cursor")).cloned();
+            let next = match cursor {
+                None => r#""a""#,
+                Some(c) if c == Json::str("a") => r#""b""#,
+                _ => r#""b""#,
+            };
+            vec![format!(r#"{{"id":{id},"result":{{"tools":[],"nextCursor":{next}}}}}"#)]
+        });
+        let pages = client().list_pages(&mut h, "tools/list").unwrap();
+        // no cursor -> "a" -> "b" -> "b" again: three pages, then stop
+        assert_eq!(pages.len(), 3);
+    }
+
+    #[test]
+    fn a_dead_transport_fails_its_request_and_the_next_one_starts_a_new_session() {
+        let mut h = host(plain);
+        // initialize and initialized go through; the request's send fails.
+        h.dies_after = Some(2);
+        let mut c = client();
+        let err = c.request(&mut h, "tools/call", Json::Object(vec![]), "tools/call x").unwrap_err();
+        assert_eq!(err.to_string(), "MCP transport failed (1): MCP server exited (scripted)");
+        assert!(c.request(&mut h, "tools/call", Json::Object(vec![]), "tools/call x").is_ok());
+        assert_eq!(h.opened, 2);
+    }
+
+    #[test]
+    fn a_forgotten_http_session_gets_one_new_session_and_the_request_once_more() {
+        let mut calls = 0;
+        let mut h = host(move |msg| {
+            if msg.get("method") == Some(&Json::str("tools/call")) {
+                calls += 1;
+                if calls == 1 {
+                    return vec!["404".to_string()];
+                }
+            }
+            plain(msg)
+        });
+        let mut c = client();
+        let result = c.request(&mut h, "tools/call", Json::object([("big", Json::str("x"))]), "tools/call x").unwrap();
+        assert_eq!(result.get("method"), Some(&Json::str("tools/call")));
+        assert_eq!(h.opened, 2);
+        let sent = h.sent.borrow();
+        let calls: Vec<&String> = sent.iter().filter(|s| s.contains("tools/call")).collect();
+        // the same request, with a fresh id on the new session
+        assert_eq!(calls.len(), 2);
+        assert!(calls[0].starts_with(r#"{"id":2,"#) && calls[1].starts_with(r#"{"id":4,"#), "{calls:?}");
+        assert_eq!(calls[0][8..], calls[1][8..]);
+    }
+
+    #[test]
+    fn a_request_past_its_time_is_cancelled_and_the_session_kept() {
+        let mut h = host(|msg| if msg.get("method") == Some(&Json::str("tools/call")) { vec![] } else { plain(msg) });
+        let mut c = client();
+        let err = c.request(&mut h, "tools/call", Json::Object(vec![]), "tools/call slow").unwrap_err();
+        assert_eq!(err.to_string(), "MCP tools/call slow timed out after 0.05 s");
+        let sent = h.sent.borrow().clone();
+        assert!(
+            sent.last().unwrap().starts_with(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"reason":"timed out after 0.05 s","requestId":2}"#),
+            "{sent:?}"
+        );
+        c.request(&mut h, "ping", Json::Object(vec![]), "ping").unwrap();
+        assert_eq!(h.opened, 1);
+    }
+}
