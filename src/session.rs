@@ -34,7 +34,13 @@ impl Session {
     pub fn notify(&mut self, message: &Json) -> Result<()> {
         let sent = self.transport.send(message);
         self.broken |= sent.is_err();
-        sent
+        // Interrupted inside the transport: name what was being sent.
+        sent.map_err(|e| match e {
+            Error::Interrupted { what } if what.is_empty() => {
+                Error::Interrupted { what: protocol::lua_text(message.get("method")) }
+            }
+            other => other,
+        })
     }
 
     /// Sends `message` (a request with id `id`) and waits for its reply.
