@@ -195,9 +195,14 @@ fn hook_watch(lua: &Lua) -> Box<dyn Fn() -> bool> {
     let _ = unsafe {
         lua.exec_raw::<()>((), |s| {
             states[0] = s;
-            mlua::ffi::lua_rawgeti(s, mlua::ffi::LUA_REGISTRYINDEX, mlua::ffi::LUA_RIDX_MAINTHREAD);
-            states[1] = mlua::ffi::lua_tothread(s, -1);
-            mlua::ffi::lua_pop(s, 1);
+            // Lua 5.1 and LuaJIT keep no reference to the main thread:
+            // there, only the running state is watched.
+            #[cfg(any(feature = "lua52", feature = "lua53", feature = "lua54"))]
+            {
+                mlua::ffi::lua_rawgeti(s, mlua::ffi::LUA_REGISTRYINDEX, mlua::ffi::LUA_RIDX_MAINTHREAD);
+                states[1] = mlua::ffi::lua_tothread(s, -1);
+                mlua::ffi::lua_pop(s, 1);
+            }
         })
     };
     if states[0].is_null() {
