@@ -67,45 +67,66 @@ impl Client {
         // Built once: a retry only changes the id, so the parameters (a
         // tool's arguments, perhaps megabytes) are never copied.
         let mut message = protocol::request(Json::Null, method, params);
-        let mut retried = false;
-        loop {
-            if self.session.as_ref().is_some_and(|s| s.broken) {
-                // Dropping a dead session stops what is left of it.
+        match self.attempt(host, &mut message, what) {
+            Err(Failure::Expired) => {
                 self.session = None;
+                self.attempt(host, &mut message, what).map_err(Failure::into_error)
             }
-            if self.session.is_none() {
-                self.session = Some(self.handshake(host)?);
-            }
-            let id = host.next_id()?;
-            set_id(&mut message, id.clone());
-            let Some(session) = self.session.as_mut() else { unreachable!("a session was just set") };
-            match session.request(&id, &message, self.timeout, what, host) {
-                Err(Error::SessionExpired) if !retried => {
-                    retried = true;
-                    self.session = None;
+            other => other.map_err(Failure::into_error),
+        }
+    }
+
+    /// Every page of a list method (`tools/list`, ...), in order. If the
+    /// server forgets the session midway, the listing starts again from
+    /// the first page on a new one, once: a cursor belongs to the session
+    /// that gave it, and pages of two sessions may not fit together.
+    pub fn list_pages<H: Host>(&mut self, host: &mut H, method: &str) -> Result<Vec<Json>, H::Error> {
+        let mut restarted = false;
+        'listing: loop {
+            let mut pages: Vec<Json> = Vec::new();
+            let mut cursor: Option<Json> = None;
+            loop {
+                let params = match &cursor {
+                    Some(c) => Json::object([("cursor", c.clone())]),
+                    None => Json::Object(vec![]),
+                };
+                let mut message = protocol::request(Json::Null, method, params);
+                let page = match self.attempt(host, &mut message, method) {
+                    Ok(page) => page,
+                    Err(Failure::Expired) if !restarted => {
+                        restarted = true;
+                        self.session = None;
+                        continue 'listing;
+                    }
+                    Err(failure) => return Err(failure.into_error()),
+                };
+                let next = page.get("nextCursor").filter(|c| matches!(c, Json::Str(_))).cloned();
+                pages.push(page);
+                if next.is_none() || next == cursor || pages.len() >= MAX_PAGES {
+                    return Ok(pages);
                 }
-                Ok(reply) => return Ok(result_of(Some(reply), what)?),
-                Err(e) => return Err(e.into()),
+                cursor = next;
             }
         }
     }
 
-    /// Every page of a list method (`tools/list`, ...), in order.
-    pub fn list_pages<H: Host>(&mut self, host: &mut H, method: &str) -> Result<Vec<Json>, H::Error> {
-        let mut pages: Vec<Json> = Vec::new();
-        let mut cursor: Option<Json> = None;
-        loop {
-            let params = match &cursor {
-                Some(c) => Json::object([("cursor", c.clone())]),
-                None => Json::Object(vec![]),
-            };
-            let page = self.request(host, method, params, method)?;
-            let next = page.get("nextCursor").filter(|c| matches!(c, Json::Str(_))).cloned();
-            pages.push(page);
-            if next.is_none() || next == cursor || pages.len() >= MAX_PAGES {
-                return Ok(pages);
-            }
-            cursor = next;
+    /// One try of `message` (its id set here), on the current session or a
+    /// new one if there is none or it broke.
+    fn attempt<H: Host>(&mut self, host: &mut H, message: &mut Json, what: &str) -> Result<Json, Failure<H::Error>> {
+        if self.session.as_ref().is_some_and(|s| s.broken) {
+            // Dropping a dead session stops what is left of it.
+            self.session = None;
+        }
+        if self.session.is_none() {
+            self.session = Some(self.handshake(host).map_err(Failure::Other)?);
+        }
+        let id = host.next_id().map_err(Failure::Other)?;
+        set_id(message, id.clone());
+        let Some(session) = self.session.as_mut() else { unreachable!("a session was just set") };
+        match session.request(&id, message, self.timeout, what, host) {
+            Ok(reply) => result_of(Some(reply), what).map_err(|e| Failure::Other(e.into())),
+            Err(Error::SessionExpired) => Err(Failure::Expired),
+            Err(e) => Err(Failure::Other(e.into())),
         }
     }
 
@@ -126,11 +147,14 @@ impl Client {
         let reply = session.request(&id, &init, self.timeout, "initialize", host)?;
         let result = result_of(Some(reply), "initialize")?;
         check_version(&result)?;
-        host.established(&result, session.session_id())?;
+        // The transport first: over HTTP the notification below carries
+        // the version. The holder last: its fields must not say "ready"
+        // for a session whose handshake did not finish.
         if let Some(Json::Str(version)) = result.get("protocolVersion") {
             session.established(&String::from_utf8_lossy(version));
         }
         session.notify(&protocol::notification("notifications/initialized", None))?;
+        host.established(&result, session.session_id())?;
         Ok(session)
     }
 }
@@ -143,6 +167,22 @@ pub fn check_version(result: &Json) -> Result<(), Error> {
             chosen: protocol::lua_text(chosen),
             supported: SUPPORTED_VERSIONS.join(", "),
         }),
+    }
+}
+
+/// Why one try of a request failed: the server forgot the session (worth
+/// one more try on a new one), or anything else.
+enum Failure<E> {
+    Expired,
+    Other(E),
+}
+
+impl<E: From<Error>> Failure<E> {
+    fn into_error(self) -> E {
+        match self {
+            Failure::Expired => Error::SessionExpired.into(),
+            Failure::Other(e) => e,
+        }
     }
 }
 
@@ -385,6 +425,33 @@ mod tests {
         assert_eq!(calls.len(), 2);
         assert!(calls[0].starts_with(r#"{"id":2,"#) && calls[1].starts_with(r#"{"id":4,"#), "{calls:?}");
         assert_eq!(calls[0][8..], calls[1][8..]);
+    }
+
+    #[test]
+    fn a_session_forgotten_while_paging_restarts_the_listing_from_the_first_page() {
+        let mut lists = 0;
+        let mut h = host(move |msg| {
+            if msg.get("method") != Some(&Json::str("tools/list")) {
+                return plain(msg);
+            }
+            lists += 1;
+            if lists == 2 {
+                return vec!["404".to_string()];
+            }
+            let id = id_of(msg);
+            match msg.get("params").and_then(|p| p.get("cursor")) {
+                None => vec![format!(r#"{{"id":{id},"result":{{"tools":[{{"name":"a"}}],"nextCursor":"2"}}}}"#)],
+                Some(_) => vec![format!(r#"{{"id":{id},"result":{{"tools":[{{"name":"b"}}]}}}}"#)],
+            }
+        });
+        let pages = client().list_pages(&mut h, "tools/list").unwrap();
+        assert_eq!(pages.len(), 2);
+        assert_eq!(h.opened, 2);
+        let sent = h.sent.borrow();
+        let lists: Vec<&String> = sent.iter().filter(|s| s.contains("tools/list")).collect();
+        // page 1, page 2 (forgotten), then page 1 and page 2 on the new session
+        assert_eq!(lists.len(), 4);
+        assert!(lists[2].ends_with(r#""params":{}}"#), "{lists:?}");
     }
 
     #[test]

@@ -100,11 +100,17 @@ impl Session {
 
     /// Sends `message`, a request with id `id`, and registers it as in
     /// flight, so that its reply is kept whoever is waiting when it comes.
-    pub fn start(&mut self, id: &Json, message: &Json) -> Result<()> {
+    pub(crate) fn start(&mut self, id: &Json, message: &Json) -> Result<()> {
+        // A reply is matched by its id: one that cannot be a key could
+        // never be matched (and a timeout could not tell it was initialize).
+        let Some(key) = id_key(id) else {
+            return Err(Error::BadInput(format!(
+                "MCP: a request id must be a number or a string, got {}",
+                protocol::lua_text(Some(id))
+            )));
+        };
         self.transport.send(message)?;
-        if let Some(key) = id_key(id) {
-            self.in_flight.insert(key, InFlight { initialize: is_initialize(message), arrived: None });
-        }
+        self.in_flight.insert(key, InFlight { initialize: is_initialize(message), arrived: None });
         Ok(())
     }
 
@@ -116,7 +122,7 @@ impl Session {
     /// The wait runs in slices of [`interrupt::SLICE`], so that a host
     /// asking for its thread back (Ctrl-C) gets it within one slice: the
     /// request is then cancelled as on a timeout.
-    pub fn wait(&mut self, id: &Json, timeout: Duration, what: &str, peer: &mut dyn Peer) -> Result<Json> {
+    pub(crate) fn wait(&mut self, id: &Json, timeout: Duration, what: &str, peer: &mut dyn Peer) -> Result<Json> {
         let outcome = self.wait_for_reply(id, timeout, what, peer);
         // However it failed (an oversized reply, a dead transport), the
         // request is settled: nothing may be kept for it any more.
@@ -134,6 +140,10 @@ impl Session {
 
     fn wait_for_reply(&mut self, id: &Json, timeout: Duration, what: &str, peer: &mut dyn Peer) -> Result<Json> {
         let wanted = id_key(id);
+        // Not started, or settled already: nothing will come for it.
+        if !wanted.as_ref().is_some_and(|key| self.in_flight.contains_key(key)) {
+            return Err(Error::NoResponse { what: what.to_string() });
+        }
         let too_deep = || Error::ReplyTooDeep { what: what.to_string(), limit: codec::MAX_DEPTH };
         if let Some(key) = &wanted {
             match self.in_flight.get_mut(key).and_then(|entry| entry.arrived.take()) {

@@ -89,6 +89,8 @@ const ERROR_EXCERPT: usize = 200;
 const MAX_REDIRECTS: usize = 5;
 /// The session's DELETE when closing: a courtesy, not worth a long wait.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long the Lua thread waits for the server's own stream to open.
+const LISTEN_WAIT: Duration = Duration::from_secs(1);
 /// A cancellation: the same courtesy.
 const NOTICE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Connecting a stream thread's GET: bounded apart from `opts.timeout`, so
@@ -431,14 +433,27 @@ impl Http {
 
     /// Opens the server's own stream (GET) on a thread of its own; a 405
     /// means the server offers none, which is fine.
+    ///
+    /// The Lua thread waits for the GET's answer up to [`LISTEN_WAIT`]:
+    /// long enough that the stream is normally open before our next
+    /// request (a server may rely on that order: the conformance suite's
+    /// sse-retry scenario times a reconnection from the last GET it saw),
+    /// short enough that a server which never answers its GET costs little.
     fn listen(&mut self) {
-        self.shared.spawn(|shared| {
-            let Ok(response) = shared.get_stream(None) else { return };
+        let answered = Arc::new((Mutex::new(false), Condvar::new()));
+        let signal = answered.clone();
+        self.shared.spawn(move |shared| {
+            let response = shared.get_stream(None);
+            *lock(&signal.0) = true;
+            signal.1.notify_all();
+            let Ok(response) = response else { return };
             if response.status().as_u16() != 200 || !is_event_stream(&response) {
                 return;
             }
             read_stream(&shared, response, None);
         });
+        let (done, wake) = &*answered;
+        let _ = wake.wait_timeout_while(lock(done), LISTEN_WAIT, |done| !*done);
     }
 }
 
