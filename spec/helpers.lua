@@ -269,6 +269,30 @@ function H.run_lua(source)
   return out, status
 end
 
+-- Runs, in a process of its own, one `client:call(tool, {})` that receives
+-- SIGINT 0.5 s after it starts, as Ctrl-C in lua5.4 would deliver it.
+-- `opts` is the Lua source of mcp.new's options, `before` Lua source run
+-- with the client `c` first (or nil). Returns the seconds the call took,
+-- what it raised, and the process's output and exit status.
+function H.interrupted_call(opts, tool, before)
+  local out, status = H.run_lua(string.format([[
+    local mcp = require('mcp')
+    local f = io.open('/proc/self/stat')
+    local self_pid = f:read('n')
+    f:close()
+    local c = mcp.new(%s)
+    %s
+    os.execute('(sleep 0.5; kill -INT ' .. math.tointeger(self_pid) .. ') &')
+    local t0 = mcp.clock()
+    local ok, err = pcall(c.call, c, %q, {})
+    print(string.format('returned after %%.2f s: %%s %%s', mcp.clock() - t0, tostring(ok), tostring(err)))
+    -- time for the server to record the cancellation
+    os.execute('sleep 0.3')
+    c:close()
+  ]], opts, before or '', tool))
+  return tonumber(out:match('returned after (%S+) s')), out:match(' s: false ([^\n]*)'), out, status
+end
+
 -- Starts a background server and waits for `ready` (a Lua pattern) in its
 -- output. Returns its pid and a stop function.
 function H.start(command, ready, seconds)
