@@ -153,7 +153,7 @@ impl Client {
         if let Some(Json::Str(version)) = result.get("protocolVersion") {
             session.established(&String::from_utf8_lossy(version));
         }
-        session.notify(&protocol::notification("notifications/initialized", None))?;
+        session.notify(&protocol::initialized())?;
         host.established(&result, session.session_id())?;
         Ok(session)
     }

@@ -26,6 +26,11 @@ pub fn notification(method: &str, params: Option<Json>) -> Json {
     Json::object(pairs)
 }
 
+/// The notification that ends the handshake.
+pub fn initialized() -> Json {
+    notification("notifications/initialized", None)
+}
+
 /// `initialize` params; `version` and `client_info` come from Lua as
 /// already-converted values, since a caller may have replaced either.
 pub fn initialize_params(version: Json, capabilities: Json, client_info: Json) -> Json {

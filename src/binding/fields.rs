@@ -25,10 +25,6 @@ pub(super) fn initialize_request(lua: &Cx, client: &Table, id: Json, capabilitie
     Ok(protocol::request(id, "initialize", protocol::initialize_params(version, capabilities, info)))
 }
 
-pub(super) fn initialized_notice() -> Json {
-    protocol::notification("notifications/initialized", None)
-}
-
 /// Records the initialize result on the client, as the reference does.
 pub(super) fn apply_initialize(lua: &Cx, client: &Table, result: &Json) -> Outcome<()> {
     client.set("server_info", to_lua_opt(lua, result.get("serverInfo"))?)?;

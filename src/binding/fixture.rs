@@ -39,7 +39,7 @@ pub(super) fn batch_handshake(lua: &Cx, client: &Table) -> Outcome<(Vec<Json>, O
         return Ok((vec![], None));
     }
     let id = next_id(client)?;
-    Ok((vec![initialize_request(lua, client, id.clone(), Json::Object(vec![]))?, initialized_notice()], Some(id)))
+    Ok((vec![initialize_request(lua, client, id.clone(), Json::Object(vec![]))?, protocol::initialized()], Some(id)))
 }
 
 pub(super) fn discover_batch(lua: &Cx, client: &Table, transport: Function) -> Outcome {

@@ -119,10 +119,10 @@ struct Shared {
     protocol_version: Mutex<Option<String>>,
     inbox: Arc<Inbox>,
     /// Set by close: stream threads stop, and their waits between
-    /// resumptions end early (`stopping` is signalled).
-    stopped: Mutex<bool>,
+    /// resumptions end early (`stopping` is signalled under `pause_lock`).
+    stopped: AtomicBool,
+    pause_lock: Mutex<()>,
     stopping: Condvar,
-    stopped_flag: AtomicBool,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -136,13 +136,13 @@ impl Shared {
     }
 
     fn is_stopped(&self) -> bool {
-        self.stopped_flag.load(Ordering::Relaxed)
+        self.stopped.load(Ordering::Relaxed)
     }
 
     /// Sleeps for `pause`, or less when the client closes meanwhile.
     fn pause(&self, pause: Duration) {
-        let stopped = lock(&self.stopped);
-        let _ = self.stopping.wait_timeout_while(stopped, pause, |stopped| !*stopped);
+        let guard = lock(&self.pause_lock);
+        let _ = self.stopping.wait_timeout_while(guard, pause, |_| !self.is_stopped());
     }
 
     /// Runs `work` on a thread that close joins.
@@ -274,8 +274,11 @@ impl Shared {
     /// Ends every stream at once: stream threads wake with EOF or an
     /// error, see that the client stopped, and return.
     fn stop_streams(&self) {
-        *lock(&self.stopped) = true;
-        self.stopped_flag.store(true, Ordering::Relaxed);
+        // Set under the lock a pausing thread checks it under, so that
+        // the wake-up below cannot fall between its check and its wait.
+        let guard = lock(&self.pause_lock);
+        self.stopped.store(true, Ordering::Relaxed);
+        drop(guard);
         self.stopping.notify_all();
         self.inbox.close();
         self.agent.clone().shutdown();
@@ -353,9 +356,9 @@ impl Http {
             session_id: Mutex::new(None),
             protocol_version: Mutex::new(None),
             inbox: Arc::new(Inbox::default()),
-            stopped: Mutex::new(false),
+            stopped: AtomicBool::new(false),
+            pause_lock: Mutex::new(()),
             stopping: Condvar::new(),
-            stopped_flag: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
         });
         Ok(Http {
