@@ -12,12 +12,13 @@
 //! transport (the table's `command` or `url`, read when the session
 //! starts), and, as a [`Peer`], what the server starts.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use crate::codec::Json;
 use crate::error::Error;
-use crate::protocol::{self, result_of, SUPPORTED_VERSIONS};
-use crate::session::{Peer, Session};
+use crate::protocol::{self, id_key, result_of, IdKey, SUPPORTED_VERSIONS};
+use crate::session::{Limit, Peer, Session};
 use crate::transport::Transport;
 
 /// What the client needs from whoever holds it. `Error` is the holder's
@@ -47,15 +48,175 @@ pub const MAX_PAGES: usize = 100;
 
 pub struct Client {
     session: Option<Session>,
+    /// Counts sessions: a ticket names the session its request went to.
+    session_number: u64,
     timeout: Duration,
     /// What `initialize` declares: one capability per server request the
     /// holder answers itself.
     capabilities: Json,
+    /// Outcomes of async requests whose session ended (died, closed)
+    /// before their waiter took them.
+    finished: HashMap<(u64, IdKey), Result<Json, Error>>,
+}
+
+/// An async request in flight: what its waiter holds.
+#[derive(Clone, Debug)]
+pub struct Ticket {
+    session: u64,
+    key: IdKey,
+    /// Names the request in errors: "tools/call echo".
+    pub what: String,
 }
 
 impl Client {
     pub fn new(timeout: Duration, capabilities: Json) -> Client {
-        Client { session: None, timeout, capabilities }
+        Client { session: None, session_number: 0, timeout, capabilities, finished: HashMap::new() }
+    }
+
+    /// Sends `method` with `params` and returns at once: the request is on
+    /// its way (over HTTP, on its own connection) and its outcome is taken
+    /// later with [`Client::outcome`] or [`Client::wait`]. A session is
+    /// started first if needed, and that handshake does wait. `timeout`
+    /// replaces the client's own for this request.
+    pub fn start<H: Host>(
+        &mut self,
+        host: &mut H,
+        method: &str,
+        params: Json,
+        what: &str,
+        timeout: Option<Duration>,
+    ) -> Result<Ticket, H::Error> {
+        self.ready(host)?;
+        let id = host.next_id()?;
+        let Some(key) = id_key(&id) else {
+            return Err(Error::BadInput(format!(
+                "MCP: a request id must be a number or a string, got {}",
+                protocol::lua_text(Some(&id))
+            ))
+            .into());
+        };
+        let message = protocol::request(id.clone(), method, params);
+        let timeout = timeout.unwrap_or(self.timeout);
+        let deadline = Instant::now().checked_add(timeout).unwrap_or_else(crate::session::far_future);
+        let limit = Limit { timeout, deadline, what: what.to_string() };
+        let Some(session) = self.session.as_mut() else { unreachable!("a session was just made ready") };
+        session.start(&id, &message, Some(limit))?;
+        Ok(Ticket { session: self.session_number, key, what: what.to_string() })
+    }
+
+    /// The outcome of `ticket` if it has settled (the reply's `result`, or
+    /// the error the reference raises for it); None while it is in flight.
+    /// Taken once: the client keeps nothing of it afterwards.
+    pub fn outcome(&mut self, ticket: &Ticket) -> Option<Result<Json, Error>> {
+        let raw = if ticket.session == self.session_number && self.session.is_some() {
+            self.session.as_mut()?.take_async(&ticket.key)?
+        } else {
+            self.finished.remove(&(ticket.session, ticket.key.clone())).unwrap_or_else(|| {
+                // Its session ended without a word for it: cannot happen
+                // unless the ticket was taken already.
+                Err(Error::NoResponse { what: ticket.what.clone() })
+            })
+        };
+        Some(raw.and_then(|reply| result_of(Some(reply), &ticket.what)))
+    }
+
+    /// Whether `ticket` has settled; never waits.
+    pub fn settled(&self, ticket: &Ticket) -> bool {
+        match &self.session {
+            Some(session) if ticket.session == self.session_number => session.settled(&ticket.key),
+            _ => true,
+        }
+    }
+
+    /// Receives and routes what the server sent, until `until` at most or
+    /// one message, whichever is first: the step every wait repeats.
+    /// Returns whether anything came. A session that died hands its
+    /// requests' outcomes over to the client on the way.
+    pub fn pump<H: Host>(&mut self, host: &mut H, until: Instant) -> Result<bool, H::Error> {
+        let Some(session) = self.session.as_mut() else {
+            return Ok(false);
+        };
+        let pumped = session.pump_until(until, host);
+        if session.broken {
+            self.retire(|what| Error::NoResponse { what: what.to_string() });
+        }
+        match pumped {
+            // The dead transport's error went to every request in flight.
+            Err(Error::Transport { .. }) => Ok(true),
+            other => other.map_err(Into::into),
+        }
+    }
+
+    /// Waits for `ticket` until `until` at most; None if it is still in
+    /// flight then.
+    pub fn wait<H: Host>(
+        &mut self,
+        host: &mut H,
+        ticket: &Ticket,
+        until: Instant,
+    ) -> Result<Option<Result<Json, Error>>, H::Error> {
+        loop {
+            if self.settled(ticket) {
+                return Ok(self.outcome(ticket));
+            }
+            if Instant::now() >= until {
+                return Ok(None);
+            }
+            let slice_end = until.min(Instant::now() + crate::interrupt::SLICE);
+            self.pump(host, slice_end)?;
+        }
+    }
+
+    /// Stops `ticket`'s request: the server gets `notifications/cancelled`
+    /// with `reason`, and the ticket settles with [`Error::Cancelled`].
+    /// False if it had settled already.
+    pub fn cancel(&mut self, ticket: &Ticket, reason: &str) -> bool {
+        match self.session.as_mut() {
+            Some(session) if ticket.session == self.session_number => {
+                session.cancel(&ticket.key, reason, Error::Cancelled { what: ticket.what.clone() })
+            }
+            _ => false,
+        }
+    }
+
+    /// Nobody will take `ticket`'s outcome (its handle was collected).
+    pub fn forget(&mut self, ticket: &Ticket) {
+        match self.session.as_mut() {
+            Some(session) if ticket.session == self.session_number => session.discard(&ticket.key),
+            _ => {
+                self.finished.remove(&(ticket.session, ticket.key.clone()));
+            }
+        }
+    }
+
+    /// The earliest time an async request runs out, for an event loop's
+    /// timer.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.session.as_ref().and_then(Session::next_deadline)
+    }
+
+    /// Ends the current session, keeping the outcomes of its async
+    /// requests; those still running get `unsettled`'s error.
+    fn retire(&mut self, unsettled: impl Fn(&str) -> Error) {
+        if let Some(mut session) = self.session.take() {
+            for (key, outcome) in session.settle_all(unsettled) {
+                self.finished.insert((self.session_number, key), outcome);
+            }
+            session.close();
+        }
+    }
+
+    /// A live session, started if there is none or the last one broke.
+    fn ready<H: Host>(&mut self, host: &mut H) -> Result<(), H::Error> {
+        if self.session.as_ref().is_some_and(|s| s.broken) {
+            self.retire(|what| Error::NoResponse { what: what.to_string() });
+        }
+        if self.session.is_none() {
+            let session = self.handshake(host)?;
+            self.session_number += 1;
+            self.session = Some(session);
+        }
+        Ok(())
     }
 
     /// Sends `method` with `params` and returns the reply's `result`, or
@@ -69,7 +230,7 @@ impl Client {
         let mut message = protocol::request(Json::Null, method, params);
         match self.attempt(host, &mut message, what) {
             Err(Failure::Expired) => {
-                self.session = None;
+                self.retire(|_| Error::SessionExpired);
                 self.attempt(host, &mut message, what).map_err(Failure::into_error)
             }
             other => other.map_err(Failure::into_error),
@@ -95,7 +256,7 @@ impl Client {
                     Ok(page) => page,
                     Err(Failure::Expired) if !restarted => {
                         restarted = true;
-                        self.session = None;
+                        self.retire(|_| Error::SessionExpired);
                         continue 'listing;
                     }
                     Err(failure) => return Err(failure.into_error()),
@@ -113,13 +274,7 @@ impl Client {
     /// One try of `message` (its id set here), on the current session or a
     /// new one if there is none or it broke.
     fn attempt<H: Host>(&mut self, host: &mut H, message: &mut Json, what: &str) -> Result<Json, Failure<H::Error>> {
-        if self.session.as_ref().is_some_and(|s| s.broken) {
-            // Dropping a dead session stops what is left of it.
-            self.session = None;
-        }
-        if self.session.is_none() {
-            self.session = Some(self.handshake(host).map_err(Failure::Other)?);
-        }
+        self.ready(host).map_err(Failure::Other)?;
         let id = host.next_id().map_err(Failure::Other)?;
         set_id(message, id.clone());
         let Some(session) = self.session.as_mut() else { unreachable!("a session was just set") };
@@ -133,9 +288,7 @@ impl Client {
     /// Ends the session the way its transport does; the next request
     /// starts a new one.
     pub fn close(&mut self) {
-        if let Some(mut session) = self.session.take() {
-            session.close();
-        }
+        self.retire(|what| Error::Closed { what: what.to_string() });
     }
 
     /// A new session: transport opened, initialize answered and its
@@ -156,6 +309,17 @@ impl Client {
         session.notify(&protocol::initialized())?;
         host.established(&result, session.session_id())?;
         Ok(session)
+    }
+}
+
+/// A client dropped (collected) with async requests running tells the
+/// server to stop them; the transport then shuts down as it does when
+/// dropped, without holding the thread that dropped it.
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Some(session) = self.session.as_mut() {
+            session.cancel_all_detached();
+        }
     }
 }
 

@@ -7,7 +7,7 @@
 
 use thiserror::Error;
 
-#[derive(Debug, Error)]
+#[derive(Clone, Debug, Error)]
 pub enum Error {
     /// `mcp.new` was given nothing to talk to.
     #[error("mcp.new: needs a command, a url, or a transport")]
@@ -42,6 +42,24 @@ pub enum Error {
     /// usually raises its error ("interrupted!") before this one is seen.
     #[error("MCP {what} interrupted")]
     Interrupted { what: String },
+
+    /// An async request stopped by `handle:cancel()`; the server was told.
+    #[error("MCP {what} cancelled")]
+    Cancelled { what: String },
+
+    /// An async request still in flight when its client was closed.
+    #[error("MCP {what} failed: the client was closed before the reply came")]
+    Closed { what: String },
+
+    /// An async request whose client was garbage-collected: nothing can
+    /// take its reply any more.
+    #[error("MCP {what} failed: its client was collected before the reply came (keep a reference to the client while its requests run)")]
+    ClientCollected { what: String },
+
+    /// `client:dispatch()` or a wait called from a callback that dispatch
+    /// or a wait is running for the same client.
+    #[error("MCP: {what} cannot run inside a callback of the same client (on_notification, a handler or on_done); return from the callback first")]
+    Reentered { what: String },
 
     /// The reply to our request was nested deeper than the decoder follows;
     /// it was skipped rather than recursed into.

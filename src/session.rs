@@ -29,21 +29,40 @@ pub struct Session {
     transport: Box<dyn Transport>,
     /// The transport failed for good; the client starts a new session.
     pub broken: bool,
-    /// Requests started and not yet settled, by id.
+    /// Requests started and not yet taken, by id.
     in_flight: HashMap<IdKey, InFlight>,
+    /// Messages skipped as too deep, with no id that could be read: a wait
+    /// that times out says so if this grew meanwhile.
+    unreadable: u64,
+    /// Received while a wait was being interrupted: routed first next time,
+    /// so that nothing is lost to a Ctrl-C.
+    held: Option<Received>,
 }
 
 struct InFlight {
+    /// As sent: a cancellation names it the same way.
+    id: Json,
     /// `initialize` is never cancelled: abandoning it ends the session.
     initialize: bool,
-    /// What arrived for it while another request was waited for.
+    /// What settled it, kept until its waiter takes it.
     arrived: Option<Arrival>,
+    /// Requests nobody waits on (the async API) carry their own time limit
+    /// and name; a blocking wait keeps both itself.
+    limit: Option<Limit>,
+}
+
+/// When an async request runs out, and how its errors name it.
+pub struct Limit {
+    pub timeout: Duration,
+    pub deadline: Instant,
+    pub what: String,
 }
 
 enum Arrival {
     Reply(Json),
     /// Its reply was nested too deep to read.
     TooDeep,
+    Failed(Error),
 }
 
 fn is_initialize(message: &Json) -> bool {
@@ -52,7 +71,7 @@ fn is_initialize(message: &Json) -> bool {
 
 impl Session {
     pub fn new(transport: Box<dyn Transport>) -> Self {
-        Session { transport, broken: false, in_flight: HashMap::new() }
+        Session { transport, broken: false, in_flight: HashMap::new(), unreadable: 0, held: None }
     }
 
     pub fn notify(&mut self, message: &Json) -> Result<()> {
@@ -77,7 +96,7 @@ impl Session {
         what: &str,
         peer: &mut dyn Peer,
     ) -> Result<Json> {
-        let outcome = self.start(id, message).and_then(|()| self.wait(id, timeout, what, peer));
+        let outcome = self.start(id, message, None).and_then(|()| self.wait(id, timeout, what, peer));
         // Interrupted inside the transport (an HTTP POST waiting for its
         // body): the request still needs its cancellation and its name.
         let outcome = match outcome {
@@ -100,7 +119,9 @@ impl Session {
 
     /// Sends `message`, a request with id `id`, and registers it as in
     /// flight, so that its reply is kept whoever is waiting when it comes.
-    pub(crate) fn start(&mut self, id: &Json, message: &Json) -> Result<()> {
+    /// With a `limit` it is an async request: sent without waiting on the
+    /// transport, and settled by a timeout whoever is waiting then.
+    pub(crate) fn start(&mut self, id: &Json, message: &Json, limit: Option<Limit>) -> Result<()> {
         // A reply is matched by its id: one that cannot be a key could
         // never be matched (and a timeout could not tell it was initialize).
         let Some(key) = id_key(id) else {
@@ -109,8 +130,19 @@ impl Session {
                 protocol::lua_text(Some(id))
             )));
         };
-        self.transport.send(message)?;
-        self.in_flight.insert(key, InFlight { initialize: is_initialize(message), arrived: None });
+        // Registered before it is sent: a detached HTTP POST may report
+        // its failure before `send_detached` returns.
+        let entry = InFlight { id: id.clone(), initialize: is_initialize(message), arrived: None, limit };
+        let detached = entry.limit.as_ref().map(|l| l.timeout);
+        self.in_flight.insert(key.clone(), entry);
+        let sent = match detached {
+            Some(timeout) => self.transport.send_detached(message, timeout),
+            None => self.transport.send(message),
+        };
+        if let Err(e) = sent {
+            self.in_flight.remove(&key);
+            return Err(e);
+        }
         Ok(())
     }
 
@@ -139,82 +171,31 @@ impl Session {
     }
 
     fn wait_for_reply(&mut self, id: &Json, timeout: Duration, what: &str, peer: &mut dyn Peer) -> Result<Json> {
-        let wanted = id_key(id);
         // Not started, or settled already: nothing will come for it.
-        if !wanted.as_ref().is_some_and(|key| self.in_flight.contains_key(key)) {
+        let Some(key) = id_key(id).filter(|key| self.in_flight.contains_key(key)) else {
             return Err(Error::NoResponse { what: what.to_string() });
-        }
-        let too_deep = || Error::ReplyTooDeep { what: what.to_string(), limit: codec::MAX_DEPTH };
-        if let Some(key) = &wanted {
-            match self.in_flight.get_mut(key).and_then(|entry| entry.arrived.take()) {
-                Some(Arrival::Reply(reply)) => {
-                    self.in_flight.remove(key);
-                    return Ok(reply);
-                }
-                Some(Arrival::TooDeep) => {
-                    self.in_flight.remove(key);
-                    return Err(too_deep());
-                }
-                None => {}
-            }
-        }
+        };
         let deadline = Instant::now().checked_add(timeout).unwrap_or_else(far_future);
-        // A too-deep message whose id could not be read: perhaps our reply.
-        // Said in the timeout message, if it comes to that.
-        let mut skipped_unreadable = false;
+        let unreadable_before = self.unreadable;
         loop {
+            if let Some(outcome) = self.take(&key, what) {
+                return outcome;
+            }
             let slice_end = deadline.min(Instant::now() + interrupt::SLICE);
-            let received = self.transport.receive(slice_end)?;
-            // Checked before anything reaches Lua, and whatever arrives: a
-            // server that chats every few milliseconds must not keep a
-            // request past its time, nor hold off Ctrl-C (and a Lua
-            // callback would run the host's one-shot hook and lose it).
-            if interrupt::requested() {
-                self.give_up(id, "interrupted by the user");
-                return Err(Error::Interrupted { what: what.to_string() });
-            }
-            let mut reply = None;
-            match received {
-                Some(Received::Message(msg)) => match classify(&msg) {
-                    Kind::Response(key) if Some(&key) == wanted.as_ref() => reply = Some(msg),
-                    // Another request in flight: kept for its waiter. One
-                    // nobody waits for any more: dropped.
-                    Kind::Response(key) => {
-                        if let Some(entry) = self.in_flight.get_mut(&key) {
-                            entry.arrived = Some(Arrival::Reply(msg));
-                        }
-                    }
-                    Kind::Notification => peer.notification(msg),
-                    Kind::ServerRequest => {
-                        let answer = peer.request(&msg);
-                        self.transport.send(&answer)?;
-                    }
-                    Kind::Other => {}
-                },
-                Some(Received::TooDeep(Some(key))) if Some(&key) == wanted.as_ref() => {
-                    self.in_flight.remove(&key);
-                    return Err(too_deep());
+            self.pump_checked(slice_end, peer).map_err(|stop| match stop {
+                Stop::Failed(e) => e,
+                Stop::Interrupted => {
+                    self.give_up(id, "interrupted by the user");
+                    Error::Interrupted { what: what.to_string() }
                 }
-                Some(Received::TooDeep(Some(key))) => {
-                    if let Some(entry) = self.in_flight.get_mut(&key) {
-                        entry.arrived = Some(Arrival::TooDeep);
-                    }
-                }
-                Some(Received::TooDeep(None)) => skipped_unreadable = true,
-                None => {}
-            }
-            let dropped = self.transport.take_dropped();
-            if dropped > 0 {
-                peer.notification(protocol::dropped_notice(dropped));
-            }
-            if let Some(reply) = reply {
-                if let Some(key) = &wanted {
-                    self.in_flight.remove(key);
-                }
-                return Ok(reply);
+            })?;
+            if let Some(outcome) = self.take(&key, what) {
+                return outcome;
             }
             if Instant::now() >= deadline {
-                let note = if skipped_unreadable {
+                // A too-deep message whose id could not be read: perhaps our
+                // reply. Said in the timeout message.
+                let note = if self.unreadable > unreadable_before {
                     format!(
                         "; meanwhile a message nested deeper than {} levels was skipped, with no id that could be read",
                         codec::MAX_DEPTH
@@ -226,6 +207,171 @@ impl Session {
                 return Err(Error::Timeout { what: what.to_string(), seconds: seconds_text(timeout), note });
             }
         }
+    }
+
+    /// One receive, until `until` at most, and its routing; async requests
+    /// past their time are then settled. Ctrl-C is an error here: the
+    /// caller decides what it stops (see [`Session::pump_checked`]).
+    pub(crate) fn pump_until(&mut self, until: Instant, peer: &mut dyn Peer) -> Result<bool> {
+        match self.pump_checked(until, peer) {
+            Ok(any) => Ok(any),
+            Err(Stop::Failed(e)) => Err(e),
+            Err(Stop::Interrupted) => Err(Error::Interrupted { what: String::new() }),
+        }
+    }
+
+    fn pump_checked(&mut self, until: Instant, peer: &mut dyn Peer) -> std::result::Result<bool, Stop> {
+        let received = match self.held.take() {
+            Some(held) => Some(held),
+            None => match self.transport.receive(until) {
+                Ok(received) => received,
+                Err(e) => {
+                    if matches!(e, Error::Transport { .. }) {
+                        // Dead for good: everything in flight has its answer.
+                        self.broken = true;
+                        for entry in self.in_flight.values_mut().filter(|e| e.arrived.is_none()) {
+                            entry.arrived = Some(Arrival::Failed(e.clone()));
+                        }
+                    }
+                    return Err(Stop::Failed(e));
+                }
+            },
+        };
+        // Checked before anything reaches Lua, and whatever arrives: a
+        // server that chats every few milliseconds must not keep a request
+        // past its time, nor hold off Ctrl-C (and a Lua callback would run
+        // the host's one-shot hook and lose it). What came is kept.
+        if interrupt::requested() {
+            self.held = received;
+            return Err(Stop::Interrupted);
+        }
+        let any = received.is_some();
+        if let Some(received) = received {
+            self.route(received, peer).map_err(Stop::Failed)?;
+        }
+        let dropped = self.transport.take_dropped();
+        if dropped > 0 {
+            peer.notification(protocol::dropped_notice(dropped));
+        }
+        self.expire();
+        Ok(any)
+    }
+
+    fn route(&mut self, received: Received, peer: &mut dyn Peer) -> Result<()> {
+        let settle = |in_flight: &mut HashMap<IdKey, InFlight>, key: &IdKey, arrival: Arrival| {
+            // One nobody waits for any more (cancelled, timed out): dropped.
+            if let Some(entry) = in_flight.get_mut(key).filter(|e| e.arrived.is_none()) {
+                entry.arrived = Some(arrival);
+            }
+        };
+        match received {
+            Received::Message(msg) => match classify(&msg) {
+                Kind::Response(key) => settle(&mut self.in_flight, &key, Arrival::Reply(msg)),
+                Kind::Notification => peer.notification(msg),
+                Kind::ServerRequest => {
+                    let answer = peer.request(&msg);
+                    self.transport.send(&answer)?;
+                }
+                Kind::Other => {}
+            },
+            Received::TooDeep(Some(key)) => settle(&mut self.in_flight, &key, Arrival::TooDeep),
+            Received::TooDeep(None) => self.unreadable += 1,
+            Received::Failed(Some(key), e) => settle(&mut self.in_flight, &key, Arrival::Failed(e)),
+            Received::Failed(None, e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// Async requests past their time: cancelled, and settled with the
+    /// timeout error their waiter will take.
+    fn expire(&mut self) {
+        let now = Instant::now();
+        let expired: Vec<IdKey> = self
+            .in_flight
+            .iter()
+            .filter(|(_, e)| e.arrived.is_none() && e.limit.as_ref().is_some_and(|l| l.deadline <= now))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in expired {
+            let Some(entry) = self.in_flight.get_mut(&key) else { continue };
+            let Some(limit) = &entry.limit else { continue };
+            let seconds = seconds_text(limit.timeout);
+            let error = Error::Timeout { what: limit.what.clone(), seconds: seconds.clone(), note: String::new() };
+            entry.arrived = Some(Arrival::Failed(error));
+            let (id, initialize) = (entry.id.clone(), entry.initialize);
+            self.abandon(&id, initialize, &format!("timed out after {seconds} s"));
+        }
+    }
+
+    /// The outcome of request `key` if it has settled, which ends its
+    /// entry; `what` names it in errors.
+    fn take(&mut self, key: &IdKey, what: &str) -> Option<Result<Json>> {
+        if self.in_flight.get(key)?.arrived.is_none() {
+            return None;
+        }
+        let entry = self.in_flight.remove(key)?;
+        Some(match entry.arrived? {
+            Arrival::Reply(reply) => Ok(reply),
+            Arrival::TooDeep => Err(Error::ReplyTooDeep { what: what.to_string(), limit: codec::MAX_DEPTH }),
+            Arrival::Failed(e) => Err(e),
+        })
+    }
+
+    /// [`Session::take`] for an async request, named by its own limit.
+    pub(crate) fn take_async(&mut self, key: &IdKey) -> Option<Result<Json>> {
+        let what = self.in_flight.get(key)?.limit.as_ref().map(|l| l.what.clone()).unwrap_or_default();
+        self.take(key, &what)
+    }
+
+    /// Whether the request `key` has settled (or was never in flight).
+    pub(crate) fn settled(&self, key: &IdKey) -> bool {
+        self.in_flight.get(key).is_none_or(|e| e.arrived.is_some())
+    }
+
+    /// Stops the async request `key` at the caller's word: the server is
+    /// told, and the request settles with `error`. False if it had settled.
+    pub(crate) fn cancel(&mut self, key: &IdKey, reason: &str, error: Error) -> bool {
+        let Some(entry) = self.in_flight.get_mut(key).filter(|e| e.arrived.is_none()) else { return false };
+        entry.arrived = Some(Arrival::Failed(error));
+        let (id, initialize) = (entry.id.clone(), entry.initialize);
+        self.abandon(&id, initialize, reason);
+        true
+    }
+
+    /// Nobody will take request `key`'s outcome: its entry goes, and a late
+    /// reply is dropped.
+    pub(crate) fn discard(&mut self, key: &IdKey) {
+        self.in_flight.remove(key);
+    }
+
+    /// The earliest time an async request runs out.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.in_flight
+            .values()
+            .filter(|e| e.arrived.is_none())
+            .filter_map(|e| e.limit.as_ref())
+            .map(|l| l.deadline)
+            .min()
+    }
+
+    /// The outcomes of every async request, settled or not (those get
+    /// `unsettled`), as the session ends: the client keeps them for their
+    /// waiters. Requests still running are cancelled first, if the session
+    /// can still say so.
+    pub(crate) fn settle_all(&mut self, unsettled: impl Fn(&str) -> Error) -> Vec<(IdKey, Result<Json>)> {
+        let keys: Vec<IdKey> =
+            self.in_flight.iter().filter(|(_, e)| e.limit.is_some()).map(|(k, _)| k.clone()).collect();
+        let mut outcomes = Vec::with_capacity(keys.len());
+        for key in keys {
+            let what =
+                self.in_flight.get(&key).and_then(|e| e.limit.as_ref()).map(|l| l.what.clone()).unwrap_or_default();
+            if !self.settled(&key) && !self.broken {
+                self.cancel(&key, "the client was closed", unsettled(&what));
+            }
+            let outcome = self.take(&key, &what).unwrap_or_else(|| Err(unsettled(&what)));
+            outcomes.push((key, outcome));
+        }
+        outcomes
     }
 
     /// Stops waiting for the request `id`: it leaves the table, so a late
@@ -250,6 +396,23 @@ impl Session {
         let _ = interrupt::shielded(|| self.transport.send(&protocol::cancelled(id, reason)));
     }
 
+    /// The session is being dropped with async requests running (their
+    /// client was collected): each is cancelled without waiting on the
+    /// transport, which then stops as a dropped transport does.
+    pub(crate) fn cancel_all_detached(&mut self) {
+        let running: Vec<Json> = self
+            .in_flight
+            .values()
+            .filter(|e| e.arrived.is_none() && e.limit.is_some() && !e.initialize)
+            .map(|e| e.id.clone())
+            .collect();
+        for id in running {
+            let notice = protocol::cancelled(&id, "the client was collected");
+            let _ = interrupt::shielded(|| self.transport.send_detached(&notice, CANCEL_TIMEOUT));
+        }
+        self.in_flight.clear();
+    }
+
     pub fn established(&mut self, negotiated_version: &str) {
         self.transport.established(negotiated_version);
     }
@@ -263,8 +426,18 @@ impl Session {
     }
 }
 
+/// How long a cancellation sent from a dropped client may take.
+const CANCEL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Why a pump stopped short.
+enum Stop {
+    Failed(Error),
+    /// The host asked for its thread back.
+    Interrupted,
+}
+
 /// A deadline for a timeout too long to add to now: never, in practice.
-fn far_future() -> Instant {
+pub(crate) fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
 }
 
@@ -319,8 +492,8 @@ mod tests {
     #[test]
     fn two_in_flight_each_get_their_own_reply_whatever_the_order() {
         let (mut s, _) = session(&[r#"{"id":2,"result":{"n":2}}"#, r#"{"id":1,"result":{"n":1}}"#]);
-        s.start(&Json::Int(1), &call(1)).unwrap();
-        s.start(&Json::Int(2), &call(2)).unwrap();
+        s.start(&Json::Int(1), &call(1), None).unwrap();
+        s.start(&Json::Int(2), &call(2), None).unwrap();
         let first = s.wait(&Json::Int(1), SHORT, "one", &mut Quiet).unwrap();
         assert_eq!(first.get("result").and_then(|r| r.get("n")), Some(&Json::Int(1)));
         // kept while the first was waited for: no further receive needed
@@ -332,8 +505,8 @@ mod tests {
     #[test]
     fn a_timeout_cancels_only_its_own_request_and_its_late_reply_is_dropped() {
         let (mut s, sent) = session(&[r#"{"id":2,"result":{"n":2}}"#]);
-        s.start(&Json::Int(1), &call(1)).unwrap();
-        s.start(&Json::Int(2), &call(2)).unwrap();
+        s.start(&Json::Int(1), &call(1), None).unwrap();
+        s.start(&Json::Int(2), &call(2), None).unwrap();
         let err = s.wait(&Json::Int(1), SHORT, "tools/call one", &mut Quiet).unwrap_err();
         assert_eq!(err.to_string(), "MCP tools/call one timed out after 0.02 s");
         assert!(sent.borrow().last().unwrap().contains(r#""requestId":1"#));

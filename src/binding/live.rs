@@ -33,6 +33,7 @@ pub(super) fn open_transport(client: &Table, options: &TransportOptions) -> Outc
             max_message_bytes: options.max_message_bytes,
             ca_pem: options.ca_pem.clone(),
             forward: options.forward.clone(),
+            doorbell: Some(options.doorbell()?),
         };
         return Ok(Box::new(Http::connect(http_options)?));
     }
@@ -46,32 +47,71 @@ pub(super) fn open_transport(client: &Table, options: &TransportOptions) -> Outc
         cwd: options.cwd.clone(),
         max_message_bytes: options.max_message_bytes,
         forward: options.forward.clone(),
+        doorbell: Some(options.doorbell()?),
     };
     Ok(Box::new(Stdio::spawn(&stdio_options)?))
 }
 
 /// Runs `work` with the client core and the Lua side it talks to.
-fn with_client<T>(lua: &Cx, client: &Table, work: impl FnOnce(&mut Client, &mut LuaHost) -> Outcome<T>) -> Outcome<T> {
+pub(super) fn with_client<T>(
+    lua: &Cx,
+    client: &Table,
+    work: impl FnOnce(&mut Client, &mut LuaHost) -> Outcome<T>,
+) -> Outcome<T> {
+    let busy =
+        || Error::BadInput("MCP: the client is already busy (called again from on_notification or a handler?)".into());
+    borrow_client(lua, client, busy, work)
+}
+
+/// [`with_client`] for the async API, whose refusal names the call.
+pub(super) fn with_client_state<T>(
+    lua: &Cx,
+    client: &Table,
+    what: &str,
+    work: impl FnOnce(&mut Client, &mut LuaHost) -> Outcome<T>,
+) -> Outcome<T> {
+    borrow_client(lua, client, || Error::Reentered { what: what.to_string() }, work)
+}
+
+fn borrow_client<T>(
+    lua: &Cx,
+    client: &Table,
+    busy: impl FnOnce() -> Error,
+    work: impl FnOnce(&mut Client, &mut LuaHost) -> Outcome<T>,
+) -> Outcome<T> {
     let Some(beside) = state_of(lua, client)? else {
         return Err(Error::BadInput("MCP: this client was not made by mcp.new".into()).into());
     };
-    let mut state = beside.state.borrow_mut::<ClientState>().map_err(|_| {
-        Error::BadInput("MCP: the client is already busy (called again from on_notification or a handler?)".into())
-    })?;
-    let ClientState { options, client: core } = &mut *state;
-    let mut host =
-        LuaHost { lua, table: client, options, on_notification: beside.on_notification, handlers: beside.handlers };
+    let mut state = beside.state.borrow_mut::<ClientState>().map_err(|_| busy())?;
+    let ClientState { options, client: core, forgotten } = &mut *state;
+    // Handles collected since the last call: nobody takes their outcome.
+    let gone = std::mem::take(&mut *forgotten.borrow_mut());
+    for ticket in &gone {
+        core.forget(ticket);
+    }
+    let mut host = LuaHost {
+        lua,
+        table: client,
+        options,
+        forgotten,
+        on_notification: beside.on_notification,
+        handlers: beside.handlers,
+        ran: 0,
+    };
     work(core, &mut host)
 }
 
 /// The Lua side of a live client: its table (ids, fields, command or url),
 /// its options, and its callbacks for what the server starts.
-struct LuaHost<'a, 'b> {
+pub(super) struct LuaHost<'a, 'b> {
     lua: &'a Cx<'b>,
     table: &'a Table,
-    options: &'a TransportOptions,
+    pub(super) options: &'a TransportOptions,
+    pub(super) forgotten: &'a Rc<RefCell<Vec<Ticket>>>,
     on_notification: Option<Function>,
     handlers: Option<Table>,
+    /// Lua callbacks run for the server (notifications, handlers).
+    pub(super) ran: usize,
 }
 
 impl Host for LuaHost<'_, '_> {
@@ -103,6 +143,7 @@ impl Host for LuaHost<'_, '_> {
 impl Peer for LuaHost<'_, '_> {
     fn notification(&mut self, note: Json) {
         let Some(callback) = &self.on_notification else { return };
+        self.ran += 1;
         if let Ok(msg) = to_lua(self.lua, &note) {
             // A failing callback must not break the client.
             let _ = call_lua(self.lua, callback.clone(), msg);
@@ -123,6 +164,7 @@ impl Peer for LuaHost<'_, '_> {
         let Some(handler) = handler else {
             return protocol::answer_server_request(msg).unwrap_or(Json::Null);
         };
+        self.ran += 1;
         let params = to_lua_opt(self.lua, msg.get("params")).unwrap_or(Value::Nil);
         let outcome = call_lua(self.lua, handler, params);
         let failure = |text: String| protocol::error_response(id.clone(), -32603, &text);

@@ -11,20 +11,22 @@
 //! value it raised and is re-raised unchanged, as the reference would let
 //! it propagate.
 
-use std::cell::OnceCell;
+use std::cell::{OnceCell, RefCell};
 use std::ffi::c_void;
 use std::rc::Rc;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use mlua::{AnyUserData, Function, IntoLuaMulti, Lua, MultiValue, Table, UserData, Value};
 
-use crate::client::{Client, Host};
+use crate::client::{Client, Host, Ticket};
 use crate::codec::{self, format_float, lua_float_text, Json};
 use crate::error::Error;
 use crate::interrupt;
 use crate::mount;
 use crate::protocol::{self, call_outcome, Replies};
 use crate::session::Peer;
+use crate::transport::doorbell::Doorbell;
 use crate::transport::http::{self, Http};
 use crate::transport::stdio::{self, Launch, Stdio};
 use crate::transport::Transport;
@@ -32,6 +34,7 @@ use crate::transport::Transport;
 mod convert;
 mod fields;
 mod fixture;
+mod handles;
 mod live;
 mod options;
 mod registry;
@@ -39,6 +42,7 @@ mod registry;
 use convert::*;
 use fields::*;
 use fixture::*;
+use handles::*;
 use live::*;
 use options::*;
 use registry::*;
@@ -75,8 +79,16 @@ struct Glue {
     tostring: Function,
     /// Lua's own `pairs`, for tables with a `__pairs` metamethod.
     pairs: Function,
-    /// client table -> { ClientState userdata, on_notification }, weak keys.
+    /// client table -> { ClientState userdata, on_notification, handlers,
+    /// handles with an on_done still to run, dispatching }, weak keys.
     states: Table,
+    /// The methods of a handle (its metatable).
+    handle_methods: Table,
+    /// handle -> HandleState userdata, weak keys.
+    handle_states: Table,
+    /// handle -> its client, weak both ways: a handle never keeps its
+    /// client alive.
+    handle_clients: Table,
 }
 
 /// Opens the module on `lua`; `luaopen_mcp` calls this, and so do the
@@ -91,20 +103,52 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     native.set("call", export(lua, &cell, call)?)?;
     native.set("close", export(lua, &cell, close)?)?;
     native.set("mount", export(lua, &cell, mount_tools)?)?;
+    native.set("request", export(lua, &cell, request)?)?;
+    native.set("call_async", export(lua, &cell, call_async)?)?;
+    native.set("request_async", export(lua, &cell, request_async)?)?;
+    native.set("wait", export(lua, &cell, wait)?)?;
+    native.set("done", export(lua, &cell, done)?)?;
+    native.set("cancel", export(lua, &cell, cancel)?)?;
+    native.set("wait_any", export(lua, &cell, wait_any)?)?;
+    native.set("wait_all", export(lua, &cell, wait_all)?)?;
+    native.set("fd", export(lua, &cell, fd)?)?;
+    native.set("dispatch", export(lua, &cell, dispatch)?)?;
     let started = std::time::Instant::now();
     native.set("clock", lua.create_function(move |_, ()| Ok(started.elapsed().as_secs_f64()))?)?;
     let setup_cell = cell.clone();
     native.set(
         "setup",
         lua.create_function(
-            move |lua, (module, client_methods, runner, lua_functions): (Table, Table, Function, Table)| {
-                let states = lua.create_table()?;
-                let weak = lua.create_table()?;
-                weak.set("__mode", "k")?;
-                states.set_metatable(Some(weak))?;
+            move |lua,
+                  (module, client_methods, handle_methods, runner, lua_functions): (
+                Table,
+                Table,
+                Table,
+                Function,
+                Table,
+            )| {
+                let weak_table = |mode: &str| -> mlua::Result<Table> {
+                    let table = lua.create_table()?;
+                    let meta = lua.create_table()?;
+                    meta.set("__mode", mode)?;
+                    table.set_metatable(Some(meta))?;
+                    Ok(table)
+                };
+                let (states, handle_states, handle_clients) = (weak_table("k")?, weak_table("k")?, weak_table("kv")?);
                 let (pcall, tostring, pairs) =
                     (lua_functions.get("pcall")?, lua_functions.get("tostring")?, lua_functions.get("pairs")?);
-                let _ = setup_cell.set(Glue { module, client_methods, runner, pcall, tostring, pairs, states });
+                let _ = setup_cell.set(Glue {
+                    module,
+                    client_methods,
+                    runner,
+                    pcall,
+                    tostring,
+                    pairs,
+                    states,
+                    handle_methods,
+                    handle_states,
+                    handle_clients,
+                });
                 Ok(())
             },
         )?,
@@ -339,7 +383,11 @@ fn call(lua: &Cx, args: MultiValue) -> Outcome {
     match client.get::<Value>("transport")? {
         Value::Function(f) => call_batch(lua, &client, f, &name, &call_args),
         v if truthy(&v) => Err(Error::BadInput("MCP: client.transport must be a function".into()).into()),
-        _ => call_session(lua, &client, &name, &call_args),
+        _ => {
+            let returns = call_session(lua, &client, &name, &call_args)?;
+            run_on_done(lua, &client)?;
+            Ok(returns)
+        }
     }
 }
 

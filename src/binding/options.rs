@@ -7,6 +7,9 @@ pub(super) struct ClientState {
     pub(super) options: TransportOptions,
     /// The session core: handshake, requests, pages, restarts.
     pub(super) client: Client,
+    /// Tickets of handles collected unsettled: the core forgets them at
+    /// the next call (a handle's finaliser cannot reach the client).
+    pub(super) forgotten: Rc<RefCell<Vec<Ticket>>>,
 }
 
 /// What a transport is opened with, read from `mcp.new`'s options.
@@ -19,6 +22,19 @@ pub(super) struct TransportOptions {
     pub(super) max_message_bytes: usize,
     /// Methods of server requests that `opts.handlers` answers in Lua.
     pub(super) forward: Vec<String>,
+    /// Made on first use: by the first transport, or by `client:fd()`.
+    pub(super) doorbell: OnceCell<Arc<Doorbell>>,
+}
+
+impl TransportOptions {
+    pub(super) fn doorbell(&self) -> Outcome<Arc<Doorbell>> {
+        if let Some(bell) = self.doorbell.get() {
+            return Ok(bell.clone());
+        }
+        let bell =
+            Arc::new(Doorbell::new().map_err(|e| Error::Lua(format!("cannot make a descriptor to watch: {e}")))?);
+        Ok(self.doorbell.get_or_init(|| bell).clone())
+    }
 }
 
 impl UserData for ClientState {}
@@ -122,8 +138,9 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
     capabilities.sort_by(|a, b| a.0.cmp(b.0));
     capabilities.dedup_by(|a, b| a.0 == b.0);
     let client = Client::new(timeout, Json::object(capabilities));
-    let options = TransportOptions { timeout, headers, ca_pem, env, cwd, max_message_bytes, forward };
-    Ok(ClientState { options, client })
+    let options =
+        TransportOptions { timeout, headers, ca_pem, env, cwd, max_message_bytes, forward, doorbell: OnceCell::new() };
+    Ok(ClientState { options, client, forgotten: Rc::default() })
 }
 
 /// The methods named in `opts.handlers` (method name -> function).

@@ -9,6 +9,9 @@ local native = ...
 local mcp = {}
 local Client = {}
 Client.__index = Client
+-- What call_async and request_async return.
+local Handle = {}
+Handle.__index = Handle
 
 mcp.PROTOCOL_VERSION = "2025-06-18"
 mcp.CLIENT_INFO = { name = "lua-agent", version = "0.1" }
@@ -36,6 +39,49 @@ function Client:close()
   return raise_unless(native.close(self))
 end
 
+-- Any request: the reply's result table.
+function Client:request(method, params, opts)
+  return raise_unless(native.request(self, method, params, opts))
+end
+
+-- The async API: a handle at once, the request already sent.
+function Client:call_async(name, args, opts)
+  return raise_unless(native.call_async(self, name, args, opts))
+end
+
+function Client:request_async(method, params, opts)
+  return raise_unless(native.request_async(self, method, params, opts))
+end
+
+-- For event loops: readable whenever dispatch has something to run.
+function Client:fd()
+  return raise_unless(native.fd(self))
+end
+
+function Client:dispatch()
+  return raise_unless(native.dispatch(self))
+end
+
+function Handle:wait(timeout)
+  return raise_unless(native.wait(self, timeout))
+end
+
+function Handle:done()
+  return raise_unless(native.done(self))
+end
+
+function Handle:cancel(reason)
+  return raise_unless(native.cancel(self, reason))
+end
+
+function mcp.wait_any(handles, timeout)
+  return raise_unless(native.wait_any(handles, timeout))
+end
+
+function mcp.wait_all(handles, timeout)
+  return raise_unless(native.wait_all(handles, timeout))
+end
+
 function mcp.mount(registry, client, opts)
   return raise_unless(native.mount(registry, client, opts))
 end
@@ -54,5 +100,5 @@ local function runner(client, tool_name)
   end
 end
 
-native.setup(mcp, Client, runner, { pcall = pcall, tostring = tostring, pairs = pairs })
+native.setup(mcp, Client, Handle, runner, { pcall = pcall, tostring = tostring, pairs = pairs })
 return mcp

@@ -60,8 +60,11 @@ use ureq::{Agent, Body};
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
 use crate::interrupt;
-use crate::protocol::{answer_server_request, classify, id_key, is_forwarded, too_deep_request_answer, IdKey, Kind};
+use crate::protocol::{
+    self, answer_server_request, classify, id_key, is_forwarded, too_deep_request_answer, IdKey, Kind,
+};
 use crate::session::seconds_text;
+use crate::transport::doorbell::Doorbell;
 use crate::transport::inbox::{Event, Inbox};
 use crate::transport::{Received, Transport};
 
@@ -76,6 +79,8 @@ pub struct Options {
     pub ca_pem: Option<Vec<u8>>,
     /// Server requests Lua answers (`opts.handlers`).
     pub forward: Vec<String>,
+    /// Rung when something is queued for Lua (`client:fd()`).
+    pub doorbell: Option<Arc<Doorbell>>,
 }
 
 /// Reconnecting to a stream that closed before our reply: how often, and
@@ -271,6 +276,97 @@ impl Shared {
         }
     }
 
+    fn url(&self) -> String {
+        self.options.url.clone()
+    }
+
+    /// A non-stream reply body: one message or a batch of them. A body
+    /// that is not JSON fails the request at once (a login page, a proxy's
+    /// notice): waiting would only end in a timeout.
+    fn json_body(&self, status: u16, mut response: Response<Body>) -> Result<Vec<Incoming>> {
+        let content_type = header(&response, "content-type").unwrap_or("no content type").to_string();
+        let body = read_capped(&mut response, self.options.max_message_bytes)?;
+        let text = trim(&body);
+        if text.is_empty() {
+            // Nothing here: the reply may come on the server's stream.
+            return Ok(Vec::new());
+        }
+        match codec::decode(text) {
+            Ok(Json::Array(items)) => Ok(items.into_iter().map(Incoming::Message).collect()),
+            Ok(msg @ Json::Object(_)) => Ok(vec![Incoming::Message(msg)]),
+            Err(e) if e.what == codec::TOO_DEEP => {
+                // A POST's own body answers that POST: a method here would
+                // be a server talking out of turn, and is skipped.
+                let envelope = codec::peek_envelope(text);
+                if envelope.has_method {
+                    return Ok(Vec::new());
+                }
+                Ok(vec![Incoming::TooDeep(envelope.id.as_ref().and_then(id_key))])
+            }
+            _ => Err(Error::NotJson { status, url: self.url(), content_type, excerpt: excerpt(&body) }),
+        }
+    }
+
+    /// A 4xx or 5xx. A JSON-RPC error in the body is the reply to our
+    /// request `id` (it may carry a null id: it is ours all the same);
+    /// anything else becomes an error naming the status and the start of
+    /// the body.
+    fn failure_body(&self, status: u16, mut response: Response<Body>, id: Option<&Json>) -> Result<Vec<Incoming>> {
+        if status == 401 || status == 403 {
+            let challenge = match header(&response, "www-authenticate") {
+                Some(value) => format!(", WWW-Authenticate: {value}"),
+                None => String::new(),
+            };
+            return Err(Error::Unauthorized { status, url: self.url(), challenge });
+        }
+        let body = read_capped(&mut response, self.options.max_message_bytes).unwrap_or_default();
+        if let (Ok(reply), Some(id)) = (codec::decode(trim(&body)), id) {
+            if matches!(reply.get("error"), Some(Json::Object(_))) {
+                let Json::Object(mut pairs) = reply else { unreachable!("has a field, so is an object") };
+                pairs.retain(|(k, _)| k != b"id");
+                pairs.push((b"id".to_vec(), id.clone()));
+                return Ok(vec![Incoming::Message(Json::Object(pairs))]);
+            }
+        }
+        let excerpt = excerpt(&body);
+        let detail = if excerpt.is_empty() { format!("HTTP {status}") } else { format!("HTTP {status}: {excerpt}") };
+        Err(Error::Transport { code: status.to_string(), detail })
+    }
+
+    /// An async request's POST, on its own thread: whatever comes of it
+    /// goes to the inbox, its failure as [`Event::Failed`] for its id.
+    fn post_detached(&self, body: &[u8], id: &Json, key: IdKey, timeout: Duration) {
+        let had_session = self.session_id().is_some();
+        let incoming = match self.post(body, timeout) {
+            // The session's own time limit for the request says it better.
+            Err(Error::HttpTimeout { .. }) => return,
+            Err(e) => Err(e),
+            Ok(response) => {
+                let status = response.status().as_u16();
+                match status {
+                    404 if had_session => Err(Error::SessionExpired),
+                    200..=299 if is_event_stream(&response) => {
+                        read_stream(self, response, Some(key));
+                        return;
+                    }
+                    200..=299 => self.json_body(status, response),
+                    _ => self.failure_body(status, response, Some(id)),
+                }
+            }
+        };
+        match incoming {
+            Ok(items) => {
+                for item in items {
+                    match item {
+                        Incoming::Message(msg) => self.inbox.push(Event::Message(msg), 0),
+                        Incoming::TooDeep(id) => self.inbox.push(Event::TooDeep(id), 0),
+                    }
+                }
+            }
+            Err(e) => self.inbox.push(Event::Failed(key, e), 0),
+        }
+    }
+
     /// Ends every stream at once: stream threads wake with EOF or an
     /// error, see that the client stopped, and return.
     fn stop_streams(&self) {
@@ -307,9 +403,6 @@ pub struct Http {
     queue: VecDeque<Incoming>,
     /// The last POST ran out of time.
     timed_out: bool,
-    /// The id of the request last sent: an oversized reply on another
-    /// request's stream (one we stopped waiting for) is not its failure.
-    current: Option<IdKey>,
     /// The handshake is done; the server's stream opens after our next
     /// message (`initialized`), so the server hears that first.
     listen_pending: bool,
@@ -349,89 +442,36 @@ impl Http {
             let chain = ().chain(ConnectProxyConnector::default()).chain(TcpConnector::default());
             Agent::with_parts(config, Sliced(chain.chain(RustlsConnector::default())), DefaultResolver::default())
         };
+        let inbox = Arc::new(Inbox::new(options.doorbell.clone()));
         let shared = Arc::new(Shared {
             agent: agent(4),
             url: Mutex::new(options.url.clone()),
             options,
             session_id: Mutex::new(None),
             protocol_version: Mutex::new(None),
-            inbox: Arc::new(Inbox::default()),
+            inbox,
             stopped: AtomicBool::new(false),
             pause_lock: Mutex::new(()),
             stopping: Condvar::new(),
             threads: Mutex::new(Vec::new()),
         });
-        Ok(Http {
-            shared,
-            queue: VecDeque::new(),
-            timed_out: false,
-            current: None,
-            listen_pending: false,
-            spare_agent: agent(0),
-        })
+        Ok(Http { shared, queue: VecDeque::new(), timed_out: false, listen_pending: false, spare_agent: agent(0) })
     }
 
     fn limit(&self) -> usize {
         self.shared.options.max_message_bytes
     }
 
-    fn url(&self) -> String {
-        self.shared.options.url.clone()
-    }
-
-    /// Takes a non-stream reply body: one message or a batch of them. A
-    /// body that is not JSON fails the request at once (a login page, a
-    /// proxy's notice): waiting would only end in a timeout.
-    fn take_json_body(&mut self, status: u16, mut response: Response<Body>) -> Result<()> {
-        let content_type = header(&response, "content-type").unwrap_or("no content type").to_string();
-        let body = read_capped(&mut response, self.limit())?;
-        let text = trim(&body);
-        if text.is_empty() {
-            // Nothing here: the reply may come on the server's stream.
-            return Ok(());
-        }
-        match codec::decode(text) {
-            Ok(Json::Array(items)) => self.queue.extend(items.into_iter().map(Incoming::Message)),
-            Ok(msg @ Json::Object(_)) => self.queue.push_back(Incoming::Message(msg)),
-            Err(e) if e.what == codec::TOO_DEEP => {
-                // A POST's own body answers that POST: a method here would
-                // be a server talking out of turn, and is skipped.
-                let envelope = codec::peek_envelope(text);
-                if !envelope.has_method {
-                    self.queue.push_back(Incoming::TooDeep(envelope.id.as_ref().and_then(id_key)));
-                }
-            }
-            _ => {
-                return Err(Error::NotJson { status, url: self.url(), content_type, excerpt: excerpt(&body) });
-            }
-        }
+    /// Takes a non-stream reply body: see [`Shared::json_body`].
+    fn take_json_body(&mut self, status: u16, response: Response<Body>) -> Result<()> {
+        self.queue.extend(self.shared.json_body(status, response)?);
         Ok(())
     }
 
-    /// A 4xx or 5xx. A JSON-RPC error in the body is the reply to our
-    /// request (it may carry a null id: it is ours all the same); anything
-    /// else becomes an error naming the status and the start of the body.
-    fn take_failure(&mut self, status: u16, mut response: Response<Body>, sent: &Json) -> Result<()> {
-        if status == 401 || status == 403 {
-            let challenge = match header(&response, "www-authenticate") {
-                Some(value) => format!(", WWW-Authenticate: {value}"),
-                None => String::new(),
-            };
-            return Err(Error::Unauthorized { status, url: self.url(), challenge });
-        }
-        let body = read_capped(&mut response, self.limit()).unwrap_or_default();
-        if let (Ok(reply), Some(id)) = (codec::decode(trim(&body)), sent.get("id")) {
-            if matches!(reply.get("error"), Some(Json::Object(_))) {
-                let Json::Object(mut pairs) = reply else { unreachable!("has a field, so is an object") };
-                pairs.retain(|(k, _)| k != b"id");
-                pairs.push((b"id".to_vec(), id.clone()));
-                self.queue.push_back(Incoming::Message(Json::Object(pairs)));
-                return Ok(());
-            }
-        }
-        let excerpt = excerpt(&body);
-        let detail = if excerpt.is_empty() { format!("HTTP {status}") } else { format!("HTTP {status}: {excerpt}") };
-        Err(Error::Transport { code: status.to_string(), detail })
+    /// A 4xx or 5xx: see [`Shared::failure_body`].
+    fn take_failure(&mut self, status: u16, response: Response<Body>, sent: &Json) -> Result<()> {
+        self.queue.extend(self.shared.failure_body(status, response, sent.get("id"))?);
+        Ok(())
     }
 
     /// Opens the server's own stream (GET) on a thread of its own; a 405
@@ -555,9 +595,6 @@ impl Transport for Http {
             *lock(&self.shared.session_id) = None;
             *lock(&self.shared.protocol_version) = None;
         }
-        if is_request {
-            self.current = sent.get("id").and_then(id_key);
-        }
         let had_session = self.shared.session_id().is_some();
         // A cancellation goes out right after a timeout or a Ctrl-C, often
         // to a server that stopped answering: it must not hold Lua as long
@@ -595,6 +632,27 @@ impl Transport for Http {
         }
     }
 
+    /// The POST goes out from a thread of its own, so that Lua never
+    /// waits for a reply's headers or body; whatever comes of it reaches
+    /// the session through the inbox, as stream events do.
+    fn send_detached(&mut self, request: &Json, timeout: Duration) -> Result<()> {
+        if self.shared.is_stopped() {
+            return Err(Error::Closed { what: protocol::lua_text(request.get("method")) });
+        }
+        let body = codec::encode(request);
+        let (Some(id), Some(key)) = (request.get("id").cloned(), request.get("id").and_then(id_key)) else {
+            // A notification (a cancellation from a dropped client): its
+            // answer is of no interest.
+            self.shared.spawn(move |shared| drop(shared.post(&body, timeout)));
+            return Ok(());
+        };
+        if std::mem::take(&mut self.listen_pending) {
+            self.listen();
+        }
+        self.shared.spawn(move |shared| shared.post_detached(&body, &id, key, timeout));
+        Ok(())
+    }
+
     fn receive(&mut self, deadline: Instant) -> Result<Option<Received>> {
         loop {
             // What the stream threads brought while Lua was elsewhere comes
@@ -614,10 +672,13 @@ impl Transport for Http {
             match event {
                 Event::Message(msg) => return Ok(Some(Received::Message(msg))),
                 Event::TooDeep(id) => return Ok(Some(Received::TooDeep(id))),
-                Event::TooLarge(id) if id.is_some() && id == self.current => {
-                    return Err(Error::MessageTooLarge { limit: self.limit() })
+                // For the request whose stream carried it; the session drops
+                // it if that request is no longer waited for.
+                Event::TooLarge(Some(id)) => {
+                    return Ok(Some(Received::Failed(Some(id), Error::MessageTooLarge { limit: self.limit() })))
                 }
-                Event::TooLarge(_) | Event::Ended => {}
+                Event::Failed(id, e) => return Ok(Some(Received::Failed(Some(id), e))),
+                Event::TooLarge(None) | Event::Ended => {}
             }
         }
     }

@@ -15,11 +15,13 @@
 //!   socket rather than growth here.
 
 use std::collections::VecDeque;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
 use crate::codec::Json;
+use crate::error::Error;
 use crate::protocol::{classify, IdKey, Kind};
+use crate::transport::doorbell::Doorbell;
 
 /// Notifications kept for Lua at most; older ones are dropped first.
 pub const MAX_NOTIFICATIONS: usize = 1000;
@@ -38,6 +40,9 @@ pub enum Event {
     /// A message past `max_message_bytes`. Over HTTP, the id of the request
     /// whose stream carried it; over stdio None (it fails what waits).
     TooLarge(Option<IdKey>),
+    /// An async HTTP request failed before any reply (a refused POST, a
+    /// forgotten session): settles the request with this id.
+    Failed(IdKey, Error),
     /// stdio: the server closed stdout or exited.
     Ended,
 }
@@ -58,10 +63,18 @@ pub struct Inbox {
     queue: Mutex<Queue>,
     arrived: Condvar,
     room: Condvar,
+    /// Rung after each push, for an event loop watching `client:fd()`.
+    doorbell: Option<Arc<Doorbell>>,
 }
 
 impl Default for Inbox {
     fn default() -> Self {
+        Inbox::new(None)
+    }
+}
+
+impl Inbox {
+    pub fn new(doorbell: Option<Arc<Doorbell>>) -> Self {
         let queue = Queue {
             events: VecDeque::new(),
             bytes: 0,
@@ -71,11 +84,9 @@ impl Default for Inbox {
             poppers: 0,
             pushers: 0,
         };
-        Inbox { queue: Mutex::new(queue), arrived: Condvar::new(), room: Condvar::new() }
+        Inbox { queue: Mutex::new(queue), arrived: Condvar::new(), room: Condvar::new(), doorbell }
     }
-}
 
-impl Inbox {
     fn lock(&self) -> MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -118,6 +129,9 @@ impl Inbox {
         drop(q);
         if waiting {
             self.arrived.notify_one();
+        }
+        if let Some(bell) = &self.doorbell {
+            bell.ring();
         }
     }
 

@@ -5,9 +5,10 @@
 use std::time::Instant;
 
 use crate::codec::Json;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::protocol::IdKey;
 
+pub mod doorbell;
 pub mod http;
 pub mod inbox;
 pub mod stdio;
@@ -18,6 +19,10 @@ pub enum Received {
     /// A message nested deeper than the decoder follows was skipped; the
     /// id it carried, when one could be read (see `codec::peek_id`).
     TooDeep(Option<IdKey>),
+    /// No reply will come for the request with this id (an async HTTP
+    /// POST refused, a reply over the size limit on its stream); with no
+    /// id, for whatever is being waited for (stdio's oversized line).
+    Failed(Option<IdKey>, Error),
 }
 
 pub trait Transport {
@@ -25,6 +30,14 @@ pub trait Transport {
     /// needs to know what it is (a request, initialize) without decoding
     /// its own output again.
     fn send(&mut self, message: &Json) -> Result<()>;
+
+    /// Sends a request without waiting for anything of its reply, for
+    /// requests that must not hold Lua (the async API). Over stdio that is
+    /// `send` itself; HTTP, whose POST waits for the reply's headers (or
+    /// the whole JSON body), posts it from a thread of its own.
+    fn send_detached(&mut self, request: &Json, _timeout: std::time::Duration) -> Result<()> {
+        self.send(request)
+    }
 
     /// The next message from the server that is not a server request
     /// (those are answered by the transport itself, at once, so that a

@@ -57,6 +57,7 @@ use std::time::{Duration, Instant};
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
 use crate::protocol::{answer_server_request, classify, id_key, is_forwarded, too_deep_request_answer, Kind};
+use crate::transport::doorbell::Doorbell;
 use crate::transport::inbox::{Event, Inbox};
 use crate::transport::{Received, Transport};
 
@@ -87,6 +88,8 @@ pub struct Options {
     /// Server requests Lua answers (`opts.handlers`); the reader answers
     /// every other one itself.
     pub forward: Vec<String>,
+    /// Rung when something is queued for Lua (`client:fd()`).
+    pub doorbell: Option<Arc<Doorbell>>,
 }
 
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -384,7 +387,7 @@ impl Stdio {
         };
         let witness = Arc::new(Mutex::new(Witness::default()));
         let pipe = Arc::new(StdinPipe::new(stdin));
-        let inbox = Arc::new(Inbox::default());
+        let inbox = Arc::new(Inbox::new(options.doorbell.clone()));
 
         let mut handles = Vec::new();
         let writer_pipe = pipe.clone();
@@ -502,6 +505,7 @@ impl Transport for Stdio {
             Some(Event::Message(msg)) => Ok(Some(Received::Message(msg))),
             Some(Event::TooDeep(id)) => Ok(Some(Received::TooDeep(id))),
             Some(Event::TooLarge(_)) => Err(Error::MessageTooLarge { limit: self.max_message_bytes }),
+            Some(Event::Failed(id, e)) => Ok(Some(Received::Failed(Some(id), e))),
             Some(Event::Ended) => Err(self.ended()),
             None => Ok(None),
         }

@@ -1,0 +1,654 @@
+//! The async API: requests that return a handle at once, waits on one or
+//! many handles, and the descriptor an event loop watches.
+//!
+//! A handle is a plain Lua table (its methods come from the prelude) with
+//! its state in a userdata kept beside it, as a client's is. It refers to
+//! its client only weakly: a handle kept in an agent's list must not keep
+//! a client alive that the agent dropped. A client collected with handles
+//! in flight cancels them; their handles then settle with an error saying
+//! so.
+//!
+//! `on_done` callbacks run on the Lua thread, never from our threads: from
+//! the handle's own `wait`, from `client:dispatch()`, or after any later
+//! call on the same client, once the client is free again, so that a
+//! callback may call the client (chaining requests is the common case).
+
+use super::*;
+
+/// What a handle's request was: its outcome is returned like `call`'s
+/// (text, is_error, result) or like `request`'s (the result table).
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum Kind {
+    Call,
+    Request,
+}
+
+/// How a handle ended.
+enum Settled {
+    /// A live request's result, or why it failed.
+    Core(Result<Json, Error>),
+    /// A fixture's batch call, run at once: its returns.
+    Returns(Vec<Value>),
+}
+
+pub(super) struct HandleState {
+    ticket: Option<Ticket>,
+    kind: Kind,
+    settled: RefCell<Option<Settled>>,
+    /// Where an unsettled ticket goes when this handle is collected.
+    forgotten: Option<Rc<RefCell<Vec<Ticket>>>>,
+}
+
+impl UserData for HandleState {}
+
+impl Drop for HandleState {
+    fn drop(&mut self) {
+        if let (Some(ticket), Some(forgotten), None) = (&self.ticket, &self.forgotten, &*self.settled.borrow()) {
+            forgotten.borrow_mut().push(ticket.clone());
+        }
+    }
+}
+
+/// The time a wait may take: nil for no bound, else seconds.
+fn wait_bound(value: &Value, what: &str) -> Outcome<Option<Duration>> {
+    let seconds = match value {
+        Value::Nil => return Ok(None),
+        Value::Integer(i) => *i as f64,
+        Value::Number(n) => *n,
+        _ => return Err(Error::BadInput(format!("{what}: the timeout must be a number of seconds")).into()),
+    };
+    if seconds.is_nan() || seconds < 0.0 {
+        return Err(Error::BadInput(format!("{what}: the timeout must be a number of seconds, 0 or more")).into());
+    }
+    Ok(Some(Duration::from_secs_f64(seconds.min(1e9))))
+}
+
+fn deadline_after(bound: Option<Duration>) -> Instant {
+    bound.and_then(|b| Instant::now().checked_add(b)).unwrap_or_else(crate::session::far_future)
+}
+
+/// A request's own options: `timeout` (seconds, as `mcp.new`'s) and
+/// `on_done`.
+struct RequestOptions {
+    timeout: Option<Duration>,
+    on_done: Option<Function>,
+}
+
+fn request_options(value: &Value, what: &str) -> Outcome<RequestOptions> {
+    let opts = match value {
+        Value::Nil => return Ok(RequestOptions { timeout: None, on_done: None }),
+        Value::Table(t) => t,
+        _ => return Err(Error::BadInput(format!("{what}: opts must be a table")).into()),
+    };
+    let timeout = match opts.get::<Value>("timeout")? {
+        Value::Nil => None,
+        Value::Integer(i) if i > 0 => Some(Duration::from_secs_f64((i as f64).min(1e7))),
+        Value::Number(n) if n >= 0.001 && n <= 1e7 => Some(Duration::from_secs_f64(n)),
+        _ => {
+            return Err(
+                Error::BadInput(format!("{what}: opts.timeout must be a number of seconds from 0.001 to 1e7")).into()
+            )
+        }
+    };
+    let on_done = match opts.get::<Value>("on_done")? {
+        Value::Nil => None,
+        Value::Function(f) => Some(f),
+        _ => return Err(Error::BadInput(format!("{what}: opts.on_done must be a function")).into()),
+    };
+    Ok(RequestOptions { timeout, on_done })
+}
+
+/// A new handle for `client`, with its state.
+fn new_handle(lua: &Cx, client: &Table, state: HandleState, on_done: Option<Function>) -> Outcome<Table> {
+    let g = lua.glue;
+    let handle = lua.create_table()?;
+    handle.set_metatable(Some(g.handle_methods.clone()))?;
+    g.handle_states.raw_set(handle.clone(), lua.create_userdata(state)?)?;
+    g.handle_clients.raw_set(handle.clone(), client.clone())?;
+    if let Some(on_done) = on_done {
+        pending_table(lua, client)?.raw_set(handle.clone(), on_done)?;
+    }
+    Ok(handle)
+}
+
+/// The client's handles that have an `on_done` still to run.
+fn pending_table(lua: &Cx, client: &Table) -> Outcome<Table> {
+    let entry: Table = lua.glue.states.raw_get(client.clone())?;
+    match entry.raw_get::<Value>(4)? {
+        Value::Table(t) => Ok(t),
+        _ => {
+            let t = lua.create_table()?;
+            entry.raw_set(4, t.clone())?;
+            Ok(t)
+        }
+    }
+}
+
+fn handle_arg(lua: &Cx, value: &Value, what: &str) -> Outcome<(Table, AnyUserData)> {
+    let not_a_handle =
+        || Raise::Mcp(Error::BadInput(format!("{what}: expected a handle from call_async or request_async")));
+    let Value::Table(handle) = value else { return Err(not_a_handle()) };
+    match lua.glue.handle_states.raw_get::<Value>(handle.clone())? {
+        Value::UserData(state) => Ok((handle.clone(), state)),
+        _ => Err(not_a_handle()),
+    }
+}
+
+pub(super) fn call_async(lua: &Cx, args: MultiValue) -> Outcome {
+    let client = client_arg(&args, "call_async")?;
+    let (name, call_args) = (arg(&args, 1), arg(&args, 2));
+    let opts = request_options(&arg(&args, 3), "client:call_async")?;
+    let handle = match client.get::<Value>("transport")? {
+        // A fixture answers at once: the handle is settled already.
+        Value::Function(f) => {
+            let returns = call_batch(lua, &client, f, &name, &call_args)?;
+            let state = HandleState {
+                ticket: None,
+                kind: Kind::Call,
+                settled: RefCell::new(Some(Settled::Returns(returns.into_vec()))),
+                forgotten: None,
+            };
+            new_handle(lua, &client, state, opts.on_done)?
+        }
+        v if truthy(&v) => return Err(Error::BadInput("MCP: client.transport must be a function".into()).into()),
+        _ => {
+            let what = tool_label(&name)?;
+            let params = call_params(lua, &name, &call_args)?;
+            start(lua, &client, "tools/call", params, &what, Kind::Call, opts)?
+        }
+    };
+    run_on_done(lua, &client)?;
+    Ok(MultiValue::from_vec(vec![Value::Table(handle)]))
+}
+
+pub(super) fn request_async(lua: &Cx, args: MultiValue) -> Outcome {
+    let client = client_arg(&args, "request_async")?;
+    let (method, params) = request_args(lua, &client, &args, "client:request_async")?;
+    let opts = request_options(&arg(&args, 3), "client:request_async")?;
+    let handle = start(lua, &client, &method, params, &method, Kind::Request, opts)?;
+    run_on_done(lua, &client)?;
+    Ok(MultiValue::from_vec(vec![Value::Table(handle)]))
+}
+
+/// `client:request(method, params [, opts])`: the reply's result table.
+pub(super) fn request(lua: &Cx, args: MultiValue) -> Outcome {
+    let client = client_arg(&args, "request")?;
+    let (method, params) = request_args(lua, &client, &args, "client:request")?;
+    let opts = request_options(&arg(&args, 3), "client:request")?;
+    if opts.on_done.is_some() {
+        return Err(Error::BadInput("client:request: opts.on_done is for request_async".into()).into());
+    }
+    let result = with_client(lua, &client, |core, host| match opts.timeout {
+        None => core.request(host, &method, params, &method),
+        // A timeout of its own: the async path, waited for at once.
+        Some(timeout) => {
+            let ticket = core.start(host, &method, params, &method, Some(timeout))?;
+            settle_blocking(core, host, &ticket)
+        }
+    })?;
+    run_on_done(lua, &client)?;
+    Ok(MultiValue::from_vec(vec![to_lua(lua, &result)?]))
+}
+
+/// Waits for `ticket` however long its own limit allows, as a blocking
+/// call does; Ctrl-C cancels it.
+fn settle_blocking(core: &mut Client, host: &mut LuaHost, ticket: &Ticket) -> Outcome<Json> {
+    match core.wait(host, ticket, crate::session::far_future()) {
+        Ok(Some(outcome)) => Ok(outcome?),
+        Ok(None) => Err(Error::NoResponse { what: ticket.what.clone() }.into()),
+        Err(Raise::Mcp(Error::Interrupted { .. })) => {
+            core.cancel(ticket, "interrupted by the user");
+            let _ = core.outcome(ticket);
+            Err(Error::Interrupted { what: ticket.what.clone() }.into())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The method (a string) and params (a table or nil) of `request`.
+fn request_args(lua: &Cx, client: &Table, args: &MultiValue, what: &str) -> Outcome<(String, Json)> {
+    if truthy(&client.get::<Value>("transport")?) {
+        return Err(Error::BadInput(format!(
+            "{what}: needs a command or url client (a fixture transport only runs discover and call)"
+        ))
+        .into());
+    }
+    let method = match arg(args, 1) {
+        Value::String(s) => s.to_str()?.to_string(),
+        other => {
+            return Err(
+                Error::BadInput(format!("{what}: the method must be a string, got {}", other.type_name())).into()
+            )
+        }
+    };
+    let params = match arg(args, 2) {
+        Value::Nil => Json::Object(vec![]),
+        v @ Value::Table(_) => Encoder::convert(lua, "params", &v)?,
+        other => {
+            return Err(
+                Error::BadInput(format!("{what}: params must be a table or nil, got {}", other.type_name())).into()
+            )
+        }
+    };
+    Ok((method, params))
+}
+
+fn start(
+    lua: &Cx,
+    client: &Table,
+    method: &str,
+    params: Json,
+    what: &str,
+    kind: Kind,
+    opts: RequestOptions,
+) -> Outcome<Table> {
+    let (ticket, forgotten) = with_client_state(lua, client, "client:call_async", |core, host| {
+        let ticket = core.start(host, method, params, what, opts.timeout)?;
+        Ok((ticket, host.forgotten.clone()))
+    })?;
+    let state = HandleState { ticket: Some(ticket), kind, settled: RefCell::new(None), forgotten: Some(forgotten) };
+    new_handle(lua, client, state, opts.on_done)
+}
+
+/// What a settled handle returns: `call`'s values or `request`'s, or the
+/// error to raise.
+fn returns_of(lua: &Cx, state: &HandleState) -> Outcome<MultiValue> {
+    let settled = state.settled.borrow();
+    match &*settled {
+        Some(Settled::Returns(values)) => Ok(MultiValue::from_vec(values.clone())),
+        Some(Settled::Core(Ok(result))) => match state.kind {
+            Kind::Call => {
+                let mut values = call_return(lua, result.clone())?;
+                values.push_back(to_lua(lua, result)?);
+                Ok(values)
+            }
+            Kind::Request => Ok(MultiValue::from_vec(vec![to_lua(lua, result)?])),
+        },
+        Some(Settled::Core(Err(e))) => Err(e.clone().into()),
+        None => Ok(MultiValue::new()),
+    }
+}
+
+/// Takes `state`'s outcome from the core if it has settled there.
+fn take_if_settled(core: &mut Client, state: &HandleState) -> bool {
+    if state.settled.borrow().is_some() {
+        return true;
+    }
+    let Some(ticket) = &state.ticket else { return true };
+    if !core.settled(ticket) {
+        return false;
+    }
+    let outcome = core.outcome(ticket).unwrap_or_else(|| Err(Error::NoResponse { what: ticket.what.clone() }));
+    *state.settled.borrow_mut() = Some(Settled::Core(outcome));
+    true
+}
+
+/// Settles `state` for good when its client is gone.
+fn settle_orphan(state: &HandleState) {
+    if state.settled.borrow().is_some() {
+        return;
+    }
+    let what = state.ticket.as_ref().map(|t| t.what.clone()).unwrap_or_default();
+    *state.settled.borrow_mut() = Some(Settled::Core(Err(Error::ClientCollected { what })));
+}
+
+fn client_of(lua: &Cx, handle: &Table) -> Outcome<Option<Table>> {
+    Ok(lua.glue.handle_clients.raw_get(handle.clone())?)
+}
+
+/// `handle:wait([timeout])`: what `call` (or `request`) would return, or
+/// nothing if `timeout` passes first (the request goes on).
+pub(super) fn wait(lua: &Cx, args: MultiValue) -> Outcome {
+    let (handle, state_ud) = handle_arg(lua, &arg(&args, 0), "handle:wait")?;
+    let bound = wait_bound(&arg(&args, 1), "handle:wait")?;
+    let state = state_ud.borrow::<HandleState>()?;
+    if state.settled.borrow().is_none() {
+        let Some(client) = client_of(lua, &handle)? else {
+            settle_orphan(&state);
+            return finish(lua, &handle, &state, None);
+        };
+        let until = deadline_after(bound);
+        let settled = with_client_state(lua, &client, "handle:wait", |core, host| {
+            let Some(ticket) = &state.ticket else { return Ok(true) };
+            match core.wait(host, ticket, until) {
+                Ok(Some(outcome)) => {
+                    *state.settled.borrow_mut() = Some(Settled::Core(outcome));
+                    return Ok(true);
+                }
+                Ok(None) => {}
+                Err(Raise::Mcp(Error::Interrupted { .. })) => {
+                    core.cancel(ticket, "interrupted by the user");
+                    let _ = core.outcome(ticket);
+                    *state.settled.borrow_mut() =
+                        Some(Settled::Core(Err(Error::Interrupted { what: ticket.what.clone() })));
+                    return Ok(true);
+                }
+                Err(e) => return Err(e),
+            }
+            Ok(take_if_settled(core, &state))
+        })?;
+        if !settled {
+            run_on_done(lua, &client)?;
+            return Ok(MultiValue::new());
+        }
+        return finish(lua, &handle, &state, Some(&client));
+    }
+    let client = client_of(lua, &handle)?;
+    finish(lua, &handle, &state, client.as_ref())
+}
+
+/// A settled handle's returns; its own `on_done` runs first (once), then
+/// any other that became ready.
+fn finish(lua: &Cx, handle: &Table, state: &HandleState, client: Option<&Table>) -> Outcome {
+    if let Some(client) = client {
+        let pending = pending_table(lua, client)?;
+        if let Value::Function(on_done) = pending.raw_get::<Value>(handle.clone())? {
+            pending.raw_set(handle.clone(), Value::Nil)?;
+            call_on_done(lua, on_done, state)?;
+        }
+        run_on_done(lua, client)?;
+    }
+    returns_of(lua, state)
+}
+
+fn call_on_done(lua: &Cx, on_done: Function, state: &HandleState) -> Outcome<()> {
+    let mut args = MultiValue::new();
+    match returns_of(lua, state) {
+        Ok(values) => {
+            args.push_back(Value::Boolean(true));
+            args.extend(values);
+        }
+        Err(Raise::Mcp(e)) => {
+            args.push_back(Value::Boolean(false));
+            args.push_back(Value::String(lua.create_string(e.to_string())?));
+        }
+        Err(Raise::Lua(v)) => {
+            args.push_back(Value::Boolean(false));
+            args.push_back(v);
+        }
+    }
+    // As with on_notification, a failing callback must not break the
+    // client or the loop that dispatches.
+    let _ = call_lua(lua, on_done, args);
+    Ok(())
+}
+
+/// Runs the `on_done` of every handle of `client` that has settled, once
+/// each. Called once the client is free, so callbacks may use it.
+pub(super) fn run_on_done(lua: &Cx, client: &Table) -> Outcome<usize> {
+    let entry: Table = match lua.glue.states.raw_get::<Value>(client.clone())? {
+        Value::Table(t) => t,
+        _ => return Ok(0),
+    };
+    let Value::Table(pending) = entry.raw_get::<Value>(4)? else { return Ok(0) };
+    let mut ready = Vec::new();
+    {
+        let Some(beside) = state_of(lua, client)? else { return Ok(0) };
+        let Ok(mut cs) = beside.state.borrow_mut::<ClientState>() else { return Ok(0) };
+        let core = &mut cs.client;
+        for pair in pending.pairs::<Table, Function>() {
+            let (handle, on_done) = pair?;
+            let Value::UserData(ud) = lua.glue.handle_states.raw_get::<Value>(handle.clone())? else { continue };
+            let state = ud.borrow::<HandleState>()?;
+            if take_if_settled(core, &state) {
+                drop(state);
+                ready.push((handle, ud, on_done));
+            }
+        }
+    }
+    for (handle, _, _) in &ready {
+        pending.raw_set(handle.clone(), Value::Nil)?;
+    }
+    let ran = ready.len();
+    for (_, ud, on_done) in ready {
+        let state = ud.borrow::<HandleState>()?;
+        call_on_done(lua, on_done, &state)?;
+    }
+    Ok(ran)
+}
+
+/// `handle:done()`: whether it has settled; reads what already arrived,
+/// never waits.
+pub(super) fn done(lua: &Cx, args: MultiValue) -> Outcome {
+    let (handle, state_ud) = handle_arg(lua, &arg(&args, 0), "handle:done")?;
+    let state = state_ud.borrow::<HandleState>()?;
+    if state.settled.borrow().is_none() {
+        match client_of(lua, &handle)? {
+            None => settle_orphan(&state),
+            Some(client) => {
+                with_client_state(lua, &client, "handle:done", |core, host| {
+                    drain(core, host)?;
+                    take_if_settled(core, &state);
+                    Ok(())
+                })?;
+                drop(state);
+                run_on_done(lua, &client)?;
+            }
+        }
+    }
+    let state = state_ud.borrow::<HandleState>()?;
+    let done = state.settled.borrow().is_some();
+    Ok(MultiValue::from_vec(vec![Value::Boolean(done)]))
+}
+
+/// Routes everything already received, without waiting.
+fn drain(core: &mut Client, host: &mut LuaHost) -> Outcome<()> {
+    while core.pump(host, Instant::now())? {}
+    Ok(())
+}
+
+/// `handle:cancel([reason])`: true if it was in flight and is now
+/// cancelled; false if it had settled already.
+pub(super) fn cancel(lua: &Cx, args: MultiValue) -> Outcome {
+    let (handle, state_ud) = handle_arg(lua, &arg(&args, 0), "handle:cancel")?;
+    let reason = match arg(&args, 1) {
+        Value::Nil => "cancelled by the client".to_string(),
+        Value::String(s) => s.to_str()?.to_string(),
+        other => {
+            return Err(Error::BadInput(format!(
+                "handle:cancel: the reason must be a string, got {}",
+                other.type_name()
+            ))
+            .into())
+        }
+    };
+    let state = state_ud.borrow::<HandleState>()?;
+    if state.settled.borrow().is_some() {
+        return Ok(MultiValue::from_vec(vec![Value::Boolean(false)]));
+    }
+    let Some(client) = client_of(lua, &handle)? else {
+        settle_orphan(&state);
+        return Ok(MultiValue::from_vec(vec![Value::Boolean(false)]));
+    };
+    let cancelled = with_client_state(lua, &client, "handle:cancel", |core, _| {
+        let Some(ticket) = &state.ticket else { return Ok(false) };
+        let cancelled = core.cancel(ticket, &reason);
+        take_if_settled(core, &state);
+        Ok(cancelled)
+    })?;
+    drop(state);
+    run_on_done(lua, &client)?;
+    Ok(MultiValue::from_vec(vec![Value::Boolean(cancelled)]))
+}
+
+/// The handles of `mcp.wait_any` / `mcp.wait_all`, in order.
+fn handle_list(lua: &Cx, value: &Value, what: &str) -> Outcome<Vec<(Table, AnyUserData)>> {
+    let Value::Table(list) = value else {
+        return Err(Error::BadInput(format!("{what}: expected a list of handles")).into());
+    };
+    let mut handles = Vec::new();
+    for (i, v) in list.sequence_values::<Value>().enumerate() {
+        let v = v?;
+        let item = handle_arg(lua, &v, what).map_err(|_| {
+            Error::BadInput(format!("{what}: handles[{}] is not a handle from call_async or request_async", i + 1))
+        })?;
+        handles.push(item);
+    }
+    Ok(handles)
+}
+
+/// Whether the handle has settled, taking its outcome if the core has it.
+fn poll_handle(lua: &Cx, handle: &Table, state_ud: &AnyUserData) -> Outcome<bool> {
+    let state = state_ud.borrow::<HandleState>()?;
+    if state.settled.borrow().is_some() {
+        return Ok(true);
+    }
+    let Some(client) = client_of(lua, handle)? else {
+        settle_orphan(&state);
+        return Ok(true);
+    };
+    with_client_state(lua, &client, "mcp.wait_any", |core, _| Ok(take_if_settled(core, &state)))
+}
+
+/// Waits for handles of one or more clients: one client's session is
+/// waited on directly (the fast path: its reply wakes us with no detour);
+/// several are watched through their doorbells at once.
+fn wait_handles(lua: &Cx, args: &MultiValue, what: &str, all: bool) -> Outcome {
+    let handles = handle_list(lua, &arg(args, 0), what)?;
+    let until = deadline_after(wait_bound(&arg(args, 1), what)?);
+    loop {
+        let mut unsettled_clients: Vec<Table> = Vec::new();
+        let mut all_settled = true;
+        for (i, (handle, state_ud)) in handles.iter().enumerate() {
+            if poll_handle(lua, handle, state_ud)? {
+                if !all {
+                    for client in clients_of(lua, &handles)? {
+                        run_on_done(lua, &client)?;
+                    }
+                    return Ok(MultiValue::from_vec(vec![Value::Integer((i + 1) as _)]));
+                }
+                continue;
+            }
+            all_settled = false;
+            if let Some(client) = client_of(lua, handle)? {
+                if !unsettled_clients.iter().any(|c| c == &client) {
+                    unsettled_clients.push(client);
+                }
+            }
+        }
+        if all && all_settled {
+            for client in clients_of(lua, &handles)? {
+                run_on_done(lua, &client)?;
+            }
+            return Ok(MultiValue::from_vec(vec![Value::Boolean(true)]));
+        }
+        if handles.is_empty() || Instant::now() >= until {
+            return Ok(MultiValue::from_vec(vec![Value::Nil]));
+        }
+        if interrupt::requested() {
+            return Err(Error::Interrupted { what: what.to_string() }.into());
+        }
+        let slice_end = until.min(Instant::now() + interrupt::SLICE);
+        match unsettled_clients.as_slice() {
+            [client] => {
+                let pumped = with_client_state(lua, client, what, |core, host| core.pump(host, slice_end));
+                match pumped {
+                    Err(Raise::Mcp(Error::Interrupted { .. })) => {
+                        return Err(Error::Interrupted { what: what.to_string() }.into())
+                    }
+                    other => {
+                        other?;
+                    }
+                }
+            }
+            clients => {
+                let mut bells = Vec::new();
+                for client in clients {
+                    let bell = with_client_state(lua, client, what, |core, host| {
+                        let bell = host.options.doorbell()?;
+                        bell.arm();
+                        // What came before the bell was armed rang nothing.
+                        drain(core, host)?;
+                        bell.ring_at(core.next_deadline());
+                        Ok(bell)
+                    })?;
+                    bells.push(bell);
+                }
+                let refs: Vec<&Doorbell> = bells.iter().map(|b| &**b).collect();
+                Doorbell::wait_any(&refs, slice_end.saturating_duration_since(Instant::now()));
+                for (client, bell) in clients.iter().zip(&bells) {
+                    bell.clear();
+                    with_client_state(lua, client, what, |core, host| drain(core, host))?;
+                }
+            }
+        }
+    }
+}
+
+fn clients_of(lua: &Cx, handles: &[(Table, AnyUserData)]) -> Outcome<Vec<Table>> {
+    let mut clients: Vec<Table> = Vec::new();
+    for (handle, _) in handles {
+        if let Some(client) = client_of(lua, handle)? {
+            if !clients.iter().any(|c| c == &client) {
+                clients.push(client);
+            }
+        }
+    }
+    Ok(clients)
+}
+
+/// `mcp.wait_any(handles [, timeout])`: the index of a settled handle, or
+/// nil at the timeout.
+pub(super) fn wait_any(lua: &Cx, args: MultiValue) -> Outcome {
+    wait_handles(lua, &args, "mcp.wait_any", false)
+}
+
+/// `mcp.wait_all(handles [, timeout])`: true once all have settled, or nil
+/// at the timeout.
+pub(super) fn wait_all(lua: &Cx, args: MultiValue) -> Outcome {
+    wait_handles(lua, &args, "mcp.wait_all", true)
+}
+
+/// `client:fd()`: a descriptor that is readable whenever `dispatch` has
+/// something to do.
+pub(super) fn fd(lua: &Cx, args: MultiValue) -> Outcome {
+    let client = client_arg(&args, "fd")?;
+    if truthy(&client.get::<Value>("transport")?) {
+        return Err(Error::BadInput(
+            "client:fd: needs a command or url client (a fixture transport answers at once)".into(),
+        )
+        .into());
+    }
+    let fd = with_client_state(lua, &client, "client:fd", |core, host| {
+        let bell = host.options.doorbell()?;
+        let fd = bell.arm();
+        bell.ring_at(core.next_deadline());
+        Ok(fd)
+    })?;
+    Ok(MultiValue::from_vec(vec![Value::Integer(fd as _)]))
+}
+
+/// `client:dispatch()`: runs what is ready (on_notification, handlers,
+/// on_done, timeouts) without waiting, and returns how many callbacks ran.
+pub(super) fn dispatch(lua: &Cx, args: MultiValue) -> Outcome {
+    let client = client_arg(&args, "dispatch")?;
+    if truthy(&client.get::<Value>("transport")?) {
+        return Ok(MultiValue::from_vec(vec![Value::Integer(0)]));
+    }
+    let entry: Table = match lua.glue.states.raw_get::<Value>(client.clone())? {
+        Value::Table(t) => t,
+        _ => return Err(Error::BadInput("MCP: this client was not made by mcp.new".into()).into()),
+    };
+    if truthy(&entry.raw_get::<Value>(DISPATCHING)?) {
+        return Err(Error::Reentered { what: "client:dispatch()".into() }.into());
+    }
+    let mut ran = with_client_state(lua, &client, "client:dispatch()", |core, host| {
+        let bell = host.options.doorbell.get().cloned();
+        if let Some(bell) = &bell {
+            bell.clear();
+        }
+        drain(core, host)?;
+        if let Some(bell) = &bell {
+            bell.ring_at(core.next_deadline());
+        }
+        Ok(host.ran)
+    })?;
+    entry.raw_set(DISPATCHING, true)?;
+    let callbacks = run_on_done(lua, &client);
+    entry.raw_set(DISPATCHING, Value::Nil)?;
+    ran += callbacks?;
+    Ok(MultiValue::from_vec(vec![Value::Integer(ran as _)]))
+}
+
+/// The slot of a client's entry set while dispatch runs its callbacks.
+const DISPATCHING: i64 = 5;
