@@ -243,6 +243,12 @@ end
 
 H.COUNTER = 'lua5.4 ' .. H.ROOT .. '/lua/servers/counter.lua'
 
+-- The bundled server that works on many requests at once (luv). With a
+-- `cancel_log` path, it writes every cancellation it hears there.
+function H.sleepy(cancel_log)
+  return { command = { 'lua5.4', H.ROOT .. '/lua/servers/sleepy.lua' }, env = { CANCEL_LOG = cancel_log } }
+end
+
 function H.tmpname()
   local name = os.tmpname()
   os.remove(name)

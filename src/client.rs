@@ -189,6 +189,11 @@ impl Client {
         }
     }
 
+    /// Whether the server sent something not yet routed.
+    pub fn queued(&self) -> bool {
+        self.session.as_ref().is_some_and(Session::queued)
+    }
+
     /// The earliest time an async request runs out, for an event loop's
     /// timer.
     pub fn next_deadline(&self) -> Option<Instant> {

@@ -34,6 +34,8 @@ pub struct Session {
     /// Messages skipped as too deep, with no id that could be read: a wait
     /// that times out says so if this grew meanwhile.
     unreadable: u64,
+    /// Requests started so far: orders the entries.
+    started: u64,
     /// Received while a wait was being interrupted: routed first next time,
     /// so that nothing is lost to a Ctrl-C.
     held: Option<Received>,
@@ -42,6 +44,8 @@ pub struct Session {
 struct InFlight {
     /// As sent: a cancellation names it the same way.
     id: Json,
+    /// Its place in the order requests were started.
+    order: u64,
     /// `initialize` is never cancelled: abandoning it ends the session.
     initialize: bool,
     /// What settled it, kept until its waiter takes it.
@@ -71,7 +75,7 @@ fn is_initialize(message: &Json) -> bool {
 
 impl Session {
     pub fn new(transport: Box<dyn Transport>) -> Self {
-        Session { transport, broken: false, in_flight: HashMap::new(), unreadable: 0, held: None }
+        Session { transport, broken: false, in_flight: HashMap::new(), unreadable: 0, started: 0, held: None }
     }
 
     pub fn notify(&mut self, message: &Json) -> Result<()> {
@@ -132,7 +136,9 @@ impl Session {
         };
         // Registered before it is sent: a detached HTTP POST may report
         // its failure before `send_detached` returns.
-        let entry = InFlight { id: id.clone(), initialize: is_initialize(message), arrived: None, limit };
+        self.started += 1;
+        let entry =
+            InFlight { id: id.clone(), order: self.started, initialize: is_initialize(message), arrived: None, limit };
         let detached = entry.limit.as_ref().map(|l| l.timeout);
         self.in_flight.insert(key.clone(), entry);
         let sent = match detached {
@@ -344,6 +350,11 @@ impl Session {
         self.in_flight.remove(key);
     }
 
+    /// Whether something received waits to be routed.
+    pub(crate) fn queued(&self) -> bool {
+        self.held.is_some() || self.transport.queued()
+    }
+
     /// The earliest time an async request runs out.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         self.in_flight
@@ -359,10 +370,13 @@ impl Session {
     /// waiters. Requests still running are cancelled first, if the session
     /// can still say so.
     pub(crate) fn settle_all(&mut self, unsettled: impl Fn(&str) -> Error) -> Vec<(IdKey, Result<Json>)> {
-        let keys: Vec<IdKey> =
-            self.in_flight.iter().filter(|(_, e)| e.limit.is_some()).map(|(k, _)| k.clone()).collect();
-        let mut outcomes = Vec::with_capacity(keys.len());
-        for key in keys {
+        // In the order they were started: the server hears the
+        // cancellations as it heard the requests.
+        let mut keys: Vec<(u64, IdKey)> =
+            self.in_flight.iter().filter(|(_, e)| e.limit.is_some()).map(|(k, e)| (e.order, k.clone())).collect();
+        keys.sort_by_key(|(order, _)| *order);
+        let mut outcomes = Vec::new();
+        for (_, key) in keys {
             let what =
                 self.in_flight.get(&key).and_then(|e| e.limit.as_ref()).map(|l| l.what.clone()).unwrap_or_default();
             if !self.settled(&key) && !self.broken {
@@ -400,13 +414,14 @@ impl Session {
     /// client was collected): each is cancelled without waiting on the
     /// transport, which then stops as a dropped transport does.
     pub(crate) fn cancel_all_detached(&mut self) {
-        let running: Vec<Json> = self
+        let mut running: Vec<(u64, Json)> = self
             .in_flight
             .values()
             .filter(|e| e.arrived.is_none() && e.limit.is_some() && !e.initialize)
-            .map(|e| e.id.clone())
+            .map(|e| (e.order, e.id.clone()))
             .collect();
-        for id in running {
+        running.sort_by_key(|(order, _)| *order);
+        for (_, id) in running {
             let notice = protocol::cancelled(&id, "the client was collected");
             let _ = interrupt::shielded(|| self.transport.send_detached(&notice, CANCEL_TIMEOUT));
         }

@@ -217,7 +217,7 @@ fn request_args(lua: &Cx, client: &Table, args: &MultiValue, what: &str) -> Outc
         Value::String(s) => s.to_str()?.to_string(),
         other => {
             return Err(
-                Error::BadInput(format!("{what}: the method must be a string, got {}", other.type_name())).into()
+                Error::BadInput(format!("{what}: the method must be a string, got {}", lua_type(&other))).into()
             )
         }
     };
@@ -226,7 +226,7 @@ fn request_args(lua: &Cx, client: &Table, args: &MultiValue, what: &str) -> Outc
         v @ Value::Table(_) => Encoder::convert(lua, "params", &v)?,
         other => {
             return Err(
-                Error::BadInput(format!("{what}: params must be a table or nil, got {}", other.type_name())).into()
+                Error::BadInput(format!("{what}: params must be a table or nil, got {}", lua_type(&other))).into()
             )
         }
     };
@@ -447,7 +447,7 @@ pub(super) fn cancel(lua: &Cx, args: MultiValue) -> Outcome {
         other => {
             return Err(Error::BadInput(format!(
                 "handle:cancel: the reason must be a string, got {}",
-                other.type_name()
+                lua_type(&other)
             ))
             .into())
         }

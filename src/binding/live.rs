@@ -98,7 +98,18 @@ fn borrow_client<T>(
         handlers: beside.handlers,
         ran: 0,
     };
-    work(core, &mut host)
+    let outcome = work(core, &mut host);
+    // The bell rang for whatever this call took itself (a handshake's
+    // reply, a blocking call's): an event loop woken for it would find
+    // nothing. It stays rung only for what is still there.
+    if let Some(bell) = options.doorbell.get().filter(|bell| bell.armed()) {
+        bell.clear();
+        if core.queued() {
+            bell.ring();
+        }
+        bell.ring_at(core.next_deadline());
+    }
+    outcome
 }
 
 /// The Lua side of a live client: its table (ids, fields, command or url),

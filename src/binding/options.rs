@@ -210,7 +210,7 @@ pub(super) fn string_map(opts: &Table, field: &str) -> Outcome<Vec<(String, Stri
 }
 
 /// What Lua's `type` says of a value (mlua tells integers from floats).
-fn lua_type(v: &Value) -> &'static str {
+pub(super) fn lua_type(v: &Value) -> &'static str {
     match v {
         Value::Integer(_) | Value::Number(_) => "number",
         other => other.type_name(),

@@ -687,6 +687,10 @@ impl Transport for Http {
         self.shared.inbox.take_dropped()
     }
 
+    fn queued(&self) -> bool {
+        !self.queue.is_empty() || !self.shared.inbox.is_empty()
+    }
+
     fn established(&mut self, negotiated_version: &str) {
         *lock(&self.shared.protocol_version) = Some(negotiated_version.to_string());
         self.listen_pending = true;

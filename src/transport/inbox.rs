@@ -180,6 +180,10 @@ impl Inbox {
         }
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.lock().events.is_empty()
+    }
+
     /// How many notifications were dropped since the last call.
     pub fn take_dropped(&self) -> u64 {
         std::mem::take(&mut self.lock().dropped)

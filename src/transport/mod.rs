@@ -45,6 +45,11 @@ pub trait Transport {
     /// passes first; an error when the connection is gone for good.
     fn receive(&mut self, deadline: Instant) -> Result<Option<Received>>;
 
+    /// Whether something received waits to be taken (for `client:fd()`).
+    fn queued(&self) -> bool {
+        false
+    }
+
     /// Notifications dropped since the last call, because Lua did not
     /// take them before the buffer filled (see `inbox`).
     fn take_dropped(&mut self) -> u64 {

@@ -515,6 +515,10 @@ impl Transport for Stdio {
         self.inbox.take_dropped()
     }
 
+    fn queued(&self) -> bool {
+        !self.inbox.is_empty()
+    }
+
     fn close(&mut self) {
         self.shut_down();
     }
