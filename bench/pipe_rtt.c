@@ -1,6 +1,10 @@
-/* pipe_rtt.c N - the floor under any stdio client: N round trips of one
- * short line between two processes over a pair of pipes. Prints the median
- * round trip in microseconds. */
+/* pipe_rtt.c N [PARENT_CPU CHILD_CPU] - the floor under any stdio client:
+ * N round trips of one short line between two processes over a pair of
+ * pipes. Prints the median round trip in microseconds (and p25, p75). With
+ * CPUs given, each process is pinned there: the same CPU for both, or one
+ * each, are the two regimes a client and its server run in. */
+#define _GNU_SOURCE
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,14 +23,23 @@ static int cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+static void pin(const char *cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(atoi(cpu), &set);
+    sched_setaffinity(0, sizeof set, &set);
+}
+
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 10000;
+    if (argc > 3) pin(argv[2]);
     int up[2], down[2];
     if (pipe(up) || pipe(down)) return 1;
     const char msg[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n";
     char buf[256];
     pid_t child = fork();
     if (child == 0) {
+        if (argc > 3) pin(argv[3]);
         close(up[1]);
         close(down[0]);
         for (;;) {

@@ -9,7 +9,7 @@ want=(lua5.4)
 if [ "${1:-test}" != demo ]; then
   # liblua5.4-dev and pkg-config: the cargo tests link the system Lua;
   # openssl makes the certificates of the HTTPS spec.
-  want+=(liblua5.4-dev lua-busted pkg-config openssl)
+  want+=(liblua5.4-dev lua-busted lua-luv pkg-config openssl)
 fi
 if [ "${1:-test}" = bench ]; then
   # gcc builds the minimal echo server and the pipe floor; curl is what the

@@ -50,12 +50,14 @@ use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio as Pipe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Once};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
+use crate::interrupt;
 use crate::protocol::{answer_server_request, classify, id_key, is_forwarded, too_deep_request_answer, Kind};
 use crate::transport::doorbell::Doorbell;
 use crate::transport::inbox::{Event, Inbox};
@@ -200,6 +202,19 @@ impl WakePipe {
     }
 }
 
+/// The spin for the next wait, from how long this one took to get a
+/// message: replies within microseconds earn a spin of about twice that
+/// (so the next one is caught awake), anything slower none.
+fn next_spin(spin: Duration, took: Duration) -> Duration {
+    if took > MAX_SPIN {
+        return Duration::ZERO;
+    }
+    // Eased towards the new figure, so one quick reply after slow ones
+    // does not start a spin at once, nor one slow reply end it.
+    let target = (took * 2 + Duration::from_micros(5)).min(MAX_SPIN);
+    (spin * 3 + target) / 4
+}
+
 /// The child process, watched for its exit without reaping it.
 struct ExitWatch {
     pid: libc::pid_t,
@@ -229,23 +244,34 @@ enum Readiness {
     Data,
     Exited,
     Stopped,
+    /// The time given passed with nothing to read.
+    Idle,
     /// poll(2) itself failed: nothing more can be read.
     Failed,
 }
 
-/// Waits until `fd` has data (or EOF), the child exits, or shutdown.
-fn wait_readable(fd: RawFd, exit: Option<&ExitWatch>, wake: &WakePipe) -> Readiness {
+/// Waits until `fd` has data (or EOF), the child exits, shutdown, or
+/// `within` passes (None: no limit).
+fn wait_readable(fd: RawFd, exit: Option<&ExitWatch>, wake: &WakePipe, within: Option<Duration>) -> Readiness {
+    let deadline = within.map(|w| Instant::now() + w);
     loop {
         let mut fds = [
             libc::pollfd { fd, events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: wake.read.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 },
         ];
-        let mut timeout = -1;
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        // Whole milliseconds, rounded up: a 0 would spin.
+        let mut timeout = left.map_or(-1, |l| l.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int);
+        let mut polls_exit = false;
         if let Some(exit) = exit {
             match &exit.pidfd {
                 Some(pidfd) => fds[2].fd = pidfd.as_raw_fd(),
-                None => timeout = EXIT_POLL_MS,
+                None if timeout < 0 || timeout > EXIT_POLL_MS => {
+                    timeout = EXIT_POLL_MS;
+                    polls_exit = true;
+                }
+                None => polls_exit = true,
             }
         }
         // SAFETY: poll on three pollfds on the stack; a negative fd is
@@ -260,8 +286,11 @@ fn wait_readable(fd: RawFd, exit: Option<&ExitWatch>, wake: &WakePipe) -> Readin
         if fds[0].revents != 0 {
             return Readiness::Data;
         }
-        if fds[2].revents != 0 || (timeout > 0 && exit.is_some_and(ExitWatch::exited)) {
+        if fds[2].revents != 0 || (polls_exit && exit.is_some_and(ExitWatch::exited)) {
             return Readiness::Exited;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Readiness::Idle;
         }
     }
 }
@@ -318,6 +347,7 @@ struct Threads {
     pipe: Arc<StdinPipe>,
     inbox: Arc<Inbox>,
     wake: Arc<WakePipe>,
+    read_side: Arc<ReadSide>,
 }
 
 impl Threads {
@@ -326,6 +356,7 @@ impl Threads {
     fn stop(self) {
         self.pipe.abandon();
         self.inbox.close();
+        self.read_side.stop();
         self.wake.signal();
         for t in self.handles {
             let _ = t.join();
@@ -344,6 +375,10 @@ pub struct Stdio {
     inbox: Arc<Inbox>,
     witness: Arc<Mutex<Witness>>,
     threads: Option<Threads>,
+    read_side: Arc<ReadSide>,
+    /// How long a wait spins before it sleeps: about twice the time recent
+    /// replies took, when that is under [`MAX_SPIN`]; zero otherwise.
+    spin: Duration,
     max_message_bytes: usize,
     /// Set once the server is known dead; every later call fails with it.
     failure: Option<(String, String)>,
@@ -399,8 +434,28 @@ impl Stdio {
             answers: pipe.clone(),
             witness: witness.clone(),
         };
-        let (exit, reader_wake) = (ExitWatch::new(pid), wake.clone());
-        handles.push(thread::spawn(move || reader.run(stdout, exit, &reader_wake)));
+        set_nonblocking(stdout.as_raw_fd());
+        let lines = Lines {
+            buf: vec![0u8; 64 * 1024],
+            line: Vec::new(),
+            oversized: false,
+            drained_after_exit: None,
+            finished: false,
+        };
+        let read_side = Arc::new(ReadSide {
+            reader,
+            stdout,
+            exit: ExitWatch::new(pid),
+            wake: wake.clone(),
+            lines: Mutex::new(lines),
+            lua_reading: AtomicBool::new(false),
+            released_ns: AtomicU64::new(0),
+            epoch: Instant::now(),
+            stopped: AtomicBool::new(false),
+            park: (Mutex::new(()), Condvar::new()),
+        });
+        let background = read_side.clone();
+        handles.push(thread::spawn(move || background.run()));
         let (seen, drain_wake) = (witness.clone(), wake.clone());
         handles.push(thread::spawn(move || drain_stderr(stderr, seen, &drain_wake)));
 
@@ -411,7 +466,9 @@ impl Stdio {
             pipe: pipe.clone(),
             inbox: inbox.clone(),
             witness,
-            threads: Some(Threads { handles, pipe, inbox, wake }),
+            threads: Some(Threads { handles, pipe, inbox, wake, read_side: read_side.clone() }),
+            read_side,
+            spin: Duration::ZERO,
             max_message_bytes: options.max_message_bytes,
             failure: None,
         })
@@ -501,7 +558,12 @@ impl Transport for Stdio {
         if self.failure.is_some() {
             return Err(self.ended());
         }
-        match self.inbox.pop(deadline) {
+        let started = Instant::now();
+        let event = self.read_side.wait_as_reader(deadline, self.spin);
+        if let Some(Event::Message(_)) = &event {
+            self.spin = next_spin(self.spin, started.elapsed());
+        }
+        match event {
             Some(Event::Message(msg)) => Ok(Some(Received::Message(msg))),
             Some(Event::TooDeep(id)) => Ok(Some(Received::TooDeep(id))),
             Some(Event::TooLarge(_)) => Err(Error::MessageTooLarge { limit: self.max_message_bytes }),
@@ -775,75 +837,246 @@ struct Reader {
     witness: Arc<Mutex<Witness>>,
 }
 
-impl Reader {
-    fn run(self, stdout: std::process::ChildStdout, exit: ExitWatch, wake: &WakePipe) {
-        let fd = stdout.as_raw_fd();
-        set_nonblocking(fd);
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut line = Vec::new();
-        let mut oversized = false;
-        let mut drained_after_exit = None;
+/// Where the line splitter is between two reads.
+struct Lines {
+    buf: Vec<u8>,
+    line: Vec<u8>,
+    oversized: bool,
+    /// The child exited: what is still in the pipe is read (up to
+    /// [`DRAIN_AFTER_EXIT`]), then the stream is over.
+    drained_after_exit: Option<usize>,
+    /// `Event::Ended` was queued: nothing more will be read.
+    finished: bool,
+}
+
+/// What one pass over the pipe found.
+enum Step {
+    Read,
+    Nothing,
+    Finished,
+}
+
+/// The server's stdout, read by whoever is waiting for it.
+///
+/// WHY THE WAITING THREAD READS
+///
+/// A reply read by a reader thread reaches Lua through a hand-off, which
+/// costs a thread wake-up: ~3 us on the same CPU, 20-150 us on the other
+/// one on this kind of VM, as much as the pipe round trip itself. So while
+/// a Lua call waits for a reply, the Lua thread reads the pipe itself and
+/// the reader thread stands aside (a leader/follower scheme: one line
+/// splitter, one queue, and whoever holds the reading role reads). The
+/// thread takes over again once no call has waited for [`LINGER`], so a
+/// server's ping is still answered within that while Lua is busy
+/// elsewhere, and notifications still queue up for the next call.
+struct ReadSide {
+    reader: Reader,
+    stdout: std::process::ChildStdout,
+    exit: ExitWatch,
+    wake: Arc<WakePipe>,
+    lines: Mutex<Lines>,
+    /// A Lua call is reading; the thread must not.
+    lua_reading: AtomicBool,
+    /// When the last Lua call stopped reading, in ns since `epoch`.
+    released_ns: AtomicU64,
+    epoch: Instant,
+    stopped: AtomicBool,
+    park: (Mutex<()>, Condvar),
+}
+
+/// How long the reader thread leaves the pipe to Lua after a call: calls
+/// in a burst then never wake it.
+const LINGER: Duration = Duration::from_millis(2);
+/// The longest a waiting call spins (reading, yielding the CPU) before it
+/// sleeps, when replies have been coming that fast; slower servers get no
+/// spin at all.
+const MAX_SPIN: Duration = Duration::from_micros(100);
+
+impl ReadSide {
+    fn fd(&self) -> RawFd {
+        self.stdout.as_raw_fd()
+    }
+
+    fn lock_lines(&self) -> std::sync::MutexGuard<'_, Lines> {
+        self.lines.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reads what the pipe holds now, splitting and handling lines; queues
+    /// `Event::Ended` when the stream is over.
+    fn read_available(&self, lines: &mut Lines) -> Step {
+        if lines.finished {
+            return Step::Finished;
+        }
+        let mut any = false;
         loop {
-            if drained_after_exit.is_none() {
-                match wait_readable(fd, Some(&exit), wake) {
-                    Readiness::Data => {}
-                    Readiness::Exited => drained_after_exit = Some(0),
-                    Readiness::Stopped => return,
-                    // Reported as the end: the call fails with the status
-                    // rather than waiting out its time.
-                    Readiness::Failed => break,
-                }
-            }
-            let n = match read_now(fd, &mut buf) {
+            let n = match read_now(self.fd(), &mut lines.buf) {
                 Chunk::Bytes(n) => n,
                 Chunk::End => break,
-                // Nothing there now: after an exit, that is the end of
-                // what the server wrote; otherwise a spurious wake-up.
-                Chunk::Nothing if drained_after_exit.is_some() => break,
-                Chunk::Nothing => continue,
+                // Nothing there now: after an exit, that is the end of what
+                // the server wrote.
+                Chunk::Nothing if lines.drained_after_exit.is_some() => break,
+                Chunk::Nothing => return if any { Step::Read } else { Step::Nothing },
             };
-            if let Some(drained) = drained_after_exit.as_mut() {
+            any = true;
+            if let Some(drained) = lines.drained_after_exit.as_mut() {
                 *drained += n;
                 if *drained > DRAIN_AFTER_EXIT {
                     break;
                 }
             }
-            let mut chunk = &buf[..n];
-            while !chunk.is_empty() {
-                let (used, complete) = match chunk.iter().position(|&b| b == b'\n') {
-                    Some(i) => (i + 1, true),
-                    None => (chunk.len(), false),
-                };
-                let piece = &chunk[..used - usize::from(complete)];
-                if !oversized {
-                    if line.len() + piece.len() > self.limit {
-                        oversized = true;
-                        line = Vec::new();
-                        self.inbox.push(Event::TooLarge(None), 0);
-                    } else {
-                        line.extend_from_slice(piece);
-                    }
-                }
-                chunk = &chunk[used..];
-                if complete {
-                    if !oversized {
-                        self.handle_line(&line);
-                    }
-                    line.clear();
-                    // A one-off huge line must not pin its buffer for the session.
-                    if line.capacity() > 1 << 20 {
-                        line = Vec::new();
-                    }
-                    oversized = false;
-                }
-            }
+            self.split(lines, n);
         }
-        if !line.is_empty() && !oversized {
-            self.handle_line(&line);
+        if !lines.line.is_empty() && !lines.oversized {
+            let line = std::mem::take(&mut lines.line);
+            self.reader.handle_line(&line);
         }
-        self.inbox.push(Event::Ended, 0);
+        lines.finished = true;
+        self.reader.inbox.push(Event::Ended, 0);
+        Step::Finished
     }
 
+    fn split(&self, lines: &mut Lines, n: usize) {
+        let Lines { buf, line, oversized, .. } = lines;
+        let mut chunk = &buf[..n];
+        while !chunk.is_empty() {
+            let (used, complete) = match chunk.iter().position(|&b| b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (chunk.len(), false),
+            };
+            let piece = &chunk[..used - usize::from(complete)];
+            if !*oversized {
+                if line.len() + piece.len() > self.reader.limit {
+                    *oversized = true;
+                    *line = Vec::new();
+                    self.reader.inbox.push(Event::TooLarge(None), 0);
+                } else {
+                    line.extend_from_slice(piece);
+                }
+            }
+            chunk = &chunk[used..];
+            if complete {
+                if !*oversized {
+                    self.reader.handle_line(line);
+                }
+                line.clear();
+                // A one-off huge line must not pin its buffer for the session.
+                if line.capacity() > 1 << 20 {
+                    *line = Vec::new();
+                }
+                *oversized = false;
+            }
+        }
+    }
+
+    /// The child is gone: drain what it left, then end the stream.
+    fn exited(&self) {
+        let mut lines = self.lock_lines();
+        lines.drained_after_exit.get_or_insert(0);
+        self.read_available(&mut lines);
+    }
+
+    fn since_release(&self) -> Duration {
+        let released = Duration::from_nanos(self.released_ns.load(Ordering::SeqCst));
+        self.epoch.elapsed().saturating_sub(released)
+    }
+
+    /// The reader thread: reads whenever no Lua call does.
+    fn run(&self) {
+        loop {
+            // Stand aside while a call reads, and for a moment after.
+            loop {
+                if self.stopped.load(Ordering::SeqCst) {
+                    return;
+                }
+                let reading = self.lua_reading.load(Ordering::SeqCst);
+                let since = self.since_release();
+                if !reading && since >= LINGER {
+                    break;
+                }
+                let nap = if reading { LINGER } else { LINGER - since };
+                let guard = self.park.0.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = self.park.1.wait_timeout(guard, nap);
+            }
+            match wait_readable(self.fd(), Some(&self.exit), &self.wake, Some(LINGER)) {
+                Readiness::Data => {}
+                Readiness::Idle => continue,
+                Readiness::Exited => {
+                    self.exited();
+                    return;
+                }
+                Readiness::Stopped => return,
+                // Reported as the end: the call fails with the status
+                // rather than waiting out its time.
+                Readiness::Failed => {
+                    let mut lines = self.lock_lines();
+                    lines.drained_after_exit.get_or_insert(0);
+                    self.read_available(&mut lines);
+                    return;
+                }
+            }
+            let mut lines = self.lock_lines();
+            // Checked again under the lock: a call that began meanwhile
+            // reads for itself (see `Stdio::receive`).
+            if self.lua_reading.load(Ordering::SeqCst) {
+                continue;
+            }
+            if let Step::Finished = self.read_available(&mut lines) {
+                return;
+            }
+        }
+    }
+
+    /// A Lua call waits for what the server sends, until `deadline`: it
+    /// reads the pipe itself (see the type's comment), spinning up to
+    /// `spin` before it sleeps.
+    fn wait_as_reader(&self, deadline: Instant, spin: Duration) -> Option<Event> {
+        self.lua_reading.store(true, Ordering::SeqCst);
+        let started = Instant::now();
+        let event = loop {
+            if let Some(event) = self.reader.inbox.pop(Instant::now()) {
+                break Some(event);
+            }
+            // Under the lock: a read the thread began before we took the
+            // role is finished (and queued) before we look.
+            match self.read_available(&mut self.lock_lines()) {
+                Step::Read => continue,
+                // Its `Ended` is queued, or was taken by an earlier call.
+                Step::Finished => break self.reader.inbox.pop(Instant::now()),
+                Step::Nothing => {}
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break None;
+            }
+            if now - started < spin {
+                // Lets a server on this CPU run; costs nothing otherwise.
+                thread::yield_now();
+                continue;
+            }
+            let within = deadline.min(now + interrupt::SLICE) - now;
+            match wait_readable(self.fd(), Some(&self.exit), &self.wake, Some(within)) {
+                Readiness::Data => {}
+                Readiness::Idle => {
+                    if interrupt::requested() || Instant::now() >= deadline {
+                        break self.reader.inbox.pop(Instant::now());
+                    }
+                }
+                Readiness::Exited | Readiness::Failed => self.exited(),
+                Readiness::Stopped => break self.reader.inbox.pop(Instant::now()),
+            }
+        };
+        self.released_ns.store(self.epoch.elapsed().as_nanos() as u64, Ordering::SeqCst);
+        self.lua_reading.store(false, Ordering::SeqCst);
+        event
+    }
+
+    fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        self.park.1.notify_all();
+    }
+}
+
+impl Reader {
     fn handle_line(&self, line: &[u8]) {
         let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -900,9 +1133,9 @@ fn drain_stderr(stderr: std::process::ChildStderr, witness: Arc<Mutex<Witness>>,
     set_nonblocking(fd);
     let mut buf = [0u8; 16 * 1024];
     loop {
-        match wait_readable(fd, None, wake) {
+        match wait_readable(fd, None, wake, None) {
             Readiness::Data => {}
-            Readiness::Exited | Readiness::Stopped | Readiness::Failed => return,
+            Readiness::Exited | Readiness::Stopped | Readiness::Failed | Readiness::Idle => return,
         }
         match read_now(fd, &mut buf) {
             Chunk::End => {

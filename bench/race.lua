@@ -1,0 +1,22 @@
+-- race.lua N CMD... - N calls of `echo` through the native module against
+-- the stdio server CMD (an argv), one at a time; prints the median, p25
+-- and p75 in microseconds. bench/run.lua starts it under taskset, which
+-- is how the client lands on one CPU and the server on the same or the
+-- other.
+local here = arg[0]:match('^(.*)/[^/]*$') or '.'
+local mcp = assert(package.loadlib(here .. '/../mcp.so', 'luaopen_mcp'))()
+local n = tonumber(arg[1])
+local argv = { table.unpack(arg, 2) }
+local client = mcp.new({ command = argv })
+client:discover()
+for _ = 1, 200 do client:call('echo', {}) end -- warm: the server's first replies are slower
+local xs = {}
+for i = 1, n do
+  local t0 = mcp.clock()
+  client:call('echo', {})
+  xs[i] = (mcp.clock() - t0) * 1e6
+end
+client:close()
+table.sort(xs)
+local function q(p) return xs[math.max(1, math.floor(p * (#xs - 1) + 1.5))] end
+print(string.format('%.2f %.2f %.2f', q(0.5), q(0.25), q(0.75)))
