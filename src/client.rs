@@ -380,9 +380,13 @@ mod tests {
     struct Scripted {
         script: Rc<RefCell<Script>>,
         sent: Rc<RefCell<Vec<String>>>,
-        replies: VecDeque<Json>,
+        /// What the server wrote and the client has not read; a test may
+        /// add to it, as a server answering late would.
+        replies: Rc<RefCell<VecDeque<Json>>>,
         /// Fails every send after this many, as a dead server would.
         dies_after: Option<usize>,
+        /// The server is gone: receiving fails.
+        dead: Rc<std::cell::Cell<bool>>,
     }
 
     impl Transport for Scripted {
@@ -396,13 +400,16 @@ mod tests {
                 if line == "404" {
                     return Err(Error::SessionExpired);
                 }
-                self.replies.push_back(decode(line.as_bytes()).unwrap());
+                self.replies.borrow_mut().push_back(decode(line.as_bytes()).unwrap());
             }
             Ok(())
         }
 
         fn receive(&mut self, _deadline: Instant) -> crate::error::Result<Option<Received>> {
-            Ok(self.replies.pop_front().map(Received::Message))
+            if self.dead.get() {
+                return Err(Error::Transport { code: "3".into(), detail: "MCP server exited (scripted)".into() });
+            }
+            Ok(self.replies.borrow_mut().pop_front().map(Received::Message))
         }
 
         fn close(&mut self) {}
@@ -417,6 +424,8 @@ mod tests {
         dies_after: Option<usize>,
         server_name: Option<Json>,
         notes: Vec<Json>,
+        replies: Rc<RefCell<VecDeque<Json>>>,
+        dead: Rc<std::cell::Cell<bool>>,
     }
 
     impl Peer for TestHost {
@@ -447,8 +456,9 @@ mod tests {
             Ok(Box::new(Scripted {
                 script: self.script.clone(),
                 sent: self.sent.clone(),
-                replies: VecDeque::new(),
+                replies: self.replies.clone(),
                 dies_after: self.dies_after.take(),
+                dead: self.dead.clone(),
             }))
         }
         fn established(&mut self, result: &Json, _session_id: Option<String>) -> Result<(), Error> {
@@ -466,7 +476,36 @@ mod tests {
             dies_after: None,
             server_name: None,
             notes: Vec::new(),
+            replies: Rc::default(),
+            dead: Rc::default(),
         }
+    }
+
+    /// A server that answers the handshake and keeps every other request
+    /// for the test to answer.
+    fn holding(msg: &Json) -> Vec<String> {
+        if msg.get("method") == Some(&Json::str("initialize")) {
+            plain(msg)
+        } else {
+            vec![]
+        }
+    }
+
+    fn answer(h: &TestHost, id: i64, text: &str) {
+        let reply = format!(r#"{{"id":{id},"result":{{"text":"{text}"}}}}"#);
+        h.replies.borrow_mut().push_back(decode(reply.as_bytes()).unwrap());
+    }
+
+    fn text_of(outcome: Option<Result<Json, Error>>) -> String {
+        match outcome {
+            Some(Ok(result)) => String::from_utf8_lossy(&encode(result.get("text").unwrap())).into_owned(),
+            Some(Err(e)) => e.to_string(),
+            None => "in flight".into(),
+        }
+    }
+
+    fn far() -> Instant {
+        Instant::now() + Duration::from_secs(5)
     }
 
     fn id_of(msg: &Json) -> String {
@@ -636,5 +675,99 @@ mod tests {
         );
         c.request(&mut h, "ping", Json::Object(vec![]), "ping").unwrap();
         assert_eq!(h.opened, 1);
+    }
+
+    #[test]
+    fn async_requests_settle_in_any_order_each_with_its_own_reply() {
+        let mut h = host(holding);
+        let mut c = client();
+        let t: Vec<Ticket> = (0..3)
+            .map(|i| c.start(&mut h, "tools/call", Json::Object(vec![]), &format!("call {i}"), None).unwrap())
+            .collect();
+        // ids 2, 3, 4 (1 was initialize); the third is answered last
+        for (id, text) in [(3, "b"), (2, "a"), (4, "c")] {
+            answer(&h, id, text);
+        }
+        assert!(!c.settled(&t[0]));
+        assert_eq!(text_of(c.wait(&mut h, &t[2], far()).unwrap()), r#""c""#);
+        // what arrived while the third was waited for is kept for the others
+        assert!(c.settled(&t[0]) && c.settled(&t[1]));
+        assert_eq!(text_of(c.outcome(&t[0])), r#""a""#);
+        assert_eq!(text_of(c.outcome(&t[1])), r#""b""#);
+        // taken once: the client keeps nothing of it
+        assert!(c.outcome(&t[1]).is_none());
+    }
+
+    #[test]
+    fn an_async_timeout_settles_only_its_own_request_and_cancels_it() {
+        let mut h = host(holding);
+        let mut c = client();
+        let quick = c
+            .start(&mut h, "tools/call", Json::Object(vec![]), "tools/call quick", Some(Duration::from_millis(10)))
+            .unwrap();
+        let patient = c
+            .start(&mut h, "tools/call", Json::Object(vec![]), "tools/call patient", Some(Duration::from_secs(5)))
+            .unwrap();
+        assert_eq!(text_of(c.wait(&mut h, &quick, far()).unwrap()), "MCP tools/call quick timed out after 0.01 s");
+        assert!(h.sent.borrow().last().unwrap().contains(r#""requestId":2"#));
+        assert!(!c.settled(&patient));
+        answer(&h, 3, "late but fine");
+        assert_eq!(text_of(c.wait(&mut h, &patient, far()).unwrap()), r#""late but fine""#);
+    }
+
+    #[test]
+    fn a_cancel_tells_the_server_and_a_late_reply_is_dropped() {
+        let mut h = host(holding);
+        let mut c = client();
+        let t = c.start(&mut h, "tools/call", Json::Object(vec![]), "tools/call x", None).unwrap();
+        assert!(c.cancel(&t, "no longer needed"));
+        assert!(!c.cancel(&t, "twice"));
+        assert!(h.sent.borrow().last().unwrap().contains(r#""reason":"no longer needed","requestId":2"#));
+        answer(&h, 2, "too late");
+        assert_eq!(text_of(c.outcome(&t)), "MCP tools/call x cancelled");
+        // the late reply finds nobody, and the session goes on
+        assert!(c.pump(&mut h, Instant::now()).unwrap());
+        assert!(h.replies.borrow().is_empty());
+        let next = c.start(&mut h, "tools/call", Json::Object(vec![]), "tools/call y", None).unwrap();
+        answer(&h, 3, "next");
+        assert_eq!(text_of(c.wait(&mut h, &next, far()).unwrap()), r#""next""#);
+        assert_eq!(h.opened, 1);
+    }
+
+    #[test]
+    fn a_dead_server_settles_every_request_in_flight_and_the_next_starts_a_new_session() {
+        let mut h = host(holding);
+        let mut c = client();
+        let t: Vec<Ticket> = (0..2)
+            .map(|_| c.start(&mut h, "tools/call", Json::Object(vec![]), "tools/call x", None).unwrap())
+            .collect();
+        h.dead.set(true);
+        c.pump(&mut h, Instant::now()).unwrap();
+        for ticket in &t {
+            assert!(c.settled(ticket));
+            assert_eq!(text_of(c.outcome(ticket)), "MCP transport failed (3): MCP server exited (scripted)");
+        }
+        h.dead.set(false);
+        c.start(&mut h, "tools/call", Json::Object(vec![]), "tools/call y", None).unwrap();
+        assert_eq!(h.opened, 2);
+    }
+
+    #[test]
+    fn close_settles_requests_in_flight_with_the_close_error_and_cancels_them_in_order() {
+        let mut h = host(holding);
+        let mut c = client();
+        let t: Vec<Ticket> = (0..3)
+            .map(|_| c.start(&mut h, "tools/call", Json::Object(vec![]), "tools/call x", None).unwrap())
+            .collect();
+        c.close();
+        for ticket in &t {
+            assert_eq!(
+                text_of(c.outcome(ticket)),
+                "MCP tools/call x failed: the client was closed before the reply came"
+            );
+        }
+        let sent = h.sent.borrow();
+        let cancelled: Vec<&str> = sent.iter().filter_map(|m| m.split(r#""requestId":"#).nth(1)).collect();
+        assert_eq!(cancelled, ["2}}", "3}}", "4}}"]);
     }
 }

@@ -312,9 +312,8 @@ impl Session {
     /// The outcome of request `key` if it has settled, which ends its
     /// entry; `what` names it in errors.
     fn take(&mut self, key: &IdKey, what: &str) -> Option<Result<Json>> {
-        if self.in_flight.get(key)?.arrived.is_none() {
-            return None;
-        }
+        // Still running: nothing to take.
+        self.in_flight.get(key)?.arrived.as_ref()?;
         let entry = self.in_flight.remove(key)?;
         Some(match entry.arrived? {
             Arrival::Reply(reply) => Ok(reply),

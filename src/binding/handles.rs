@@ -82,8 +82,8 @@ fn request_options(value: &Value, what: &str) -> Outcome<RequestOptions> {
     };
     let timeout = match opts.get::<Value>("timeout")? {
         Value::Nil => None,
-        Value::Integer(i) if i > 0 => Some(Duration::from_secs_f64((i as f64).min(1e7))),
-        Value::Number(n) if n >= 0.001 && n <= 1e7 => Some(Duration::from_secs_f64(n)),
+        Value::Integer(i) if (1..=10_000_000).contains(&i) => Some(Duration::from_secs(i as u64)),
+        Value::Number(n) if (0.001..=1e7).contains(&n) => Some(Duration::from_secs_f64(n)),
         _ => {
             return Err(
                 Error::BadInput(format!("{what}: opts.timeout must be a number of seconds from 0.001 to 1e7")).into()
@@ -216,9 +216,7 @@ fn request_args(lua: &Cx, client: &Table, args: &MultiValue, what: &str) -> Outc
     let method = match arg(args, 1) {
         Value::String(s) => s.to_str()?.to_string(),
         other => {
-            return Err(
-                Error::BadInput(format!("{what}: the method must be a string, got {}", lua_type(&other))).into()
-            )
+            return Err(Error::BadInput(format!("{what}: the method must be a string, got {}", lua_type(&other))).into())
         }
     };
     let params = match arg(args, 2) {
@@ -568,7 +566,7 @@ fn wait_handles(lua: &Cx, args: &MultiValue, what: &str, all: bool) -> Outcome {
                 Doorbell::wait_any(&refs, slice_end.saturating_duration_since(Instant::now()));
                 for (client, bell) in clients.iter().zip(&bells) {
                     bell.clear();
-                    with_client_state(lua, client, what, |core, host| drain(core, host))?;
+                    with_client_state(lua, client, what, drain)?;
                 }
             }
         }

@@ -267,7 +267,7 @@ fn wait_readable(fd: RawFd, exit: Option<&ExitWatch>, wake: &WakePipe, within: O
         if let Some(exit) = exit {
             match &exit.pidfd {
                 Some(pidfd) => fds[2].fd = pidfd.as_raw_fd(),
-                None if timeout < 0 || timeout > EXIT_POLL_MS => {
+                None if !(0..=EXIT_POLL_MS).contains(&timeout) => {
                     timeout = EXIT_POLL_MS;
                     polls_exit = true;
                 }
