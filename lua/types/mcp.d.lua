@@ -56,6 +56,68 @@ function Client:call(name, args) end
 ---Ends the session (stops the server, or DELETEs the HTTP session). Safe twice.
 function Client:close() end
 
+---@class mcp.RequestOptions
+---@field timeout? number              Seconds for this request (0.001 to 1e7; default: the client's timeout).
+---@field on_done? fun(ok: boolean, ...: any)  On the Lua thread once settled: `true, text, is_error, result` (call_async), `true, result` (request_async), or `false, err`.
+
+---Any request, blocking. Raises `MCP METHOD failed: MESSAGE (code N)` on a JSON-RPC error.
+---@param method string
+---@param params? table
+---@param opts? mcp.RequestOptions
+---@return table result
+function Client:request(method, params, opts) end
+
+---Sends tools/call and returns at once.
+---@param name string
+---@param args? table
+---@param opts? mcp.RequestOptions
+---@return mcp.Handle
+function Client:call_async(name, args, opts) end
+
+---Sends any request and returns at once.
+---@param method string
+---@param params? table
+---@param opts? mcp.RequestOptions
+---@return mcp.Handle
+function Client:request_async(method, params, opts) end
+
+---A descriptor for an event loop: readable whenever dispatch has something to run.
+---@return integer fd
+function Client:fd() end
+
+---Runs what is ready (on_notification, handlers, on_done, timeouts) without blocking.
+---@return integer ran  how many callbacks ran
+function Client:dispatch() end
+
+---@class mcp.Handle
+local Handle = {}
+
+---What call (or request) returns, or raises its error. With a timeout, nothing if it passes first.
+---@param timeout? number
+---@return any ...
+function Handle:wait(timeout) end
+
+---True once settled (a reply, an error, a timeout); never waits.
+---@return boolean
+function Handle:done() end
+
+---Sends notifications/cancelled; the handle fails with `MCP METHOD cancelled`. False if already settled.
+---@param reason? string
+---@return boolean
+function Handle:cancel(reason) end
+
+---The index of a settled handle, or nil at the timeout.
+---@param handles mcp.Handle[]
+---@param timeout? number
+---@return integer?
+function mcp.wait_any(handles, timeout) end
+
+---True once every handle has settled, or nil at the timeout.
+---@param handles mcp.Handle[]
+---@param timeout? number
+---@return true?
+function mcp.wait_all(handles, timeout) end
+
 ---@param opts mcp.Options
 ---@return mcp.Client
 function mcp.new(opts) end
