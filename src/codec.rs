@@ -458,7 +458,11 @@ pub fn encode_into(value: &Json, out: &mut Vec<u8>) {
     match value {
         Json::Null => out.extend_from_slice(b"null"),
         Json::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        Json::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
+        Json::Int(i) => {
+            // Into the output directly: no string per integer.
+            use std::io::Write;
+            let _ = write!(out, "{i}");
+        }
         Json::Float(f) => out.extend_from_slice(format_float(*f).as_bytes()),
         Json::Str(s) => encode_string(s, out),
         Json::Array(items) => {
@@ -487,26 +491,39 @@ pub fn encode_into(value: &Json, out: &mut Vec<u8>) {
 }
 
 pub fn encode(value: &Json) -> Vec<u8> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(128);
     encode_into(value, &mut out);
     out
 }
 
 fn encode_string(s: &[u8], out: &mut Vec<u8>) {
+    out.reserve(s.len() + 2);
     out.push(b'"');
-    for &b in s {
-        match b {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x0c => out.extend_from_slice(b"\\f"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            0x00..=0x1f | 0x7f => out.extend_from_slice(format!("\\u{:04x}", b).as_bytes()),
-            _ => out.push(b),
+    // Runs of bytes that need no escape are copied whole: most text is
+    // one such run.
+    let mut plain_from = 0;
+    for (i, &b) in s.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x00..=0x1f | 0x7f => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&s[plain_from..i]);
+        plain_from = i + 1;
+        if escape.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        } else {
+            out.extend_from_slice(escape);
         }
     }
+    out.extend_from_slice(&s[plain_from..]);
     out.push(b'"');
 }
 

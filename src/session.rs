@@ -8,13 +8,12 @@
 //! touches only its own request. The handshake and the Lua-facing fields
 //! are the client's business (`client.rs`); this layer only moves messages.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
 use crate::interrupt;
-use crate::protocol::{self, classify, id_key, IdKey, Kind};
+use crate::protocol::{self, classify, id_key, IdKey, IdMap, Kind};
 use crate::transport::{Received, Transport};
 
 /// The client's side of what the server starts: notifications to hand
@@ -30,7 +29,7 @@ pub struct Session {
     /// The transport failed for good; the client starts a new session.
     pub broken: bool,
     /// Requests started and not yet taken, by id.
-    in_flight: HashMap<IdKey, InFlight>,
+    in_flight: IdMap<InFlight>,
     /// Messages skipped as too deep, with no id that could be read: a wait
     /// that times out says so if this grew meanwhile.
     unreadable: u64,
@@ -75,7 +74,7 @@ fn is_initialize(message: &Json) -> bool {
 
 impl Session {
     pub fn new(transport: Box<dyn Transport>) -> Self {
-        Session { transport, broken: false, in_flight: HashMap::new(), unreadable: 0, started: 0, held: None }
+        Session { transport, broken: false, in_flight: IdMap::default(), unreadable: 0, started: 0, held: None }
     }
 
     pub fn notify(&mut self, message: &Json) -> Result<()> {
@@ -264,7 +263,7 @@ impl Session {
     }
 
     fn route(&mut self, received: Received, peer: &mut dyn Peer) -> Result<()> {
-        let settle = |in_flight: &mut HashMap<IdKey, InFlight>, key: &IdKey, arrival: Arrival| {
+        let settle = |in_flight: &mut IdMap<InFlight>, key: &IdKey, arrival: Arrival| {
             // One nobody waits for any more (cancelled, timed out): dropped.
             if let Some(entry) = in_flight.get_mut(key).filter(|e| e.arrived.is_none()) {
                 entry.arrived = Some(arrival);

@@ -59,6 +59,15 @@ struct Queue {
     pushers: usize,
 }
 
+impl Queue {
+    fn take_front(&mut self) -> Option<Event> {
+        let (event, size, notification) = self.events.pop_front()?;
+        self.bytes -= size;
+        self.notifications -= usize::from(notification);
+        Some(event)
+    }
+}
+
 pub struct Inbox {
     queue: Mutex<Queue>,
     arrived: Condvar,
@@ -135,6 +144,18 @@ impl Inbox {
         }
     }
 
+    /// The next event if one is queued; never waits.
+    pub fn try_pop(&self) -> Option<Event> {
+        let mut q = self.lock();
+        let event = q.take_front()?;
+        let full = q.pushers > 0;
+        drop(q);
+        if full {
+            self.room.notify_all();
+        }
+        Some(event)
+    }
+
     /// The next event, waiting until `deadline` at most.
     ///
     /// A reply often arrives within microseconds of the request, and going
@@ -147,9 +168,7 @@ impl Inbox {
         let mut q = self.lock();
         let mut backoff = 0u32;
         loop {
-            if let Some((event, size, notification)) = q.events.pop_front() {
-                q.bytes -= size;
-                q.notifications -= usize::from(notification);
+            if let Some(event) = q.take_front() {
                 let full = q.pushers > 0;
                 drop(q);
                 if full {

@@ -376,6 +376,8 @@ pub struct Stdio {
     witness: Arc<Mutex<Witness>>,
     threads: Option<Threads>,
     read_side: Arc<ReadSide>,
+    /// Where requests are encoded, reused.
+    out: Vec<u8>,
     /// How long a wait spins before it sleeps: about twice the time recent
     /// replies took, when that is under [`MAX_SPIN`]; zero otherwise.
     spin: Duration,
@@ -468,6 +470,7 @@ impl Stdio {
             witness,
             threads: Some(Threads { handles, pipe, inbox, wake, read_side: read_side.clone() }),
             read_side,
+            out: Vec::new(),
             spin: Duration::ZERO,
             max_message_bytes: options.max_message_bytes,
             failure: None,
@@ -548,9 +551,17 @@ impl Transport for Stdio {
         if self.failure.is_some() {
             return Err(self.ended());
         }
-        let mut line = codec::encode(message);
+        // One buffer for the client's life: a request costs no allocation
+        // here once the buffer has grown to the usual size.
+        let mut line = std::mem::take(&mut self.out);
+        line.clear();
+        codec::encode_into(message, &mut line);
         line.push(b'\n');
         self.pipe.send(&line);
+        // A one-off huge request must not pin its buffer for the session.
+        if line.capacity() <= 1 << 20 {
+            self.out = line;
+        }
         Ok(())
     }
 
@@ -1033,7 +1044,7 @@ impl ReadSide {
         self.lua_reading.store(true, Ordering::SeqCst);
         let started = Instant::now();
         let event = loop {
-            if let Some(event) = self.reader.inbox.pop(Instant::now()) {
+            if let Some(event) = self.reader.inbox.try_pop() {
                 break Some(event);
             }
             // Under the lock: a read the thread began before we took the
@@ -1041,7 +1052,7 @@ impl ReadSide {
             match self.read_available(&mut self.lock_lines()) {
                 Step::Read => continue,
                 // Its `Ended` is queued, or was taken by an earlier call.
-                Step::Finished => break self.reader.inbox.pop(Instant::now()),
+                Step::Finished => break self.reader.inbox.try_pop(),
                 Step::Nothing => {}
             }
             let now = Instant::now();
@@ -1058,11 +1069,11 @@ impl ReadSide {
                 Readiness::Data => {}
                 Readiness::Idle => {
                     if interrupt::requested() || Instant::now() >= deadline {
-                        break self.reader.inbox.pop(Instant::now());
+                        break self.reader.inbox.try_pop();
                     }
                 }
                 Readiness::Exited | Readiness::Failed => self.exited(),
-                Readiness::Stopped => break self.reader.inbox.pop(Instant::now()),
+                Readiness::Stopped => break self.reader.inbox.try_pop(),
             }
         };
         self.released_ns.store(self.epoch.elapsed().as_nanos() as u64, Ordering::SeqCst);
