@@ -1,12 +1,21 @@
 # make demo   build the module and run the demo against the bundled server
 # make test   install what the suite needs, build, run cargo and busted specs
+#             (the busted suite once per runtime: 5.1, 5.3, LuaJIT, 5.4)
 # make build  build the module for lua5.4: target/release/libmcp.so, copied to ./mcp.so
 #             (LUA=5.1|5.2|5.3|luajit builds for that runtime instead, in target/lua-$(LUA))
 # make bench  benchmarks against the pure module and the TypeScript SDK (not part of test)
 
-.PHONY: build demo test test-rust test-lua bench clean
+.PHONY: build demo test test-rust test-lua lua-bin bench clean
 
 LUA ?= 5.4
+# The runtimes the suite runs on, 5.4 last: the module left at ./mcp.so is
+# then the default build.
+RUNTIMES ?= 5.1 5.3 luajit 5.4
+BIN_5.1 = lua5.1
+BIN_5.2 = lua5.2
+BIN_5.3 = lua5.3
+BIN_5.4 = lua5.4
+BIN_luajit = luajit
 FEATURE_5.1 = lua51
 FEATURE_5.2 = lua52
 FEATURE_5.3 = lua53
@@ -35,8 +44,18 @@ test-rust:
 	cargo clippy --locked --all-targets --target-dir target/test -- -D warnings
 	cargo test --locked --target-dir target/test
 
-test-lua: build
-	lua5.4 "$$(command -v busted)" -o utfTerminal
+# Each runtime's build, then the whole busted suite under that runtime's
+# interpreter (MCP_LUA tells the specs which one runs servers and helpers).
+test-lua:
+	@for r in $(RUNTIMES); do \
+	  echo "== busted on $$r"; \
+	  $(MAKE) --no-print-directory build LUA=$$r || exit 1; \
+	  bin=$$($(MAKE) --no-print-directory -s lua-bin LUA=$$r); \
+	  MCP_LUA=$$bin $$bin "$$(command -v busted)" -o utfTerminal || exit 1; \
+	done
+
+lua-bin:
+	@echo $(BIN_$(LUA))
 
 test:
 	bash scripts/deps.sh test

@@ -42,14 +42,14 @@ end
 
 local function run_cmd(cmd)
   local p = io.popen(cmd)
-  local out = p:read('a')
+  local out = p:read('*a')
   p:close()
   return out
 end
 
 local function vm_hwm_kb()
   local f = io.open('/proc/self/status')
-  local s = f:read('a')
+  local s = f:read('*a')
   f:close()
   return tonumber(s:match('VmHWM:%s*(%d+)'))
 end
@@ -211,7 +211,7 @@ local function process_script(which, with_rss)
     or string.format('%q', shell_line(EVERYTHING))
   return load .. '\n' .. 'local c = mcp.new({ command = ' .. command .. ' })\n'
     .. 'c:discover()\nfor i = 1, 10 do c:call("echo", { message = "hi" }) end\n'
-    .. (with_rss and 'local f = io.open("/proc/self/status"); print(f:read("a"):match("VmHWM:%s*(%d+)"))\n' or '')
+    .. (with_rss and 'local f = io.open("/proc/self/status"); print(f:read('*a'):match("VmHWM:%s*(%d+)"))\n' or '')
 end
 local function time_process(source, n)
   local path = os.tmpname() .. '.lua'
@@ -257,7 +257,7 @@ local function large(which, bytes)
     .. 'c:discover()\nlocal t0 = clock()\n'
     .. string.format('local text = c:call("echo", { bytes = %d })\n', bytes)
     .. 'local took = clock() - t0\nassert(#text == ' .. bytes .. ')\n'
-    .. 'local f = io.open("/proc/self/status"); print(took * 1000, f:read("a"):match("VmHWM:%s*(%d+)"))\n'
+    .. 'local f = io.open("/proc/self/status"); print(took * 1000, f:read('*a'):match("VmHWM:%s*(%d+)"))\n'
   local path = os.tmpname() .. '.lua'
   local f = io.open(path, 'w')
   f:write(source)

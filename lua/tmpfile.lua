@@ -30,7 +30,7 @@ end
 function tmpfile.slurp(path)
   local f = io.open(path, 'rb')
   if not f then return nil end
-  local data = f:read('a')
+  local data = f:read('*a')
   f:close()
   return data
 end

@@ -12,6 +12,9 @@
 --     and `capabilities`.
 --   * Integers, and floats that are integral with |x| < 1e15, print as %d;
 --     every other number as %.14g (Lua's own precision for tostring).
+--     Lua 5.1 and LuaJIT have no integers: there an integral number in
+--     [-2^63, 2^63) counts as one (as the native module's mlua reads it),
+--     so 2^53 is sent as 9007199254740992.
 --   * Strings escape `"` and `\`, use \b \f \n \r \t, and \u00XX for every
 --     other control byte including DEL. Bytes >= 0x80 pass through.
 --   * trace.ordered(t, order) pins the listed keys first, in that order.
@@ -23,6 +26,17 @@
 -- therefore becomes two 3-byte sequences (CESU-8), which the native codec
 -- does not copy: it joins the pair into one real character.
 local trace = {}
+
+-- 5.3+ tells integers from floats; 5.1 and LuaJIT cannot, see above.
+local is_integer = math.type and function(n) return math.type(n) == 'integer' end
+  or function(n) return n == math.floor(n) and n >= -2 ^ 63 and n < 2 ^ 63 end
+
+-- One code point as UTF-8 (utf8.char where there is one).
+local utf8_char = utf8 and utf8.char or function(cp)
+  if cp < 0x80 then return string.char(cp) end
+  if cp < 0x800 then return string.char(0xC0 + math.floor(cp / 64), 0x80 + cp % 64) end
+  return string.char(0xE0 + math.floor(cp / 4096), 0x80 + math.floor(cp / 64) % 64, 0x80 + cp % 64)
+end
 
 local escapes = {
   ['"'] = '\\"', ['\\'] = '\\\\', ['\b'] = '\\b', ['\f'] = '\\f',
@@ -36,7 +50,7 @@ local function encode_string(s)
 end
 
 local function encode_number(n)
-  if math.type(n) == 'integer' then return string.format('%d', n) end
+  if is_integer(n) then return string.format('%d', n) end
   if n == math.floor(n) and math.abs(n) < 1e15 then
     return string.format('%d', n)
   end
@@ -53,7 +67,7 @@ end
 local function is_array(t)
   local n, max = 0, 0
   for k in pairs(t) do
-    if math.type(k) ~= 'integer' or k < 1 then return false end
+    if type(k) ~= 'number' or not is_integer(k) or k < 1 then return false end
     n = n + 1
     if k > max then max = k end
   end
@@ -151,7 +165,7 @@ local function read_string(s, i)
     elseif e == 'u' then
       local hex = s:sub(k + 2, k + 5)
       if not hex:match('^%x%x%x%x$') then fail(k, 'bad \\u escape') end
-      parts[#parts + 1] = utf8.char(tonumber(hex, 16))
+      parts[#parts + 1] = utf8_char(tonumber(hex, 16))
       j = k + 6
     else
       fail(k, 'bad escape')

@@ -9,7 +9,10 @@ want=(lua5.4)
 if [ "${1:-test}" != demo ]; then
   # liblua5.4-dev and pkg-config: the cargo tests link the system Lua;
   # openssl makes the certificates of the HTTPS spec.
-  want+=(liblua5.4-dev lua-busted lua-luv pkg-config openssl)
+  # lua5.1, lua5.3 and luajit: the suite runs on each (busted and luv
+  # from Debian serve them all); lua-luv: the event-loop specs; neovim:
+  # its smoke spec; luarocks: the install spec.
+  want+=(liblua5.4-dev lua-busted lua-luv lua5.1 lua5.3 luajit neovim luarocks pkg-config openssl)
 fi
 if [ "${1:-test}" = bench ]; then
   # gcc builds the minimal echo server and the pipe floor; curl is what the

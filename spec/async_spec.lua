@@ -113,7 +113,7 @@ describe('many requests in flight on one session', function()
     for _, h in ipairs({ handles[1], handles[2], handles[3], crash }) do
       local ok, err = pcall(h.wait, h)
       assert.is_false(ok)
-      assert.equal('MCP transport failed (3): MCP server exited (lua5.4 ' .. H.ROOT
+      assert.equal('MCP transport failed (3): MCP server exited (' .. H.LUA .. ' ' .. H.ROOT
         .. '/lua/servers/sleepy.lua): crashing on purpose', err)
     end
     assert.equal('again', (client:call('sleep', { ms = 1, label = 'again' })))

@@ -5,11 +5,11 @@
 local H = require('helpers')
 
 local suite = H.ROOT .. '/spec/peers/node_modules/.bin/conformance'
-local client = 'lua5.4 ' .. H.ROOT .. '/spec/conformance/client.lua'
+local client = H.LUA .. ' ' .. H.ROOT .. '/spec/conformance/client.lua'
 
 local function run(scenario)
   local p = io.popen(suite .. ' client --command "' .. client .. '" --scenario ' .. scenario .. ' 2>&1')
-  local out = p:read('a')
+  local out = p:read('*a')
   p:close()
   return out
 end

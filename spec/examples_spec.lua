@@ -2,10 +2,7 @@
 local H = require('helpers')
 
 local function run(example)
-  local p = io.popen('cd ' .. H.ROOT .. ' && timeout 60 lua5.4 lua/examples/' .. example .. ' 2>&1')
-  local out = p:read('a')
-  local _, _, status = p:close()
-  return out, status
+  return H.command('cd ' .. H.ROOT .. ' && timeout 60 ' .. H.LUA .. ' lua/examples/' .. example)
 end
 
 describe('examples', function()

@@ -35,7 +35,7 @@ local function outcome(mcp, respond, args)
     return respond(text)
   end })
   local out = table.pack(pcall(client.call, client, 'echo', args))
-  return { ok = out[1], values = { table.unpack(out, 2, out.n) }, n = out.n, sent = sent, fields = H.fields(client) }
+  return { ok = out[1], values = { H.unpack(out, 2, out.n) }, n = out.n, sent = sent, fields = H.fields(client) }
 end
 
 local function same(a, b)
@@ -63,8 +63,8 @@ local function show(v, open)
   local tv = type(v)
   if tv == 'string' then return quote(v) end
   if tv == 'number' then
-    if math.type(v) == 'integer' then
-      return v == math.mininteger and 'math.mininteger' or string.format('%d', v)
+    if math.type and math.type(v) == 'integer' then
+      return v == H.MININT and 'H.MININT' or string.format('%d', v)
     end
     if v ~= v then return '0/0' end
     if v == math.huge then return 'math.huge' end
@@ -126,7 +126,7 @@ local function lossy(s)
       if not d or d < lo or d > hi then break end
       lo, hi, j = 0x80, 0xBF, j + 1
     end
-    out[#out + 1] = (len > 0 and j == i + len) and s:sub(i, j - 1) or '\u{FFFD}'
+    out[#out + 1] = (len > 0 and j == i + len) and s:sub(i, j - 1) or '\239\191\189'
     i = j
   end
   return table.concat(out)
@@ -145,7 +145,7 @@ local MENDS = {
 local function sorted_bytes(x)
   local t = { x:byte(1, -1) }
   table.sort(t)
-  return string.char(table.unpack(t))
+  return string.char(H.unpack(t))
 end
 
 -- Whether two texts agree but for tables printed by address (tolerated)
@@ -197,8 +197,9 @@ end
 -- Random Lua values for arguments
 -----------------------------------------------------------------------
 
-local INTEGERS = { 0, 1, -1, 2, 7, 42, -17, 1000, math.maxinteger, math.mininteger, math.maxinteger - 1,
-  math.mininteger + 1, 1 << 53, (1 << 53) + 1, -(1 << 53), 1 << 31, (1 << 32) - 1, 999999999999999, 1000000000000000 }
+local INTEGERS = { 0, 1, -1, 2, 7, 42, -17, 1000, H.MAXINT, H.MININT, H.MAXINT - 1,
+  H.MININT + 1, H.int(2 ^ 53), H.int(2 ^ 53) + 1, -H.int(2 ^ 53), H.int(2 ^ 31), H.int(2 ^ 32) - 1, 999999999999999,
+  1000000000000000 }
 local FLOATS = { 0.5, -2.5, 1 / 3, 0.1, 0.1 + 0.2, math.pi, -0.0, 0.0, 3.0, -7.0, 2 ^ 53, 2 ^ 63, -2 ^ 63, 2 ^ 64,
   1e15, 1e15 - 1, 999999999999999.5, 123456789012345.6, 1e14, 1e16, 1e-4, 1e-5, 1e-7, 1e100, 1e300, -1e300,
   1.7976931348623157e308, 2.2250738585072014e-308, 1e-300, 10000000000000.5, 10000000000001.5,
@@ -206,19 +207,23 @@ local FLOATS = { 0.5, -2.5, 1 / 3, 0.1, 0.1 + 0.2, math.pi, -0.0, 0.0, 3.0, -7.0
   5e-324, 1e-320, -2.5e-315 }
 -- Pieces strings are made of; the second list is not UTF-8.
 local PIECES = { 'a', 'hello', ' ', 'x y', '"', '\\', '/', '\\u0041', '\n', '\r', '\t', '\b', '\f', '\0', '\1',
-  '\27', '\31', '\127', 'é', '✓', '日本', '😀', '\u{FFFF}', '\u{10FFFF}', '\u{80}', '\u{7FF}', 'data: x', '{"id":2}',
+  '\27', '\31', '\127', 'é', '✓', '日本', '😀', '\239\191\191', '\244\143\191\191', '\194\128', '\223\191', 'data: x', '{"id":2}',
   'null', '1e3', '-0', 'true', ':', ',' }
-local BAD_PIECES = { '\xff', '\xc3', '\x80', 'caf\xe9', '\xed\xa0\x80', '\xc0\xaf', '\xf4\x90\x80\x80', '\xf8\x88\x80\x80\x80',
-  '\xe2\x9c', '\xfe', '\xc3(' }
+local BAD_PIECES = { '\255', '\195', '\128', 'caf\233', '\237\160\128', '\192\175', '\244\144\128\128', '\248\136\128\128\128',
+  '\226\156', '\254', '\195(' }
 
 local function random_float()
   local r = math.random()
   if r < 0.5 then return pick(FLOATS) end
   if r < 0.8 then return (math.random() - 0.5) * 10.0 ^ math.random(-30, 30) end
   -- Any bit pattern: subnormals and extremes, but never NaN or infinity here.
+  if not string.pack then
+    -- 5.1 and LuaJIT: no bit patterns, but the same spread of exponents.
+    return (math.random() - 0.5) * 10.0 ^ math.random(-320, 308)
+  end
   local f
   repeat
-    f = string.unpack('<d', string.pack('<i8', math.random(math.mininteger, math.maxinteger)))
+    f = string.unpack('<d', string.pack('<i8', math.random(H.MININT, H.MAXINT)))
   until f == f and f ~= math.huge and f ~= -math.huge
   return f
 end
@@ -234,7 +239,7 @@ local function random_string(dirty)
       -- write them, and they are not UTF-8).
       local c = math.random(0, 0x10FFFF)
       if c >= 0xD800 and c <= 0xDFFF then c = c - 0x800 end
-      parts[i] = utf8.char(c)
+      parts[i] = H.utf8_char(c)
     end
   end
   return table.concat(parts)
@@ -242,7 +247,8 @@ end
 
 -- An object key's text, as both encoders write it.
 local function key_text(k)
-  if math.type(k) == 'float' then
+  if H.is_integer(k) then return string.format('%d', k) end
+  if type(k) == 'number' then
     if k == math.floor(k) and math.abs(k) < 1e15 then return string.format('%d', k) end
     return string.format('%.14g', k)
   end
@@ -253,7 +259,7 @@ end
 local function random_key(dirty)
   local r = math.random()
   if r < 0.6 then return random_string(dirty) end
-  if r < 0.8 then return pick({ 1, 2, 3, 10, 0, -1, math.maxinteger, math.mininteger }) end
+  if r < 0.8 then return pick({ 1, 2, 3, 10, 0, -1, H.MAXINT, H.MININT }) end
   return pick({ 1.5, -0.25, 1e300, 2 ^ 63, 1e-300, math.huge, -math.huge, 1e15 + 0.5 })
 end
 
@@ -297,7 +303,7 @@ local function gen_table(depth, dirty, budget, ancestors)
     -- An integer key named by its text or as a float: the reference pins
     -- by value (t[k]), so "5" does not pin key 5 and 5.0 does.
     local k = pick(keys)
-    if not dirty and math.type(k) == 'integer' and chance(0.3) then order[#order + 1] = pick({ tostring(k), k + 0.0 }) end
+    if not dirty and H.is_integer(k) and chance(0.3) then order[#order + 1] = pick({ tostring(k), k + 0.0 }) end
     trace.ordered(t, order)
   end
   if dirty and chance(0.05) then t.loop = pick(ancestors) end
@@ -311,7 +317,7 @@ function gen_value(depth, dirty, budget, ancestors)
     return gen_table(depth, dirty, budget, ancestors)
   end
   local r = math.random()
-  if dirty and r < 0.04 then return pick({ 0 / 0, math.huge, -math.huge, print, coroutine.create(print), io.stdout }) end
+  if dirty and r < 0.04 then return pick({ 0 / 0, math.huge, -math.huge, print, coroutine.create(function() end), io.stdout }) end
   if r < 0.1 then return chance(0.5) end
   if r < 0.35 then return pick(INTEGERS) end
   if r < 0.55 then return random_float() end
@@ -335,7 +341,7 @@ end
 local function is_array(t)
   local n, max = 0, 0
   for k in pairs(t) do
-    if math.type(k) ~= 'integer' or k < 1 then return false end
+    if not H.is_integer(k) or k < 1 then return false end
     n, max = n + 1, math.max(max, k)
   end
   return n > 0 and n == max
@@ -373,7 +379,7 @@ local function table_refusal(t, path, open)
     local where = path .. '.' .. key_text(k)
     local what, deeper = refusal(t[k], where, open)
     if what then return what, deeper end
-    if not utf8.len(key_text(k)) then return 'a key that is not UTF-8', where end
+    if not H.is_utf8(key_text(k)) then return 'a key that is not UTF-8', where end
   end
 end
 
@@ -386,7 +392,7 @@ function refusal(v, path, open)
     return nil
   end
   if tv == 'string' then
-    if utf8.len(v) then return nil end
+    if H.is_utf8(v) then return nil end
     return 'a string that is not UTF-8', path
   end
   if tv ~= 'table' then return 'a ' .. tv, path end
@@ -477,7 +483,7 @@ local function structured_reply()
 end
 
 local TOKENS = { '"', '\\', '{', '}', '[', ']', ',', ':', '\n', '\r', ' ', 'u', '0', '9', 'e', '-', '.', 'null',
-  '\\u', '\\ud800', 'data: ', '\xff', '\xc3', '\0' }
+  '\\u', '\\ud800', 'data: ', '\255', '\195', '\0' }
 
 -- One random edit of the reply text.
 local function mutate(text)
@@ -523,7 +529,7 @@ local function random_response()
     -- NONE stands for nil, which a table constructor cannot hold.
     local function maybe(v) if v ~= NONE then return v end end
     return maybe(pick({ false, NONE })), maybe(pick({ random_string(true), string.rep('e', 399) .. 'é', NONE })),
-      maybe(pick({ 7, 1.5, 'E\xff', NONE, 404 }))
+      maybe(pick({ 7, 1.5, 'E\255', NONE, 404 }))
   end
   local lines = { INIT, structured_reply() }
   if chance(0.2) then table.insert(lines, math.random(3), NOTE) end
@@ -548,13 +554,38 @@ end
 -- valid UTF-8" below). Where the reference's text is not UTF-8 and the
 -- native one is, they must agree once every run of non-ASCII bytes is
 -- treated as one unknown character.
+-- Lua 5.1's string.format copies a short %s argument with sprintf, which
+-- stops at its first NUL byte: the reference's error text loses the rest
+-- of a message with a NUL in it, where
+-- the native module keeps every byte. No other runtime does this.
+local CUTS_AT_NUL = #string.format('%s', 'a\0b') == 1
+local function nul_cut(ref, nat)
+  if not CUTS_AT_NUL or ref.ok ~= nat.ok or ref.n ~= nat.n or not same(ref.sent, nat.sent) then return false end
+  local any = false
+  for i = 1, ref.n - 1 do
+    local a, b = ref.values[i], nat.values[i]
+    if a ~= b then
+      if type(a) ~= 'string' or type(b) ~= 'string' or not b:find('\0', 1, true) then return false end
+      -- The reference's text is the native one with a piece cut out,
+      -- starting at the first NUL (non-ASCII runs compared as lossy_utf8
+      -- does, since both can happen in one message).
+      a, b = a:gsub('[\128-\255]+', '?'), b:gsub('[\128-\255]+', '?')
+      local nul = b:find('\0', 1, true)
+      local rest = a:sub(nul)
+      if a:sub(1, nul - 1) ~= b:sub(1, nul - 1) or b:sub(-#rest - 1 + 1) ~= rest and #rest > 0 then return false end
+      any = true
+    end
+  end
+  return any
+end
+
 local function lossy_utf8(ref, nat)
   if ref.ok ~= nat.ok or ref.n ~= nat.n or not same(ref.sent, nat.sent) then return false end
   local any = false
   for i = 1, ref.n - 1 do
     local a, b = ref.values[i], nat.values[i]
     if a ~= b then
-      if type(a) ~= 'string' or type(b) ~= 'string' or utf8.len(a) or not utf8.len(b) then return false end
+      if type(a) ~= 'string' or type(b) ~= 'string' or H.is_utf8(a) or not H.is_utf8(b) then return false end
       -- (A table's address in the reference text is JSON in the native
       -- one, as table_address tolerates; then only validity is checked.)
       if not a:find('table: 0x%x') and a:gsub('[\128-\255]+', '?') ~= b:gsub('[\128-\255]+', '?') then
@@ -566,13 +597,29 @@ local function lossy_utf8(ref, nat)
   return any
 end
 
+-- Lua's words for the reference's crashes, on every runtime: 5.3+ says
+-- "attempt to index a nil value (local 'res')", 5.1 and LuaJIT "attempt
+-- to index local 'res' (a nil value)"; 5.1 also refuses ipairs on a
+-- number and %s of a table, which 5.4 accepts.
+local CRASHES = {
+  'attempt to index a %a+ value', "attempt to index %a+ '[^']*' %(a %a+ value%)",
+  "invalid value %(.-%) in table for 'concat'", "invalid value %(%a+%) at index %d+ in table for 'concat'",
+  "bad argument #%d to '%a+' %(%a+ expected, got %a+%)",
+}
+local function is_crash(err)
+  for _, pattern in ipairs(CRASHES) do
+    if err:find(pattern) then return true end
+  end
+  return false
+end
+
 local function reference_crashed(ref, nat)
   local err = ref.values[1]
   if ref.ok or type(err) ~= 'string' then return false end
-  if not (err:find('attempt to index a %a+ value') or err:find("invalid value %(%a+%) at index %d+ in table for 'concat'")) then
+  if not is_crash(err) then
     return false
   end
-  if err:find("attempt to index a nil value %(local 'res'%)") then
+  if err:find("attempt to index a nil value %(local 'res'%)") or err:find("attempt to index local 'res' %(a nil value%)") then
     return same({ 'MCP tools/call echo failed: the reply has no result' }, nat.values)
   end
   return nat.ok or (type(nat.values[1]) == 'string' and nat.values[1]:find('^MCP ') ~= nil)
@@ -617,7 +664,7 @@ describe('fuzzing native against reference', function()
         local prefix = 'MCP: cannot encode ' .. what .. ' at arguments'
         local got = nat.values[1]
         local good = not nat.ok and #nat.sent == 0 and type(got) == 'string'
-          and (got == want or not utf8.len(path) and got:sub(1, #prefix) == prefix)
+          and (got == want or not H.is_utf8(path) and got:sub(1, #prefix) == prefix)
         if not good then
           mismatches[#mismatches + 1] = { text = where .. '\n  want native error ' .. quote(want)
             .. '\n  native ok=' .. tostring(nat.ok) .. ' ' .. show(got) .. ', sent ' .. #nat.sent .. ' text(s)' }
@@ -640,13 +687,13 @@ describe('fuzzing native against reference', function()
   end)
 
   it(REPLY_CASES .. ' random server replies', function()
-    local count = { same = 0, surrogate = 0, reference_crashed = 0, table_address = 0, lossy_utf8 = 0 }
+    local count = { same = 0, surrogate = 0, reference_crashed = 0, table_address = 0, lossy_utf8 = 0, nul_cut = 0 }
     local mismatches = {}
     for i = 1, REPLY_CASES do
       local seed = REPLY_BASE + i
       math.randomseed(seed)
       local response = table.pack(random_response())
-      local function respond() return table.unpack(response, 1, 3) end
+      local function respond() return H.unpack(response, 1, 3) end
       local ref, nat = outcome(REF, respond), outcome(NAT, respond)
       local rule
       if same(ref, nat) then rule = 'same'
@@ -655,6 +702,7 @@ describe('fuzzing native against reference', function()
         and (nat.ok or type(nat.values[1]) == 'string') then rule = 'surrogate'
       elseif table_address(ref, nat) then rule = 'table_address'
       elseif lossy_utf8(ref, nat) then rule = 'lossy_utf8'
+      elseif nul_cut(ref, nat) then rule = 'nul_cut'
       end
       if rule then
         count[rule] = count[rule] + 1
@@ -670,7 +718,7 @@ describe('fuzzing native against reference', function()
         count.lossy_utf8, #mismatches))
     end
     assert.equal(REPLY_CASES, count.same + count.surrogate + count.reference_crashed + count.table_address
-      + count.lossy_utf8 + #mismatches)
+      + count.lossy_utf8 + count.nul_cut + #mismatches)
     assert.equal(0, #mismatches, report('reply', mismatches))
     assert.is_true(count.same > REPLY_CASES / 2, tostring(count.same))
   end)
@@ -725,29 +773,29 @@ end)
 -- still comes through byte for byte.
 describe('error text is made valid UTF-8', function()
   it('an error message that is not UTF-8', function()
-    local ref, nat = both(replying('{"id":2,"error":{"code":1,"message":"caf\xe9"}}'))
-    assert.same({ 'MCP tools/call echo failed: caf\xe9 (code 1)' }, ref.values)
-    assert.same({ 'MCP tools/call echo failed: caf\u{FFFD} (code 1)' }, nat.values)
+    local ref, nat = both(replying('{"id":2,"error":{"code":1,"message":"caf\233"}}'))
+    assert.same({ 'MCP tools/call echo failed: caf\233 (code 1)' }, ref.values)
+    assert.same({ 'MCP tools/call echo failed: caf\239\191\189 (code 1)' }, nat.values)
   end)
 
   it('a content type that is not UTF-8', function()
-    local ref, nat = both(replying('{"id":2,"result":{"content":[{"type":"\xe9"}]}}'))
-    assert.same({ '[\xe9 content]', false }, ref.values)
-    assert.same({ '[\u{FFFD} content]', false }, nat.values)
+    local ref, nat = both(replying('{"id":2,"result":{"content":[{"type":"\233"}]}}'))
+    assert.same({ '[\233 content]', false }, ref.values)
+    assert.same({ '[\239\191\189 content]', false }, nat.values)
   end)
 
   it('a transport failure that is not UTF-8, and the 400-byte cut inside a character', function()
-    local ref, nat = both(function() return false, 'caf\xe9', 'E\xff' end)
-    assert.same({ 'MCP transport failed (E\xff): caf\xe9' }, ref.values)
-    assert.same({ 'MCP transport failed (E\u{FFFD}): caf\u{FFFD}' }, nat.values)
+    local ref, nat = both(function() return false, 'caf\233', 'E\255' end)
+    assert.same({ 'MCP transport failed (E\255): caf\233' }, ref.values)
+    assert.same({ 'MCP transport failed (E\239\191\189): caf\239\191\189' }, nat.values)
     ref, nat = both(function() return false, string.rep('x', 399) .. 'é', 1 end)
-    assert.equal('\xc3', ref.values[1]:sub(-1))
-    assert.equal('x\u{FFFD}', nat.values[1]:sub(-4))
+    assert.equal('\195', ref.values[1]:sub(-1))
+    assert.equal('x\239\191\189', nat.values[1]:sub(-4))
   end)
 
   it('tool text that is not UTF-8 still comes through byte for byte', function()
-    local ref, nat = both(replying('{"id":2,"result":{"content":[{"type":"text","text":"caf\xe9"}]}}'))
-    assert.same({ 'caf\xe9', false }, ref.values)
+    local ref, nat = both(replying('{"id":2,"result":{"content":[{"type":"text","text":"caf\233"}]}}'))
+    assert.same({ 'caf\233', false }, ref.values)
     assert.same(ref.values, nat.values)
   end)
 end)
@@ -780,7 +828,9 @@ describe('undocumented differences the fuzzing tolerates', function()
   }) do
     it(case[1], function()
       local ref, nat = both(replying(case[2]))
-      assert.is_truthy(tostring(ref.values[1]):find(case[3]), ref.values[1])
+      local said = tostring(ref.values[1])
+      -- Where 5.1 crashes and 5.4 does not, any crash of the reference.
+      assert.is_truthy(said:find(case[3]) or not ref.ok and is_crash(said), said)
       assert.same(case[4], nat.values)
     end)
   end

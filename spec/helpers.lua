@@ -5,10 +5,81 @@ local trace = require('trace')
 
 local H = {}
 
+-- The interpreter running the suite (the Makefile sets it for each
+-- runtime): servers and helper processes run under the same one.
+H.LUA = os.getenv('MCP_LUA') or 'lua5.4'
+
+-- What Lua 5.1 and LuaJIT lack, for the specs' own use. There every number
+-- is a float; integral values stand in for integers.
+H.unpack = table.unpack or unpack
+H.MAXINT = math.maxinteger or 2 ^ 63
+-- Whether the reference can read a command's exit status: os.execute and
+-- io.popen's close give none on 5.1 and LuaJIT, so its transport errors
+-- there say "(nil)" where the native module gives the real code.
+H.REFERENCE_SEES_STATUS = _VERSION ~= 'Lua 5.1'
+H.MININT = math.mininteger or -2 ^ 63
+function H.int(n)
+  if math.tointeger then return math.tointeger(n) end
+  return (type(n) == 'number' and n == math.floor(n)) and n or nil
+end
+function H.is_integer(n)
+  if math.type then return math.type(n) == 'integer' end
+  return type(n) == 'number' and n == math.floor(n) and n >= -2 ^ 63 and n < 2 ^ 63
+end
+-- utf8.len's yes or no: whether s is valid UTF-8 (no surrogates, nothing
+-- past U+10FFFF, shortest forms only).
+function H.is_utf8(s)
+  if utf8 and utf8.len then return utf8.len(s) ~= nil end
+  local i, n = 1, #s
+  while i <= n do
+    local c = s:byte(i)
+    local len, min
+    if c < 0x80 then len, min = 1, 0
+    elseif c >= 0xC2 and c < 0xE0 then len, min = 2, 0x80
+    elseif c >= 0xE0 and c < 0xF0 then len, min = 3, 0x800
+    elseif c >= 0xF0 and c < 0xF5 then len, min = 4, 0x10000
+    else return false end
+    local cp = len == 1 and c or c % (2 ^ (7 - len))
+    for j = i + 1, i + len - 1 do
+      local b = s:byte(j)
+      if not b or b < 0x80 or b > 0xBF then return false end
+      cp = cp * 64 + b % 64
+    end
+    if cp < min or cp > 0x10FFFF or (cp >= 0xD800 and cp <= 0xDFFF) then return false end
+    i = i + len
+  end
+  return true
+end
+-- Runs a shell command; returns its output (stdout and stderr) and exit
+-- status. (io.popen's close gives the status on 5.2+ only.)
+function H.command(cmd)
+  local p = io.popen('(' .. cmd .. ') 2>&1; echo "exit status $?"')
+  local out = p:read('*a')
+  p:close()
+  local body, status = out:match('^(.-)exit status (%d+)\n$')
+  return body or out, tonumber(status)
+end
+
+-- os.execute's success: true on 5.2+, the status 0 on 5.1 and LuaJIT.
+function H.succeeded(ok, _, code)
+  if type(ok) == 'number' then return ok == 0 end
+  return ok == true and (code == nil or code == 0)
+end
+function H.utf8_char(cp)
+  if utf8 and utf8.char then return utf8.char(cp) end
+  if cp < 0x80 then return string.char(cp) end
+  if cp < 0x800 then return string.char(0xC0 + math.floor(cp / 64), 0x80 + cp % 64) end
+  if cp < 0x10000 then
+    return string.char(0xE0 + math.floor(cp / 4096), 0x80 + math.floor(cp / 64) % 64, 0x80 + cp % 64)
+  end
+  return string.char(0xF0 + math.floor(cp / 262144), 0x80 + math.floor(cp / 4096) % 64,
+    0x80 + math.floor(cp / 64) % 64, 0x80 + cp % 64)
+end
+
 -- A directory as an absolute path.
 function H.absolute(dir)
   local p = io.popen('cd ' .. dir .. ' && pwd')
-  local out = p:read('l')
+  local out = p:read('*l')
   p:close()
   return out
 end
@@ -193,7 +264,7 @@ function H.record(load_module, case)
     entry.fields = ctx.client and H.fields(ctx.client) or nil
     entry.registry = ctx.registry:snapshot()
     record.steps[#record.steps + 1] = entry
-    return table.unpack(out, 2, out.n)
+    return H.unpack(out, 2, out.n)
   end
   case.run(ctx)
   record.sent = log
@@ -205,7 +276,7 @@ end
 -----------------------------------------------------------------------
 
 function H.alive(pid)
-  return os.execute('kill -0 ' .. math.tointeger(pid) .. ' 2>/dev/null') == true
+  return H.succeeded(os.execute(string.format('kill -0 %d 2>/dev/null', pid)))
 end
 
 -- Polls until `pid` is gone or `seconds` pass; true when it is gone.
@@ -234,19 +305,19 @@ function H.everything_argv()
 end
 
 function H.faulty(mode)
-  return { 'lua5.4', H.ROOT .. '/spec/servers/faulty.lua', mode }
+  return { H.LUA, H.ROOT .. '/spec/servers/faulty.lua', mode }
 end
 
 function H.faulty_line(mode)
-  return 'lua5.4 ' .. H.ROOT .. '/spec/servers/faulty.lua ' .. mode
+  return H.LUA .. ' ' .. H.ROOT .. '/spec/servers/faulty.lua ' .. mode
 end
 
-H.COUNTER = 'lua5.4 ' .. H.ROOT .. '/lua/servers/counter.lua'
+H.COUNTER = H.LUA .. ' ' .. H.ROOT .. '/lua/servers/counter.lua'
 
 -- The bundled server that works on many requests at once (luv). With a
 -- `cancel_log` path, it writes every cancellation it hears there.
 function H.sleepy(cancel_log)
-  return { command = { 'lua5.4', H.ROOT .. '/lua/servers/sleepy.lua' }, env = { CANCEL_LOG = cancel_log } }
+  return { command = { H.LUA, H.ROOT .. '/lua/servers/sleepy.lua' }, env = { CANCEL_LOG = cancel_log } }
 end
 
 function H.tmpname()
@@ -255,7 +326,8 @@ function H.tmpname()
   return name
 end
 
--- Runs a Lua snippet in a separate lua5.4 process (for what must not
+-- Runs a Lua snippet in a separate process of the suite's interpreter
+-- (H.LUA), for what must not
 -- happen to the test runner itself: a signal, a state close, an exit) and
 -- returns its stdout and exit status. The process gets 60 s: a hang ends
 -- it with status 124 rather than hanging the suite.
@@ -263,14 +335,12 @@ function H.run_lua(source)
   local path = H.tmpname() .. '.lua'
   local f = assert(io.open(path, 'w'))
   f:write('package.cpath = ' .. string.format('%q', H.ROOT .. '/?.so;') .. ' .. package.cpath\n')
-  f:write("assert(package.searchpath('mcp', package.cpath), 'mcp.so not built')\n")
+  f:write(string.format("assert(io.open(%q), 'mcp.so not built')\n", H.ROOT .. '/mcp.so'))
   -- Only the native module is on the path: `require('mcp')` must not find
   -- the reference.
   f:write(source)
   f:close()
-  local p = io.popen('cd ' .. H.ROOT .. ' && timeout 60 lua5.4 ' .. path .. ' 2>&1')
-  local out = p:read('a')
-  local _, _, status = p:close()
+  local out, status = H.command('cd ' .. H.ROOT .. ' && timeout 60 ' .. H.LUA .. ' ' .. path)
   os.remove(path)
   return out, status
 end
@@ -284,11 +354,11 @@ function H.interrupted_call(opts, tool, before)
   local out, status = H.run_lua(string.format([[
     local mcp = require('mcp')
     local f = io.open('/proc/self/stat')
-    local self_pid = f:read('n')
+    local self_pid = f:read('*n')
     f:close()
     local c = mcp.new(%s)
     %s
-    os.execute('(sleep 0.5; kill -INT ' .. math.tointeger(self_pid) .. ') &')
+    os.execute(string.format('(sleep 0.5; kill -INT %%d) &', self_pid))
     local t0 = mcp.clock()
     local ok, err = pcall(c.call, c, %q, {})
     print(string.format('returned after %%.2f s: %%s %%s', mcp.clock() - t0, tostring(ok), tostring(err)))
@@ -304,7 +374,7 @@ end
 function H.start(command, ready, seconds)
   local log = H.tmpname()
   local p = io.popen(command .. ' > ' .. log .. ' 2>&1 & echo $!')
-  local pid = math.tointeger(tonumber(p:read('l')))
+  local pid = H.int(tonumber(p:read('*l')))
   p:close()
   local deadline = os.time() + (seconds or 15)
   local out = ''
@@ -335,7 +405,7 @@ function H.make_certificates()
       .. ' -extfile ext.cnf -out server.pem',
   }
   for _, step in ipairs(steps) do
-    assert(os.execute(step .. ' >/dev/null 2>&1'), 'failed: ' .. step)
+    assert(H.succeeded(os.execute(step .. ' >/dev/null 2>&1')), 'failed: ' .. step)
   end
   return dir
 end

@@ -10,7 +10,7 @@ local mcp = H.native()
 local FAULTY = H.ROOT .. '/spec/servers/faulty.lua'
 
 local function pid_of(client)
-  return math.tointeger(tonumber((client:call('pid'))))
+  return H.int(tonumber((client:call('pid'))))
 end
 
 -- A table nested `depth` levels deep under the key `a`.
@@ -97,7 +97,7 @@ describe("a server's death is noticed however it dies", function()
     local client = mcp.new({ command = H.faulty('plain'), timeout = 30 })
     local first = pid_of(client)
     assert.has_error(function() client:call('orphan_exit') end,
-      'MCP transport failed (5): MCP server exited (lua5.4 ' .. FAULTY .. ' plain): '
+      'MCP transport failed (5): MCP server exited (' .. H.LUA .. ' ' .. FAULTY .. ' plain): '
       .. 'dying with a helper left holding stdout')
     local second = pid_of(client)
     assert.are_not.equal(first, second)
@@ -111,7 +111,7 @@ describe('closing is bounded', function()
     local out, status = H.run_lua(string.format([[
       local mcp = require('mcp')
       local function start(file)
-        local c = mcp.new({ command = { 'lua5.4', %q, 'plain' }, env = { DAEMON_PID_FILE = file } })
+        local c = mcp.new({ command = { %q, %q, 'plain' }, env = { DAEMON_PID_FILE = file } })
         assert(c:call('daemon') == 'daemon started')
         return c
       end
@@ -125,10 +125,10 @@ describe('closing is bounded', function()
       collectgarbage()
       collectgarbage()
       print(string.format('collect %%.3f', mcp.clock() - t0))
-    ]], FAULTY, files[1], files[2]))
+    ]], H.LUA, FAULTY, files[1], files[2]))
     for _, f in ipairs(files) do
       local pid = tonumber(H.slurp(f) or '')
-      if pid then os.execute('kill ' .. math.tointeger(pid) .. ' 2>/dev/null') end
+      if pid then os.execute('kill ' .. H.int(pid) .. ' 2>/dev/null') end
       os.remove(f)
     end
     assert.equal(0, status, out)
@@ -142,11 +142,11 @@ describe('closing is bounded', function()
     -- SIGPIPE and end it anyway, hiding what this pins.
     local out, status = H.run_lua(string.format([[
       local mcp = require('mcp')
-      local c = mcp.new({ command = "trap '' TERM; exec lua5.4 %s stubborn 2>/dev/null" })
+      local c = mcp.new({ command = "trap '' TERM; exec %s %s stubborn 2>/dev/null" })
       print('server', c:call('pid'))
       io.stdout:flush()
       os.exit(0)
-    ]], FAULTY))
+    ]], H.LUA, FAULTY))
     assert.equal(0, status, out)
     local pid = tonumber(out:match('server\t(%d+)'))
     assert.is_truthy(pid, out)
@@ -156,14 +156,14 @@ describe('closing is bounded', function()
   it('two copies of the module in one state: every server is stopped when the state closes', function()
     local out, status = H.run_lua(string.format([[
       local first = require('mcp')
-      local stubborn = "trap '' TERM; exec lua5.4 %s stubborn"
+      local stubborn = "trap '' TERM; exec %s %s stubborn"
       local a = first.new({ command = stubborn })
       print('server', a:call('pid'))
       local second = package.loadlib(%q, 'luaopen_mcp')()
       local b = second.new({ command = stubborn })
       print('server', b:call('pid'))
       a, b = nil, nil
-    ]], FAULTY, H.ROOT .. '/mcp.so'))
+    ]], H.LUA, FAULTY, H.ROOT .. '/mcp.so'))
     assert.equal(0, status, out)
     local pids = {}
     for pid in out:gmatch('server\t(%d+)') do pids[#pids + 1] = tonumber(pid) end
@@ -176,7 +176,7 @@ end)
 
 describe('options are validated', function()
   local bad_number = {
-    { 'timeout', math.maxinteger }, { 'timeout', -1 }, { 'timeout', 0 }, { 'timeout', 0 / 0 },
+    { 'timeout', H.MAXINT }, { 'timeout', -1 }, { 'timeout', 0 }, { 'timeout', 0 / 0 },
     { 'timeout', math.huge }, { 'timeout', 'soon' },
   }
   for _, c in ipairs(bad_number) do
@@ -187,7 +187,7 @@ describe('options are validated', function()
   end
 
   it('max_message_bytes must be a whole number within bounds', function()
-    for _, v in ipairs({ 0, -5, 1.5, math.maxinteger, 0 / 0, math.huge, '10' }) do
+    for _, v in ipairs({ 0, -5, 1.5, H.MAXINT, 0 / 0, math.huge, '10' }) do
       assert.has_error(function() mcp.new({ command = 'x', max_message_bytes = v }) end,
         'mcp.new: opts.max_message_bytes must be a whole number of bytes from 1 to 2^40')
     end
@@ -218,7 +218,7 @@ describe('memory stays bounded while Lua is idle', function()
         end
       end
       local notes, dropped = 0, 0
-      local c = mcp.new({ command = { 'lua5.4', %q, 'plain' }, on_notification = function(m)
+      local c = mcp.new({ command = { %q, %q, 'plain' }, on_notification = function(m)
         if m.method == 'lua-mcp/notifications_dropped' then dropped = dropped + m.params.count
         else notes = notes + 1 end
       end })
@@ -234,7 +234,7 @@ describe('memory stays bounded while Lua is idle', function()
       print(string.format('growth %%.1f', peak - before))
       print('delivered', notes, 'dropped', dropped)
       c:close()
-    ]], FAULTY))
+    ]], H.LUA, FAULTY))
     assert.equal(0, status, out)
     local delivered, dropped = out:match('delivered\t(%d+)\tdropped\t(%d+)')
     delivered, dropped = tonumber(delivered), tonumber(dropped)
@@ -253,7 +253,7 @@ end)
 describe('Ctrl-C works', function()
   it('SIGINT during a call returns Lua to the host within a moment, and the request is cancelled', function()
     local log = H.tmpname()
-    local opts = string.format("{ command = { 'lua5.4', %q, 'mute' }, env = { METHOD_LOG = %q } }", FAULTY, log)
+    local opts = string.format("{ command = { %q, %q, 'mute' }, env = { METHOD_LOG = %q } }", H.LUA, FAULTY, log)
     local seconds, raised, out, status = H.interrupted_call(opts, 'echo')
     local methods = H.slurp(log) or ''
     os.remove(log)

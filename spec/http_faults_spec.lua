@@ -12,7 +12,7 @@ local mcp = H.native()
 -- GET base..path with node's fetch, decoded.
 local function node_get(base, path)
   local p = io.popen('node -e "fetch(\'' .. base .. path .. '\').then(r => r.text()).then(t => process.stdout.write(t))"')
-  local text = p:read('a')
+  local text = p:read('*a')
   p:close()
   return assert(trace.decode(text), 'not JSON from ' .. path .. ': ' .. tostring(text))
 end

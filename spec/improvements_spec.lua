@@ -21,9 +21,9 @@ describe('deliberate differences from the reference', function()
     }
     local ref, nat = both(case)
     assert.equal('smile \237\160\189\237\184\128 lone \237\160\189!', only_step(ref).returns[1])
-    assert.equal('smile \u{1F600} lone \u{FFFD}!', only_step(nat).returns[1])
-    assert.is_truthy(utf8.len(only_step(nat).returns[1]))
-    assert.is_falsy(utf8.len(only_step(ref).returns[1]))
+    assert.equal('smile \240\159\152\128 lone \239\191\189!', only_step(nat).returns[1])
+    assert.is_true(H.is_utf8(only_step(nat).returns[1]))
+    assert.is_false(H.is_utf8(only_step(ref).returns[1]))
   end)
 
   local function call_with(args)
@@ -79,7 +79,7 @@ describe('deliberate differences from the reference', function()
     local ref_desc = ref.steps[1].registry[1].description
     local nat_desc = nat.steps[1].registry[1].description
     assert.equal(string.rep('x', 116) .. '\195...', ref_desc)
-    assert.is_falsy(utf8.len(ref_desc))
+    assert.is_false(H.is_utf8(ref_desc))
     assert.equal(string.rep('x', 116) .. '...', nat_desc)
   end)
 
@@ -92,7 +92,8 @@ describe('deliberate differences from the reference', function()
       run = function(c) c.new(); c.step('call', function() return c.client:call('echo') end) end,
     }
     local ref, nat = both(case)
-    assert.is_truthy(only_step(ref).error:find('attempt to index a nil value'))
+    -- (5.3+ words it "attempt to index a nil value", 5.1 "attempt to index local")
+    assert.is_truthy(only_step(ref).error:find('attempt to index'))
     assert.equal('MCP tools/call echo failed: the reply has no result', only_step(nat).error)
   end)
 

@@ -54,8 +54,8 @@ end)
 
 describe('the demo (make demo)', function()
   it('shows the count climbing natively and restarting through the pure module', function()
-    local p = io.popen('lua5.4 ' .. H.ROOT .. '/lua/examples/demo.lua 2>&1')
-    local out = p:read('a')
+    local p = io.popen(H.LUA .. ' ' .. H.ROOT .. '/lua/examples/demo.lua 2>&1')
+    local out = p:read('*a')
     p:close()
     assert.is_truthy(out:find('discovered and mounted 3 tools (server counter 1.0)', 1, true), out)
     local native = {}

@@ -65,16 +65,27 @@ pub fn args_from_schema(mut properties: Vec<(Vec<u8>, Option<Vec<u8>>)>, require
         .collect()
 }
 
-/// Lua's `%q`, which the collision message uses to quote the tool name.
+/// Lua's `%q`, which the collision message uses to quote the tool name,
+/// as the runtime the module is built for writes it: Lua 5.1 escapes only
+/// `\r` (as `\r`) and NUL (as `\000`) among control bytes; 5.2 and later,
+/// LuaJIT included, write every control byte as `\ddd`.
 pub fn lua_quote(s: &[u8]) -> String {
     let mut out = Vec::with_capacity(s.len() + 2);
     out.push(b'"');
+    #[cfg_attr(feature = "lua51", allow(unused_variables))]
     for (i, &b) in s.iter().enumerate() {
         match b {
             b'"' | b'\\' | b'\n' => {
                 out.push(b'\\');
                 out.push(b);
             }
+            #[cfg(feature = "lua51")]
+            b'\r' => out.extend_from_slice(b"\\r"),
+            #[cfg(feature = "lua51")]
+            0 => out.extend_from_slice(b"\\000"),
+            #[cfg(feature = "lua51")]
+            0x01..=0x1f | 0x7f => out.push(b),
+            #[cfg(not(feature = "lua51"))]
             0x00..=0x1f | 0x7f => {
                 let next_is_digit = s.get(i + 1).is_some_and(u8::is_ascii_digit);
                 let code = if next_is_digit { format!("\\{b:03}") } else { format!("\\{b}") };

@@ -281,8 +281,22 @@ impl Session {
             },
             Received::TooDeep(Some(key)) => settle(&mut self.in_flight, &key, Arrival::TooDeep),
             Received::TooDeep(None) => self.unreadable += 1,
-            Received::Failed(Some(key), e) => settle(&mut self.in_flight, &key, Arrival::Failed(e)),
-            Received::Failed(None, e) => return Err(e),
+            Received::Failed(Some(key), e) => {
+                // The server forgot the session: every later request would
+                // meet the same 404, so the client starts a new one.
+                self.broken |= matches!(e, Error::SessionExpired);
+                settle(&mut self.in_flight, &key, Arrival::Failed(e));
+            }
+            // With no id (a stdio line past the size limit), it is the one
+            // request in flight's if there is one; with several, whoever
+            // waits hears of it.
+            Received::Failed(None, e) => {
+                let mut unsettled = self.in_flight.iter_mut().filter(|(_, entry)| entry.arrived.is_none());
+                match (unsettled.next(), unsettled.next()) {
+                    (Some((_, entry)), None) => entry.arrived = Some(Arrival::Failed(e)),
+                    _ => return Err(e),
+                }
+            }
         }
         Ok(())
     }

@@ -31,8 +31,9 @@ function registry:add(t) self.tools[t.name] = t; self.order[#self.order + 1] = t
 local function ms(seconds) return string.format('%7.2f ms', seconds * 1000) end
 local function timed(f, ...)
   local t0 = mcp.clock()
-  local results = table.pack(pcall(f, ...))
-  return mcp.clock() - t0, table.unpack(results, 1, results.n)
+  local function pack(...) return { n = select('#', ...), ... } end
+  local results = pack(pcall(f, ...))
+  return mcp.clock() - t0, (table.unpack or unpack)(results, 1, results.n)
 end
 
 print('server: ' .. command)

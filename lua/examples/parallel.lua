@@ -32,7 +32,8 @@ end
 
 -- Report each result as it lands, then hand them all back in order.
 local left = #handles
-local pending = { table.unpack(handles) }
+local pending = {}
+for i, h in ipairs(handles) do pending[i] = h end
 local index_of = {}
 for i, h in ipairs(handles) do index_of[h] = i end
 while left > 0 do

@@ -11,6 +11,13 @@ local server = require('stdio_server')
 
 local count = 0
 
+-- A whole number, or nil (math.tointeger where the runtime has it).
+local function whole(n)
+  n = tonumber(n)
+  if math.tointeger then return n and math.tointeger(n) end
+  return n and n == math.floor(n) and n or nil
+end
+
 server.run({
   increment = {
     description = 'Add to the counter (by 1 unless told otherwise) and return the new value.',
@@ -19,7 +26,7 @@ server.run({
       properties = { by = { type = 'integer', description = 'How much to add' } },
     },
     run = function(args)
-      count = count + (math.tointeger(args.by) or 1)
+      count = count + (whole(args.by) or 1)
       return server.text(tostring(count))
     end,
   },

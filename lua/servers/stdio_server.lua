@@ -29,7 +29,7 @@ end
 -- answered, and that it is gone after the client closes.
 function server.pid()
   local f = io.open('/proc/self/stat')
-  local pid = f and f:read('n')
+  local pid = f and f:read('*n')
   if f then f:close() end
   return pid
 end

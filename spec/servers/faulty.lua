@@ -67,11 +67,11 @@ local tools = {
   },
   big = {
     description = 'Return a text of the given size in bytes',
-    run = function(args) return server.text(string.rep('x', math.tointeger(args.bytes) or 1)) end,
+    run = function(args) return server.text(string.rep('x', math.floor(tonumber(args.bytes) or 1))) end,
   },
   pid = { run = function() return server.text(tostring(server.pid())) end },
   env = { run = function(args) return server.text(tostring(os.getenv(args.name))) end },
-  cwd = { run = function() local p = io.popen('pwd'); local d = p:read('l'); p:close(); return server.text(d) end },
+  cwd = { run = function() local p = io.popen('pwd'); local d = p:read('*l'); p:close(); return server.text(d) end },
   cancelled = { run = function() return server.text(table.concat(cancelled, ',')) end },
   answers = { run = function() return server.text(table.concat(answers, '\n')) end },
   orphan_exit = {
@@ -114,7 +114,7 @@ function raw_tools.deep_request(msg)
   raw('{"jsonrpc":"2.0","id":' .. trace.encode(msg.id) .. ',"method":"sampling/createMessage","params":{"deep":'
     .. string.rep('[', 600) .. string.rep(']', 600) .. '}}\n')
   while true do
-    local line = io.stdin:read('l')
+    local line = io.stdin:read('*l')
     if not line then os.exit(0) end
     local m = trace.decode(line)
     if type(m) == 'table' and m.id == msg.id and m.method == nil then
@@ -189,7 +189,7 @@ function hooks.pinger(msg)
     server.send({ jsonrpc = '2.0', id = 'srv-2', method = 'roots/list' })
     -- Wait for both answers before replying, as a server would.
     while #answers < 2 do
-      local line = io.stdin:read('l')
+      local line = io.stdin:read('*l')
       if not line then os.exit(0) end
       local m = trace.decode(line)
       if type(m) == 'table' and m.method == nil then answers[#answers + 1] = trace.encode(m) end
@@ -221,7 +221,7 @@ function hooks.asker(msg)
   server.send({ jsonrpc = '2.0', id = 'ask-1', method = args.method,
     params = { message = 'Your name?', requestedSchema = { type = 'object', properties = { name = { type = 'string', default = 'Ada' } } } } })
   while true do
-    local line = io.stdin:read('l')
+    local line = io.stdin:read('*l')
     if not line then os.exit(0) end
     local m = trace.decode(line)
     if type(m) == 'table' and m.id == 'ask-1' and m.method == nil then

@@ -201,7 +201,11 @@ fn settle_blocking(core: &mut Client, host: &mut LuaHost, ticket: &Ticket) -> Ou
             let _ = core.outcome(ticket);
             Err(Error::Interrupted { what: ticket.what.clone() }.into())
         }
-        Err(e) => Err(e),
+        Err(e) => {
+            // Nobody waits for it any more: its entry must not stay behind.
+            core.forget(ticket);
+            Err(e)
+        }
     }
 }
 
@@ -429,11 +433,20 @@ pub(super) fn done(lua: &Cx, args: MultiValue) -> Outcome {
     Ok(MultiValue::from_vec(vec![Value::Boolean(done)]))
 }
 
-/// Routes everything already received, without waiting.
+/// Routes what has already been received, without waiting: at most
+/// [`DRAIN_LIMIT`] messages, so that a server which writes faster than its
+/// callbacks run cannot keep an event loop's callback here. What is left
+/// keeps the descriptor readable for the next turn.
 fn drain(core: &mut Client, host: &mut LuaHost) -> Outcome<()> {
-    while core.pump(host, Instant::now())? {}
+    for _ in 0..DRAIN_LIMIT {
+        if !core.pump(host, Instant::now())? {
+            break;
+        }
+    }
     Ok(())
 }
+
+const DRAIN_LIMIT: usize = 256;
 
 /// `handle:cancel([reason])`: true if it was in flight and is now
 /// cancelled; false if it had settled already.

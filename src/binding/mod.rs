@@ -394,6 +394,9 @@ fn call(lua: &Cx, args: MultiValue) -> Outcome {
 fn close(lua: &Cx, args: MultiValue) -> Outcome {
     let client = client_arg(&args, "close")?;
     close_session(lua, &client)?;
+    // Requests it had in flight settled with the close error: their
+    // callbacks run now, not at some later call that may never come.
+    run_on_done(lua, &client)?;
     Ok(MultiValue::new())
 }
 

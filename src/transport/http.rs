@@ -129,6 +129,11 @@ struct Shared {
     pause_lock: Mutex<()>,
     stopping: Condvar,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Async requests whose POST has not been answered yet: a
+    /// cancellation waits for its request to reach the server first
+    /// (each POST has its own connection, so they can overtake).
+    posting: Mutex<Vec<IdKey>>,
+    posted: Condvar,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -337,7 +342,10 @@ impl Shared {
     /// goes to the inbox, its failure as [`Event::Failed`] for its id.
     fn post_detached(&self, body: &[u8], id: &Json, key: IdKey, timeout: Duration) {
         let had_session = self.session_id().is_some();
-        let incoming = match self.post(body, timeout) {
+        let answered = self.post(body, timeout);
+        lock(&self.posting).retain(|k| k != &key);
+        self.posted.notify_all();
+        let incoming = match answered {
             // The session's own time limit for the request says it better.
             Err(Error::HttpTimeout { .. }) => return,
             Err(e) => Err(e),
@@ -454,6 +462,8 @@ impl Http {
             pause_lock: Mutex::new(()),
             stopping: Condvar::new(),
             threads: Mutex::new(Vec::new()),
+            posting: Mutex::new(Vec::new()),
+            posted: Condvar::new(),
         });
         Ok(Http { shared, queue: VecDeque::new(), timed_out: false, listen_pending: false, spare_agent: agent(0) })
     }
@@ -472,6 +482,16 @@ impl Http {
     fn take_failure(&mut self, status: u16, response: Response<Body>, sent: &Json) -> Result<()> {
         self.queue.extend(self.shared.failure_body(status, response, sent.get("id"))?);
         Ok(())
+    }
+
+    /// A cancellation of an async request still being posted waits (up to
+    /// `within`) until the server has answered that POST: sent at once, it
+    /// could arrive first, and a server ignores a cancellation for an id it
+    /// has not seen.
+    fn await_posted(&self, cancellation: &Json, within: Duration) {
+        let Some(key) = cancellation.get("params").and_then(|p| p.get("requestId")).and_then(id_key) else { return };
+        let posting = lock(&self.shared.posting);
+        let _ = self.shared.posted.wait_timeout_while(posting, within, |posting| posting.contains(&key));
     }
 
     /// Opens the server's own stream (GET) on a thread of its own; a 405
@@ -600,7 +620,11 @@ impl Transport for Http {
         // to a server that stopped answering: it must not hold Lua as long
         // again.
         let timeout = match sent.get("method") {
-            Some(Json::Str(m)) if m == b"notifications/cancelled" => self.shared.options.timeout.min(NOTICE_TIMEOUT),
+            Some(Json::Str(m)) if m == b"notifications/cancelled" => {
+                let notice_timeout = self.shared.options.timeout.min(NOTICE_TIMEOUT);
+                self.await_posted(sent, notice_timeout);
+                notice_timeout
+            }
             _ => self.shared.options.timeout,
         };
         let response = match self.shared.post(&message, timeout) {
@@ -642,13 +666,17 @@ impl Transport for Http {
         let body = codec::encode(request);
         let (Some(id), Some(key)) = (request.get("id").cloned(), request.get("id").and_then(id_key)) else {
             // A notification (a cancellation from a dropped client): its
-            // answer is of no interest.
-            self.shared.spawn(move |shared| drop(shared.post(&body, timeout)));
+            // answer is of no interest. On the spare agent: the dropped
+            // client shuts the shared one down at once, which would cut
+            // this POST off.
+            let agent = self.spare_agent.clone();
+            self.shared.spawn(move |shared| drop(shared.exchange(&agent, Verb::Post(&body), timeout)));
             return Ok(());
         };
         if std::mem::take(&mut self.listen_pending) {
             self.listen();
         }
+        lock(&self.shared.posting).push(key.clone());
         self.shared.spawn(move |shared| shared.post_detached(&body, &id, key, timeout));
         Ok(())
     }

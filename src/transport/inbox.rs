@@ -120,7 +120,12 @@ impl Inbox {
                 return;
             }
         } else {
-            while q.bytes + bytes > MAX_BUFFERED_BYTES && !q.events.is_empty() && !q.closed {
+            // A Lua call reading for itself (see `stdio::ReadSide`) never
+            // waits: it is the only one who would make room. It reads one
+            // chunk at a time and takes what it queued, so the excess is
+            // bounded by a chunk.
+            let may_wait = !crate::interrupt::watched();
+            while may_wait && q.bytes + bytes > MAX_BUFFERED_BYTES && !q.events.is_empty() && !q.closed {
                 q.pushers += 1;
                 q = self.room.wait(q).unwrap_or_else(|p| p.into_inner());
                 q.pushers -= 1;

@@ -898,6 +898,8 @@ struct ReadSide {
 /// How long the reader thread leaves the pipe to Lua after a call: calls
 /// in a burst then never wake it.
 const LINGER: Duration = Duration::from_millis(2);
+/// How often the standing-aside thread looks whether calls have stopped.
+const STANDBY: Duration = Duration::from_millis(20);
 /// The longest a waiting call spins (reading, yielding the CPU) before it
 /// sleeps, when replies have been coming that fast; slower servers get no
 /// spin at all.
@@ -913,8 +915,10 @@ impl ReadSide {
     }
 
     /// Reads what the pipe holds now, splitting and handling lines; queues
-    /// `Event::Ended` when the stream is over.
-    fn read_available(&self, lines: &mut Lines) -> Step {
+    /// `Event::Ended` when the stream is over. With `one_chunk`, stops after
+    /// one read: a Lua call takes what it read before it reads more, so a
+    /// server that keeps the pipe full cannot keep it here.
+    fn read_available(&self, lines: &mut Lines, one_chunk: bool) -> Step {
         if lines.finished {
             return Step::Finished;
         }
@@ -936,6 +940,9 @@ impl ReadSide {
                 }
             }
             self.split(lines, n);
+            if one_chunk && lines.drained_after_exit.is_none() {
+                return Step::Read;
+            }
         }
         if !lines.line.is_empty() && !lines.oversized {
             let line = std::mem::take(&mut lines.line);
@@ -983,7 +990,7 @@ impl ReadSide {
     fn exited(&self) {
         let mut lines = self.lock_lines();
         lines.drained_after_exit.get_or_insert(0);
-        self.read_available(&mut lines);
+        self.read_available(&mut lines, false);
     }
 
     fn since_release(&self) -> Duration {
@@ -1004,11 +1011,13 @@ impl ReadSide {
                 if !reading && since >= LINGER {
                     break;
                 }
-                let nap = if reading { LINGER } else { LINGER - since };
+                // While a call reads, a nap long enough to cost nothing; the
+                // thread is back within it once calls stop.
+                let nap = if reading { STANDBY } else { LINGER - since };
                 let guard = self.park.0.lock().unwrap_or_else(|p| p.into_inner());
                 let _ = self.park.1.wait_timeout(guard, nap);
             }
-            match wait_readable(self.fd(), Some(&self.exit), &self.wake, Some(LINGER)) {
+            match wait_readable(self.fd(), Some(&self.exit), &self.wake, None) {
                 Readiness::Data => {}
                 Readiness::Idle => continue,
                 Readiness::Exited => {
@@ -1019,9 +1028,7 @@ impl ReadSide {
                 // Reported as the end: the call fails with the status
                 // rather than waiting out its time.
                 Readiness::Failed => {
-                    let mut lines = self.lock_lines();
-                    lines.drained_after_exit.get_or_insert(0);
-                    self.read_available(&mut lines);
+                    self.exited();
                     return;
                 }
             }
@@ -1031,7 +1038,7 @@ impl ReadSide {
             if self.lua_reading.load(Ordering::SeqCst) {
                 continue;
             }
-            if let Step::Finished = self.read_available(&mut lines) {
+            if let Step::Finished = self.read_available(&mut lines, false) {
                 return;
             }
         }
@@ -1049,11 +1056,16 @@ impl ReadSide {
             }
             // Under the lock: a read the thread began before we took the
             // role is finished (and queued) before we look.
-            match self.read_available(&mut self.lock_lines()) {
+            match self.read_available(&mut self.lock_lines(), true) {
                 Step::Read => continue,
                 // Its `Ended` is queued, or was taken by an earlier call.
                 Step::Finished => break self.reader.inbox.try_pop(),
                 Step::Nothing => {}
+            }
+            // The thread may have queued something just before we took the
+            // lines (it read under the lock before it saw our flag).
+            if let Some(event) = self.reader.inbox.try_pop() {
+                break Some(event);
             }
             let now = Instant::now();
             if now >= deadline {
