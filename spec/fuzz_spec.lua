@@ -212,6 +212,11 @@ local PIECES = { 'a', 'hello', ' ', 'x y', '"', '\\', '/', '\\u0041', '\n', '\r'
 local BAD_PIECES = { '\255', '\195', '\128', 'caf\233', '\237\160\128', '\192\175', '\244\144\128\128', '\248\136\128\128\128',
   '\226\156', '\254', '\195(' }
 
+-- 5.4 draws a whole 64-bit integer; 5.3 refuses so wide an interval, so
+-- there the two halves are drawn apart. (Asked here, before any case
+-- seeds the generator: asking draws a number.)
+local WHOLE_RANDOM = string.pack and pcall(math.random, H.MININT, H.MAXINT)
+
 local function random_float()
   local r = math.random()
   if r < 0.5 then return pick(FLOATS) end
@@ -223,7 +228,9 @@ local function random_float()
   end
   local f
   repeat
-    f = string.unpack('<d', string.pack('<i8', math.random(H.MININT, H.MAXINT)))
+    local bits = WHOLE_RANDOM and string.pack('<i8', math.random(H.MININT, H.MAXINT))
+      or string.pack('<I4I4', math.random(0, 0xFFFFFFFF), math.random(0, 0xFFFFFFFF))
+    f = string.unpack('<d', bits)
   until f == f and f ~= math.huge and f ~= -math.huge
   return f
 end

@@ -26,10 +26,11 @@ function H.is_integer(n)
   if math.type then return math.type(n) == 'integer' end
   return type(n) == 'number' and n == math.floor(n) and n >= -2 ^ 63 and n < 2 ^ 63
 end
--- utf8.len's yes or no: whether s is valid UTF-8 (no surrogates, nothing
--- past U+10FFFF, shortest forms only).
+-- Whether s is valid UTF-8: no surrogates, nothing past U+10FFFF,
+-- shortest forms only. (5.4's utf8.len says the same; 5.3's lets
+-- surrogates through, and 5.1 has none.)
 function H.is_utf8(s)
-  if utf8 and utf8.len then return utf8.len(s) ~= nil end
+  if _VERSION == 'Lua 5.4' then return utf8.len(s) ~= nil end
   local i, n = 1, #s
   while i <= n do
     local c = s:byte(i)

@@ -542,6 +542,49 @@ pub fn format_float(f: f64) -> String {
 /// most 14 significant digits (then it is exactly what rounding to 14
 /// digits gives, since the 14-digit grid is far coarser than a float's
 /// spacing); otherwise from exact formatting, which is much slower.
+/// LuaJIT formats numbers itself and rounds an exact tie away from zero
+/// (`%.14g` of 10000000000000.5 is 10000000000001 there, ...000 in C, which
+/// rounds to even). For a tie at `digits` significant digits, the scientific
+/// form LuaJIT's rounding gives; None when `f` is no tie there.
+#[cfg(feature = "luajit")]
+fn tie_rounded_away(f: f64, digits: usize) -> Option<String> {
+    // Every f64 has at most 767 significant decimal digits: this is exact.
+    let exact = format!("{:.*e}", 800, f);
+    let (mantissa, exponent) = exact.split_once('e')?;
+    let negative = mantissa.starts_with('-');
+    let all: Vec<u8> = mantissa.bytes().filter(u8::is_ascii_digit).collect();
+    let (kept, dropped) = all.split_at(digits);
+    if dropped.first() != Some(&b'5') || dropped[1..].iter().any(|&d| d != b'0') {
+        return None;
+    }
+    let mut kept = kept.to_vec();
+    let mut exponent: i32 = exponent.parse().ok()?;
+    let mut at = kept.len();
+    loop {
+        if at == 0 {
+            // 9.99...9 rounded up: 1.00...0 one decade higher.
+            kept.insert(0, b'1');
+            kept.pop();
+            exponent += 1;
+            break;
+        }
+        at -= 1;
+        if kept[at] == b'9' {
+            kept[at] = b'0';
+        } else {
+            kept[at] += 1;
+            break;
+        }
+    }
+    let (first, rest) = kept.split_at(1);
+    let sign = if negative { "-" } else { "" };
+    Some(format!(
+        "{sign}{}.{}e{exponent}",
+        String::from_utf8_lossy(first),
+        String::from_utf8_lossy(rest)
+    ))
+}
+
 pub fn format_g14(f: f64) -> String {
     const PRECISION: i32 = 14;
     if f.is_nan() {
@@ -560,6 +603,10 @@ pub fn format_g14(f: f64) -> String {
     // gives (4.9406564584125e-324): take the exact route there too.
     if significant > PRECISION as usize || f.is_subnormal() {
         scientific = format!("{:.*e}", (PRECISION - 1) as usize, f);
+        #[cfg(feature = "luajit")]
+        if let Some(away) = tie_rounded_away(f, PRECISION as usize) {
+            scientific = away;
+        }
     }
     let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
     let exponent: i32 = exponent.parse().unwrap_or(0);

@@ -6,6 +6,8 @@
 ---@class mcp
 ---@field PROTOCOL_VERSION string        The version offered in initialize ("2025-06-18").
 ---@field CLIENT_INFO {name: string, version: string}  Sent as clientInfo; may be replaced.
+---@field native true                    Set by the native module only: tells it from the pure reference.
+---@field _VERSION string                "lua-mcp X.Y.Z" (native module only).
 local mcp = {}
 
 ---@class mcp.Options
@@ -20,13 +22,47 @@ local mcp = {}
 ---@field max_message_bytes? integer   Largest reply accepted (default 64 MiB; at most 2^40).
 ---@field headers? table<string, string>  Sent on every HTTP request.
 ---@field ca_file? string              PEM certificates to trust instead of Mozilla's roots (HTTPS).
----@field on_notification? fun(msg: table)  Called for every server notification; `lua-mcp/notifications_dropped` ({count=N}) when some were dropped unread.
+---@field on_notification? fun(msg: mcp.Message)  Called for every server notification; `lua-mcp/notifications_dropped` ({count=N}) when some were dropped unread.
 ---@field handlers? table<string, fun(params: table?): (table?, string?)>  Server requests answered from Lua.
 
----@class mcp.Tool
+---@class mcp.Tool                      A tool as the server described it in tools/list.
 ---@field name string
+---@field title? string
 ---@field description? string
----@field inputSchema? table
+---@field inputSchema? table              JSON Schema of the arguments.
+---@field outputSchema? table             JSON Schema of structuredContent, when the tool has one.
+---@field annotations? mcp.ToolAnnotations
+---@field icons? {src: string, mimeType?: string, sizes?: string[]}[]
+---@field _meta? table
+
+---@class mcp.ToolAnnotations
+---@field title? string
+---@field readOnlyHint? boolean
+---@field destructiveHint? boolean
+---@field idempotentHint? boolean
+---@field openWorldHint? boolean
+
+---@class mcp.CallResult                 The whole tools/call result, as decoded.
+---@field content? mcp.ContentBlock[]
+---@field structuredContent? table
+---@field isError? boolean
+---@field _meta? table
+
+---@class mcp.ContentBlock
+---@field type string                     "text", "image", "audio", "resource_link", "resource"
+---@field text? string
+---@field data? string                    Base64 (image, audio).
+---@field mimeType? string
+---@field uri? string
+---@field resource? table
+
+---@class mcp.Message                     A JSON-RPC message as decoded (a notification, a server request).
+---@field jsonrpc string
+---@field id? integer|string
+---@field method? string
+---@field params? table
+---@field result? table
+---@field error? {code: integer, message: string, data?: any}
 
 ---@class mcp.Client
 ---@field command? string|string[]
@@ -34,9 +70,9 @@ local mcp = {}
 ---@field transport? function
 ---@field protocol_version any
 ---@field prefix? string
----@field next_id integer
----@field tools? mcp.Tool[]
----@field server_info? {name: string, version: string}
+---@field next_id integer              The id of the last request; the next one is next_id + 1.
+---@field tools? mcp.Tool[]            Set by discover.
+---@field server_info? {name: string, version: string, title?: string}
 ---@field negotiated_version? string
 ---@field session_ready? boolean
 ---@field session_id? string           HTTP only.
@@ -122,9 +158,22 @@ function mcp.wait_all(handles, timeout) end
 ---@return mcp.Client
 function mcp.new(opts) end
 
----@class mcp.Registry
+
+---@class mcp.Registry                 What an agent keeps its tools in: mcp.mount needs get and add.
 ---@field get fun(self: mcp.Registry, name: string): any
----@field add fun(self: mcp.Registry, tool: table)
+---@field add fun(self: mcp.Registry, tool: mcp.RegistryTool)
+
+---@class mcp.RegistryTool               What mcp.mount passes to registry:add.
+---@field name string                    The tool's name with the client's prefix.
+---@field description string             Whitespace folded, cut to 120 characters.
+---@field args mcp.ToolArg[]             From the inputSchema, in property order.
+---@field requires_approval boolean      not opts.trust
+---@field run fun(args: table): string   Calls the tool; raises its text when the tool reports an error.
+
+---@class mcp.ToolArg
+---@field name string
+---@field type "string"|"number"|"integer"|"boolean"|"array"|"object"
+---@field required boolean
 
 ---Adds a server's tools to a registry; returns the names added.
 ---@param registry mcp.Registry

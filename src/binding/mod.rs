@@ -113,6 +113,7 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     native.set("wait_all", export(lua, &cell, wait_all)?)?;
     native.set("fd", export(lua, &cell, fd)?)?;
     native.set("dispatch", export(lua, &cell, dispatch)?)?;
+    native.set("version", concat!("lua-mcp ", env!("CARGO_PKG_VERSION")))?;
     let started = std::time::Instant::now();
     native.set("clock", lua.create_function(move |_, ()| Ok(started.elapsed().as_secs_f64()))?)?;
     let setup_cell = cell.clone();

@@ -13,6 +13,10 @@ Client.__index = Client
 local Handle = {}
 Handle.__index = Handle
 
+-- Which module loaded: the pure reference has neither field.
+mcp._VERSION = native.version
+mcp.native = true
+
 mcp.PROTOCOL_VERSION = "2025-06-18"
 mcp.CLIENT_INFO = { name = "lua-agent", version = "0.1" }
 
