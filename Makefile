@@ -5,7 +5,7 @@
 #             (LUA=5.1|5.2|5.3|luajit builds for that runtime instead, in target/lua-$(LUA))
 # make bench  benchmarks against the pure module and the TypeScript SDK (not part of test)
 
-.PHONY: build demo test test-rust test-lua lua-bin bench clean
+.PHONY: build demo test test-rust test-lua test-types lua-bin bench clean
 
 LUA ?= 5.4
 # The runtimes the suite runs on, 5.4 last: the module left at ./mcp.so is
@@ -60,7 +60,16 @@ lua-bin:
 test:
 	bash scripts/deps.sh test
 	$(MAKE) --no-print-directory test-rust
+	$(MAKE) --no-print-directory test-types
 	$(MAKE) --no-print-directory test-lua
+
+# The types file and the examples, checked against each other by a LuaCATS
+# checker (installed once from crates.io into target/tools if not on PATH).
+EMMYLUA_CHECK_VERSION = 0.25.1
+test-types:
+	@command -v emmylua_check >/dev/null || test -x target/tools/bin/emmylua_check || \
+	  cargo install --locked --quiet emmylua_check --version $(EMMYLUA_CHECK_VERSION) --root target/tools
+	PATH="$$PWD/target/tools/bin:$$PATH" emmylua_check -c .emmyrc.json --warnings-as-errors lua/examples lua/types
 
 bench:
 	bash scripts/deps.sh bench

@@ -8,16 +8,17 @@
 -- it then shows the point of a long-lived session: the count climbs from
 -- call to call, where the pure-Lua module (which re-spawns the server for
 -- every request) starts from zero each time.
-local root = arg[0]:match('^(.*)/lua/examples/[^/]*$') or '.'
+local root = (arg and arg[0] or ''):match('^(.*)/lua/examples/[^/]*$') or '.'
 package.cpath = root .. '/?.so;' .. package.cpath
 package.path = root .. '/lua/?.lua;' .. package.path
 
 -- The native module, found on cpath; lua/mcp.lua is the pure reference.
-local mcp = package.loadlib(root .. '/mcp.so', 'luaopen_mcp')
-assert(mcp, 'mcp.so not found: build it first with `make build`')
-mcp = mcp()
+local open_mcp = package.loadlib(root .. '/mcp.so', 'luaopen_mcp')
+assert(open_mcp, 'mcp.so not found: build it first with `make build`')
+---@type mcp
+local mcp = open_mcp()
 
-local command = 'lua5.4 ' .. root .. '/lua/servers/counter.lua'
+local command = (arg and arg[-1] or 'lua5.4') .. ' ' .. root .. '/lua/servers/counter.lua'
 local custom = false
 for i = 1, #arg do
   if arg[i] == '--mcp' and arg[i + 1] then command, custom = arg[i + 1], true end

@@ -8,10 +8,11 @@
 -- In Neovim the same code runs on vim.loop (vim.uv in 0.10+), which is
 -- luv: replace `require('luv')` by `vim.loop` and drop the uv.run() call,
 -- Neovim's own loop is already running.
-local root = arg[0]:match('^(.*)/lua/examples/[^/]*$') or '.'
-local mcp = package.loadlib(root .. '/mcp.so', 'luaopen_mcp')
-assert(mcp, 'mcp.so not found: build it first with `make build`')
-mcp = mcp()
+local root = (arg and arg[0] or ''):match('^(.*)/lua/examples/[^/]*$') or '.'
+local open_mcp = package.loadlib(root .. '/mcp.so', 'luaopen_mcp')
+assert(open_mcp, 'mcp.so not found: build it first with `make build`')
+---@type mcp
+local mcp = open_mcp()
 local uv = require('luv')
 
 local lua = arg[-1] or 'lua5.4'
@@ -19,7 +20,7 @@ local client = mcp.new({ command = { lua, root .. '/lua/servers/sleepy.lua' } })
 client:discover()   -- blocking, once, before the loop starts
 
 -- The timer: how long did the loop ever go without it firing?
-local ticks, last, longest = 0, uv.hrtime(), 0
+local ticks, last, longest = 0, uv.hrtime(), 0.0
 local ticker = uv.new_timer()
 ticker:start(10, 10, function()
   local now = uv.hrtime()

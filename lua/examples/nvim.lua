@@ -19,10 +19,14 @@
 -- when replies arrive, so the editor keeps responding while a server works.
 local mcp = require('mcp')
 
-local here = debug.getinfo(1, 'S').source:match('^@(.*)/lua/examples/[^/]*$') or '.'
+local info = debug.getinfo(1, 'S')
+local here = info and info.source:match('^@(.*)/lua/examples/[^/]*$') or '.'
 local default_server = { 'luajit', here .. '/lua/servers/counter.lua' }
 
-local client, watcher
+---@type mcp.Client?
+local client
+---@type any  a uv_poll_t
+local watcher
 
 -- One client per session of the editor, its descriptor watched by the loop.
 local function connect(command)

@@ -3,10 +3,11 @@
 -- long as the slowest call rather than the sum of them.
 --
 --   lua5.4 lua/examples/parallel.lua      (needs luv for the sleepy server)
-local root = arg[0]:match('^(.*)/lua/examples/[^/]*$') or '.'
-local mcp = package.loadlib(root .. '/mcp.so', 'luaopen_mcp')
-assert(mcp, 'mcp.so not found: build it first with `make build`')
-mcp = mcp()
+local root = (arg and arg[0] or ''):match('^(.*)/lua/examples/[^/]*$') or '.'
+local open_mcp = package.loadlib(root .. '/mcp.so', 'luaopen_mcp')
+assert(open_mcp, 'mcp.so not found: build it first with `make build`')
+---@type mcp
+local mcp = open_mcp()
 
 local lua = arg[-1] or 'lua5.4'
 local servers = {
@@ -34,6 +35,7 @@ end
 local left = #handles
 local pending = {}
 for i, h in ipairs(handles) do pending[i] = h end
+---@type table<mcp.Handle, integer>
 local index_of = {}
 for i, h in ipairs(handles) do index_of[h] = i end
 while left > 0 do
@@ -41,8 +43,10 @@ while left > 0 do
   if not i then error('a tool call took longer than 30 s') end
   local h = table.remove(pending, i)
   local ok, text = pcall(h.wait, h)
-  print(string.format('%6.0f ms  #%d %s.%s -> %s', (mcp.clock() - t0) * 1000, index_of[h],
-    wanted[index_of[h]][1], wanted[index_of[h]][2], ok and text or ('error: ' .. text)))
+  local n = index_of[h]
+  local call = assert(wanted[n])
+  print(string.format('%6.0f ms  #%d %s.%s -> %s', (mcp.clock() - t0) * 1000, n, call[1], call[2],
+    ok and text or ('error: ' .. tostring(text))))
   left = left - 1
 end
 print(string.format('five calls in %.0f ms (the slowest alone takes 400 ms)', (mcp.clock() - t0) * 1000))
