@@ -578,11 +578,7 @@ fn tie_rounded_away(f: f64, digits: usize) -> Option<String> {
     }
     let (first, rest) = kept.split_at(1);
     let sign = if negative { "-" } else { "" };
-    Some(format!(
-        "{sign}{}.{}e{exponent}",
-        String::from_utf8_lossy(first),
-        String::from_utf8_lossy(rest)
-    ))
+    Some(format!("{sign}{}.{}e{exponent}", String::from_utf8_lossy(first), String::from_utf8_lossy(rest)))
 }
 
 pub fn format_g14(f: f64) -> String {
