@@ -2,7 +2,9 @@
 -- the stdio server CMD (an argv), one at a time; prints the median, p25
 -- and p75 in microseconds. bench/run.lua starts it under taskset, which
 -- is how the client lands on one CPU and the server on the same or the
--- other.
+-- other. With RACE_GAP_MS set, the client idles that long between calls
+-- (busy, as an agent thinking): past 2 ms the reader thread has taken the
+-- pipe back, and the figure shows what that costs a call.
 local here = arg[0]:match('^(.*)/[^/]*$') or '.'
 local mcp = assert(package.loadlib(here .. '/../mcp.so', 'luaopen_mcp'))()
 local n = tonumber(arg[1])
@@ -10,8 +12,13 @@ local argv = { table.unpack(arg, 2) }
 local client = mcp.new({ command = argv })
 client:discover()
 for _ = 1, 200 do client:call('echo', {}) end -- warm: the server's first replies are slower
+local gap = (tonumber(os.getenv('RACE_GAP_MS')) or 0) / 1000
 local xs = {}
 for i = 1, n do
+  if gap > 0 then
+    local idle_until = mcp.clock() + gap
+    while mcp.clock() < idle_until do end
+  end
   local t0 = mcp.clock()
   client:call('echo', {})
   xs[i] = (mcp.clock() - t0) * 1e6
