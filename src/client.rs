@@ -57,6 +57,8 @@ pub struct Client {
     /// Outcomes of async requests whose session ended (died, closed)
     /// before their waiter took them.
     finished: HashMap<(u64, IdKey), Result<Json, Error>>,
+    /// The current session's `initialize` result.
+    initialized: Option<Json>,
 }
 
 /// An async request in flight: what its waiter holds.
@@ -70,7 +72,7 @@ pub struct Ticket {
 
 impl Client {
     pub fn new(timeout: Duration, capabilities: Json) -> Client {
-        Client { session: None, session_number: 0, timeout, capabilities, finished: HashMap::new() }
+        Client { session: None, session_number: 0, timeout, capabilities, finished: HashMap::new(), initialized: None }
     }
 
     /// Sends `method` with `params` and returns at once: the request is on
@@ -87,7 +89,22 @@ impl Client {
         timeout: Option<Duration>,
     ) -> Result<Ticket, H::Error> {
         self.ready(host)?;
+        self.check_capability(method)?;
         let id = host.next_id()?;
+        self.start_message(host, protocol::request(id, method, params), what, timeout)
+    }
+
+    /// [`Client::start`] for a request built by the caller, with its own id
+    /// (the reference's `exchange`).
+    pub fn start_message<H: Host>(
+        &mut self,
+        host: &mut H,
+        message: Json,
+        what: &str,
+        timeout: Option<Duration>,
+    ) -> Result<Ticket, H::Error> {
+        self.ready(host)?;
+        let id = message.get("id").cloned().unwrap_or(Json::Null);
         let Some(key) = id_key(&id) else {
             return Err(Error::BadInput(format!(
                 "MCP: a request id must be a number or a string, got {}",
@@ -95,7 +112,6 @@ impl Client {
             ))
             .into());
         };
-        let message = protocol::request(id.clone(), method, params);
         let timeout = timeout.unwrap_or(self.timeout);
         let deadline = Instant::now().checked_add(timeout).unwrap_or_else(crate::session::far_future);
         let limit = Limit { timeout, deadline, what: what.to_string() };
@@ -108,6 +124,13 @@ impl Client {
     /// the error the reference raises for it); None while it is in flight.
     /// Taken once: the client keeps nothing of it afterwards.
     pub fn outcome(&mut self, ticket: &Ticket) -> Option<Result<Json, Error>> {
+        let raw = self.reply(ticket)?;
+        Some(raw.and_then(|reply| result_of(Some(reply), &ticket.what)))
+    }
+
+    /// The whole reply to `ticket` (error replies included), if it has
+    /// settled; taken once, as [`Client::outcome`].
+    pub fn reply(&mut self, ticket: &Ticket) -> Option<Result<Json, Error>> {
         let raw = if ticket.session == self.session_number && self.session.is_some() {
             self.session.as_mut()?.take_async(&ticket.key)?
         } else {
@@ -117,7 +140,67 @@ impl Client {
                 Err(Error::NoResponse { what: ticket.what.clone() })
             })
         };
-        Some(raw.and_then(|reply| result_of(Some(reply), &ticket.what)))
+        Some(raw)
+    }
+
+    /// Sends a notification, starting the session first if needed.
+    pub fn notify<H: Host>(&mut self, host: &mut H, message: &Json) -> Result<(), H::Error> {
+        self.ready(host)?;
+        let Some(session) = self.session.as_mut() else { unreachable!("a session was just made ready") };
+        Ok(session.notify(message)?)
+    }
+
+    /// The current session's `initialize` result.
+    pub fn initialize_result(&self) -> Option<&Json> {
+        self.initialized.as_ref()
+    }
+
+    /// What `initialize` declares for this client.
+    pub fn capabilities(&self) -> &Json {
+        &self.capabilities
+    }
+
+    /// Starts a session if there is none: for callers that need one
+    /// before they send anything of their own.
+    pub fn notify_ready<H: Host>(&mut self, host: &mut H) -> Result<(), H::Error> {
+        self.ready(host)
+    }
+
+    /// Waits for the whole reply to `ticket` (an error reply is a reply
+    /// here), for the request's own time limit; Ctrl-C cancels it.
+    pub fn wait_reply<H: Host>(&mut self, host: &mut H, ticket: &Ticket) -> Result<Json, H::Error> {
+        loop {
+            if self.settled(ticket) {
+                let reply = self.reply(ticket).unwrap_or_else(|| Err(Error::NoResponse { what: ticket.what.clone() }));
+                return Ok(reply?);
+            }
+            let slice_end = Instant::now() + crate::interrupt::SLICE;
+            match self.pump(host, slice_end) {
+                Ok(_) => {}
+                Err(e) => {
+                    self.cancel(ticket, "interrupted by the user");
+                    self.forget(ticket);
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Requests for a capability the server did not declare fail here,
+    /// before anything is sent, naming it: a server answers them with
+    /// -32601 at best, and some hang up. Tools are left alone: servers
+    /// that serve tools without declaring them are common, and the
+    /// reference never asked.
+    fn check_capability(&self, method: &str) -> Result<(), Error> {
+        let Some(path) = protocol::capability_needed(method) else { return Ok(()) };
+        let mut at = self.initialized.as_ref().and_then(|r| r.get("capabilities"));
+        for part in path.split('.') {
+            at = at.and_then(|c| c.get(part)).filter(|v| v.is_truthy());
+        }
+        match at {
+            Some(_) => Ok(()),
+            None => Err(Error::NotDeclared { what: method.to_string(), capability: path.to_string() }),
+        }
     }
 
     /// Whether `ticket` has settled; never waits.
@@ -280,6 +363,10 @@ impl Client {
     /// new one if there is none or it broke.
     fn attempt<H: Host>(&mut self, host: &mut H, message: &mut Json, what: &str) -> Result<Json, Failure<H::Error>> {
         self.ready(host).map_err(Failure::Other)?;
+        if let Some(Json::Str(method)) = message.get("method") {
+            let method = String::from_utf8_lossy(method).into_owned();
+            self.check_capability(&method).map_err(|e| Failure::Other(e.into()))?;
+        }
         let id = host.next_id().map_err(Failure::Other)?;
         set_id(message, id.clone());
         let Some(session) = self.session.as_mut() else { unreachable!("a session was just set") };
@@ -305,6 +392,7 @@ impl Client {
         let reply = session.request(&id, &init, self.timeout, "initialize", host)?;
         let result = result_of(Some(reply), "initialize")?;
         check_version(&result)?;
+        self.initialized = Some(result.clone());
         // The transport first: over HTTP the notification below carries
         // the version. The holder last: its fields must not say "ready"
         // for a session whose handshake did not finish.

@@ -61,6 +61,11 @@ pub enum Error {
     #[error("MCP: {what} cannot run inside a callback of the same client (on_notification, a handler or on_done); return from the callback first")]
     Reentered { what: String },
 
+    /// A request for a capability the server did not declare in
+    /// `initialize`; nothing was sent.
+    #[error("MCP {what} not sent: the server did not declare the {capability} capability")]
+    NotDeclared { what: String, capability: String },
+
     /// The reply to our request was nested deeper than the decoder follows;
     /// it was skipped rather than recursed into.
     #[error("MCP {what} failed: the reply is nested deeper than {limit} levels, which this client does not read")]

@@ -149,6 +149,20 @@ pub enum IdKey {
     Bool(bool),
 }
 
+/// The server capability a request needs (a dotted path in the
+/// `initialize` result's `capabilities`), for the methods this client
+/// checks before sending; None for the rest.
+pub fn capability_needed(method: &str) -> Option<&'static str> {
+    Some(match method {
+        "resources/subscribe" | "resources/unsubscribe" => "resources.subscribe",
+        m if m.starts_with("resources/") => "resources",
+        m if m.starts_with("prompts/") => "prompts",
+        "completion/complete" => "completions",
+        "logging/setLevel" => "logging",
+        _ => return None,
+    })
+}
+
 /// Hashes the ids of our own requests. They are ours (counted up from 1
 /// by default), so no server chooses what is inserted, and a multiply-
 /// rotate hash is plenty; the default SipHash showed up in per-call
@@ -244,6 +258,12 @@ impl Replies {
                 None => {}
             }
         }
+    }
+
+    /// Every reply gathered, in no particular order (the reference's
+    /// `by_id` table has none either).
+    pub fn into_replies(self) -> Vec<Json> {
+        self.by_id.into_values().collect()
     }
 
     pub fn take(&mut self, id: &Json) -> Option<Json> {

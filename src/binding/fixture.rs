@@ -25,7 +25,7 @@ pub(super) fn exchange_batch(lua: &Cx, client: &Table, transport: Function, mess
     }
     let mut replies = Replies::default();
     replies.absorb(&raw);
-    let notes = std::mem::take(&mut replies.notifications);
+    let notes = replies.notifications.clone();
     deliver_notifications(lua, client, notes)?;
     Ok(replies)
 }

@@ -15,12 +15,25 @@
 
 use super::*;
 
-/// What a handle's request was: its outcome is returned like `call`'s
-/// (text, is_error, result) or like `request`'s (the result table).
+/// What a handle's request was, and so what it returns: like `call`
+/// (text, is_error, result), like `request` (the result table), one field
+/// of the result (`read_resource` returns its `contents`), or every page of
+/// a list (`list_resources` follows `nextCursor`, one request per page,
+/// and returns the items of all of them).
 #[derive(Clone, Copy, PartialEq)]
 pub(super) enum Kind {
     Call,
     Request,
+    Field(&'static str),
+    Pages { field: &'static str },
+}
+
+/// Where a paged handle has got to.
+#[derive(Default)]
+struct Paging {
+    items: Vec<Json>,
+    pages: usize,
+    cursor: Option<Json>,
 }
 
 /// How a handle ended.
@@ -32,18 +45,84 @@ enum Settled {
 }
 
 pub(super) struct HandleState {
-    ticket: Option<Ticket>,
+    /// The request in flight; a paged handle moves on to the next page's.
+    ticket: RefCell<Option<Ticket>>,
     kind: Kind,
     settled: RefCell<Option<Settled>>,
     /// Where an unsettled ticket goes when this handle is collected.
     forgotten: Option<Rc<RefCell<Vec<Ticket>>>>,
+    /// A paged handle's method, per-request timeout and progress.
+    method: String,
+    timeout: Option<Duration>,
+    paging: RefCell<Paging>,
+}
+
+impl HandleState {
+    fn new(ticket: Option<Ticket>, kind: Kind, forgotten: Option<Rc<RefCell<Vec<Ticket>>>>) -> Self {
+        HandleState {
+            ticket: RefCell::new(ticket),
+            kind,
+            settled: RefCell::new(None),
+            forgotten,
+            method: String::new(),
+            timeout: None,
+            paging: RefCell::default(),
+        }
+    }
+
+    fn ticket(&self) -> Option<Ticket> {
+        self.ticket.borrow().clone()
+    }
+
+    fn what(&self) -> String {
+        self.ticket.borrow().as_ref().map(|t| t.what.clone()).unwrap_or_default()
+    }
+
+    /// Settles the handle with the outcome of its current request, as its
+    /// kind wants it; a page with a next cursor instead starts the next
+    /// page's request and leaves the handle in flight (false).
+    fn absorb(&self, core: &mut Client, host: &mut LuaHost, outcome: Result<Json, Error>) -> bool {
+        let settled = match (self.kind, outcome) {
+            (Kind::Field(field), Ok(mut result)) => Ok(result.take(field).unwrap_or(Json::Null)),
+            (Kind::Pages { field }, Ok(mut page)) => {
+                let mut paging = self.paging.borrow_mut();
+                if let Some(Json::Array(items)) = page.take(field) {
+                    paging.items.extend(items.into_iter().filter(|i| !matches!(i, Json::Null)));
+                }
+                paging.pages += 1;
+                let next = page.get("nextCursor").filter(|c| matches!(c, Json::Str(_))).cloned();
+                // As `Client::list_pages`: a repeated cursor or too many
+                // pages end the listing.
+                if next.is_some() && next != paging.cursor && paging.pages < crate::client::MAX_PAGES {
+                    paging.cursor = next.clone();
+                    let params = Json::object([("cursor", next.unwrap_or(Json::Null))]);
+                    let what = self.what();
+                    match core.start(host, &self.method, params, &what, self.timeout) {
+                        Ok(ticket) => {
+                            *self.ticket.borrow_mut() = Some(ticket);
+                            return false;
+                        }
+                        Err(Raise::Mcp(e)) => Err(e),
+                        Err(Raise::Lua(_)) => Err(Error::NoResponse { what }),
+                    }
+                } else {
+                    Ok(Json::Array(std::mem::take(&mut paging.items)))
+                }
+            }
+            (_, outcome) => outcome,
+        };
+        *self.settled.borrow_mut() = Some(Settled::Core(settled));
+        true
+    }
 }
 
 impl UserData for HandleState {}
 
 impl Drop for HandleState {
     fn drop(&mut self) {
-        if let (Some(ticket), Some(forgotten), None) = (&self.ticket, &self.forgotten, &*self.settled.borrow()) {
+        if let (Some(ticket), Some(forgotten), None) =
+            (&*self.ticket.borrow(), &self.forgotten, &*self.settled.borrow())
+        {
             forgotten.borrow_mut().push(ticket.clone());
         }
     }
@@ -142,12 +221,8 @@ pub(super) fn call_async(lua: &Cx, args: MultiValue) -> Outcome {
         // A fixture answers at once: the handle is settled already.
         Value::Function(f) => {
             let returns = call_batch(lua, &client, f, &name, &call_args)?;
-            let state = HandleState {
-                ticket: None,
-                kind: Kind::Call,
-                settled: RefCell::new(Some(Settled::Returns(returns.into_vec()))),
-                forgotten: None,
-            };
+            let state = HandleState::new(None, Kind::Call, None);
+            *state.settled.borrow_mut() = Some(Settled::Returns(returns.into_vec()));
             new_handle(lua, &client, state, opts.on_done)?
         }
         v if truthy(&v) => return Err(Error::BadInput("MCP: client.transport must be a function".into()).into()),
@@ -165,7 +240,10 @@ pub(super) fn request_async(lua: &Cx, args: MultiValue) -> Outcome {
     let client = client_arg(&args, "request_async")?;
     let (method, params) = request_args(lua, &client, &args, "client:request_async")?;
     let opts = request_options(&arg(&args, 3), "client:request_async")?;
-    let handle = start(lua, &client, &method, params, &method, Kind::Request, opts)?;
+    // The prelude's typed methods name a list to follow or a field to
+    // return; a user's request_async returns the whole result.
+    let kind = surface::handle_kind(&method, &arg(&args, 4))?;
+    let handle = start(lua, &client, &method, params, &method, kind, opts)?;
     run_on_done(lua, &client)?;
     Ok(MultiValue::from_vec(vec![Value::Table(handle)]))
 }
@@ -248,7 +326,9 @@ fn start(
         let ticket = core.start(host, method, params, what, opts.timeout)?;
         Ok((ticket, host.forgotten.clone()))
     })?;
-    let state = HandleState { ticket: Some(ticket), kind, settled: RefCell::new(None), forgotten: Some(forgotten) };
+    let mut state = HandleState::new(Some(ticket), kind, Some(forgotten));
+    state.method = method.to_string();
+    state.timeout = opts.timeout;
     new_handle(lua, client, state, opts.on_done)
 }
 
@@ -264,7 +344,7 @@ fn returns_of(lua: &Cx, state: &HandleState) -> Outcome<MultiValue> {
                 values.push_back(to_lua(lua, result)?);
                 Ok(values)
             }
-            Kind::Request => Ok(MultiValue::from_vec(vec![to_lua(lua, result)?])),
+            Kind::Request | Kind::Field(_) | Kind::Pages { .. } => Ok(MultiValue::from_vec(vec![to_lua(lua, result)?])),
         },
         Some(Settled::Core(Err(e))) => Err(e.clone().into()),
         None => Ok(MultiValue::new()),
@@ -272,17 +352,16 @@ fn returns_of(lua: &Cx, state: &HandleState) -> Outcome<MultiValue> {
 }
 
 /// Takes `state`'s outcome from the core if it has settled there.
-fn take_if_settled(core: &mut Client, state: &HandleState) -> bool {
+fn take_if_settled(core: &mut Client, host: &mut LuaHost, state: &HandleState) -> bool {
     if state.settled.borrow().is_some() {
         return true;
     }
-    let Some(ticket) = &state.ticket else { return true };
-    if !core.settled(ticket) {
+    let Some(ticket) = state.ticket() else { return true };
+    if !core.settled(&ticket) {
         return false;
     }
-    let outcome = core.outcome(ticket).unwrap_or_else(|| Err(Error::NoResponse { what: ticket.what.clone() }));
-    *state.settled.borrow_mut() = Some(Settled::Core(outcome));
-    true
+    let outcome = core.outcome(&ticket).unwrap_or_else(|| Err(Error::NoResponse { what: ticket.what.clone() }));
+    state.absorb(core, host, outcome)
 }
 
 /// Settles `state` for good when its client is gone.
@@ -290,7 +369,7 @@ fn settle_orphan(state: &HandleState) {
     if state.settled.borrow().is_some() {
         return;
     }
-    let what = state.ticket.as_ref().map(|t| t.what.clone()).unwrap_or_default();
+    let what = state.what();
     *state.settled.borrow_mut() = Some(Settled::Core(Err(Error::ClientCollected { what })));
 }
 
@@ -310,24 +389,25 @@ pub(super) fn wait(lua: &Cx, args: MultiValue) -> Outcome {
             return finish(lua, &handle, &state, None);
         };
         let until = deadline_after(bound);
-        let settled = with_client_state(lua, &client, "handle:wait", |core, host| {
-            let Some(ticket) = &state.ticket else { return Ok(true) };
-            match core.wait(host, ticket, until) {
+        let settled = with_client_state(lua, &client, "handle:wait", |core, host| loop {
+            let Some(ticket) = state.ticket() else { return Ok(true) };
+            match core.wait(host, &ticket, until) {
                 Ok(Some(outcome)) => {
-                    *state.settled.borrow_mut() = Some(Settled::Core(outcome));
-                    return Ok(true);
+                    // A page with a next one goes on waiting for that.
+                    if state.absorb(core, host, outcome) {
+                        return Ok(true);
+                    }
                 }
-                Ok(None) => {}
+                Ok(None) => return Ok(take_if_settled(core, host, &state)),
                 Err(Raise::Mcp(Error::Interrupted { .. })) => {
-                    core.cancel(ticket, "interrupted by the user");
-                    let _ = core.outcome(ticket);
+                    core.cancel(&ticket, "interrupted by the user");
+                    let _ = core.outcome(&ticket);
                     *state.settled.borrow_mut() =
                         Some(Settled::Core(Err(Error::Interrupted { what: ticket.what.clone() })));
                     return Ok(true);
                 }
                 Err(e) => return Err(e),
             }
-            Ok(take_if_settled(core, &state))
         })?;
         if !settled {
             run_on_done(lua, &client)?;
@@ -383,21 +463,28 @@ pub(super) fn run_on_done(lua: &Cx, client: &Table) -> Outcome<usize> {
         _ => return Ok(0),
     };
     let Value::Table(pending) = entry.raw_get::<Value>(4)? else { return Ok(0) };
-    let mut ready = Vec::new();
-    {
-        let Some(beside) = state_of(lua, client)? else { return Ok(0) };
-        let Ok(mut cs) = beside.state.borrow_mut::<ClientState>() else { return Ok(0) };
-        let core = &mut cs.client;
-        for pair in pending.pairs::<Table, Function>() {
-            let (handle, on_done) = pair?;
-            let Value::UserData(ud) = lua.glue.handle_states.raw_get::<Value>(handle.clone())? else { continue };
-            let state = ud.borrow::<HandleState>()?;
-            if take_if_settled(core, &state) {
-                drop(state);
+    let mut waiting = Vec::new();
+    for pair in pending.pairs::<Table, Function>() {
+        let (handle, on_done) = pair?;
+        if let Value::UserData(ud) = lua.glue.handle_states.raw_get::<Value>(handle.clone())? {
+            waiting.push((handle, ud, on_done));
+        }
+    }
+    if waiting.is_empty() {
+        return Ok(0);
+    }
+    // (Busy: called from inside one of its own callbacks. Later, then.)
+    let ready = with_client_state(lua, client, "on_done", |core, host| {
+        let mut ready = Vec::new();
+        for (handle, ud, on_done) in waiting {
+            let settled = take_if_settled(core, host, &*ud.borrow::<HandleState>()?);
+            if settled {
                 ready.push((handle, ud, on_done));
             }
         }
-    }
+        Ok(ready)
+    })
+    .unwrap_or_default();
     for (handle, _, _) in &ready {
         pending.raw_set(handle.clone(), Value::Nil)?;
     }
@@ -420,7 +507,7 @@ pub(super) fn done(lua: &Cx, args: MultiValue) -> Outcome {
             Some(client) => {
                 with_client_state(lua, &client, "handle:done", |core, host| {
                     drain(core, host)?;
-                    take_if_settled(core, &state);
+                    take_if_settled(core, host, &state);
                     Ok(())
                 })?;
                 drop(state);
@@ -471,10 +558,10 @@ pub(super) fn cancel(lua: &Cx, args: MultiValue) -> Outcome {
         settle_orphan(&state);
         return Ok(MultiValue::from_vec(vec![Value::Boolean(false)]));
     };
-    let cancelled = with_client_state(lua, &client, "handle:cancel", |core, _| {
-        let Some(ticket) = &state.ticket else { return Ok(false) };
-        let cancelled = core.cancel(ticket, &reason);
-        take_if_settled(core, &state);
+    let cancelled = with_client_state(lua, &client, "handle:cancel", |core, host| {
+        let Some(ticket) = state.ticket() else { return Ok(false) };
+        let cancelled = core.cancel(&ticket, &reason);
+        take_if_settled(core, host, &state);
         Ok(cancelled)
     })?;
     drop(state);
@@ -508,7 +595,7 @@ fn poll_handle(lua: &Cx, handle: &Table, state_ud: &AnyUserData) -> Outcome<bool
         settle_orphan(&state);
         return Ok(true);
     };
-    with_client_state(lua, &client, "mcp.wait_any", |core, _| Ok(take_if_settled(core, &state)))
+    with_client_state(lua, &client, "mcp.wait_any", |core, host| Ok(take_if_settled(core, host, &state)))
 }
 
 /// Waits for handles of one or more clients: one client's session is

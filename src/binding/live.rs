@@ -96,6 +96,8 @@ fn borrow_client<T>(
         forgotten,
         on_notification: beside.on_notification,
         handlers: beside.handlers,
+        callbacks: beside.callbacks,
+        collected: None,
         ran: 0,
     };
     let outcome = work(core, &mut host);
@@ -121,6 +123,11 @@ pub(super) struct LuaHost<'a, 'b> {
     pub(super) forgotten: &'a Rc<RefCell<Vec<Ticket>>>,
     on_notification: Option<Function>,
     handlers: Option<Table>,
+    /// `on_log`, `on_resource_updated`, `on_list_changed`, by name.
+    callbacks: Option<Table>,
+    /// Notifications kept for the caller too (`client:exchange` returns
+    /// them, as the reference does).
+    pub(super) collected: Option<Vec<Json>>,
     /// Lua callbacks run for the server (notifications, handlers).
     pub(super) ran: usize,
 }
@@ -142,6 +149,10 @@ impl Host for LuaHost<'_, '_> {
 
     fn established(&mut self, result: &Json, session_id: Option<String>) -> Outcome<()> {
         apply_initialize(self.lua, self.table, result)?;
+        // Live sessions only: through the fixture seam the client's fields
+        // stay exactly the reference's.
+        self.table.set("server_capabilities", to_lua_opt(self.lua, result.get("capabilities"))?)?;
+        self.table.set("instructions", to_lua_opt(self.lua, result.get("instructions"))?)?;
         if let Some(session_id) = session_id {
             self.table.set("session_id", session_id)?;
         }
@@ -152,11 +163,41 @@ impl Host for LuaHost<'_, '_> {
 /// Where a live session hands what the server starts: notifications to
 /// `opts.on_notification`, forwarded requests to `opts.handlers`.
 impl Peer for LuaHost<'_, '_> {
+    /// The callback for its kind first (`on_log` gets the params,
+    /// `on_resource_updated` the uri, `on_list_changed` "tools",
+    /// "resources" or "prompts"), then `on_notification` with the whole
+    /// message. A failing callback must not break the client: its error
+    /// is dropped.
     fn notification(&mut self, note: Json) {
+        if let Some(collected) = self.collected.as_mut() {
+            collected.push(note.clone());
+        }
+        let method = match note.get("method") {
+            Some(Json::Str(m)) => m.as_slice(),
+            _ => b"",
+        };
+        let list = |kind: &str| Some(("on_list_changed", Some(Json::str(kind))));
+        let particular = match method {
+            b"notifications/message" => Some(("on_log", note.get("params").cloned())),
+            b"notifications/resources/updated" => {
+                Some(("on_resource_updated", note.get("params").and_then(|p| p.get("uri")).cloned()))
+            }
+            b"notifications/tools/list_changed" => list("tools"),
+            b"notifications/resources/list_changed" => list("resources"),
+            b"notifications/prompts/list_changed" => list("prompts"),
+            _ => None,
+        };
+        if let (Some((name, argument)), Some(callbacks)) = (particular, &self.callbacks) {
+            if let Ok(Some(callback)) = callbacks.raw_get::<Option<Function>>(name) {
+                self.ran += 1;
+                if let Ok(argument) = to_lua_opt(self.lua, argument.as_ref()) {
+                    let _ = call_lua(self.lua, callback, argument);
+                }
+            }
+        }
         let Some(callback) = &self.on_notification else { return };
         self.ran += 1;
         if let Ok(msg) = to_lua(self.lua, &note) {
-            // A failing callback must not break the client.
             let _ = call_lua(self.lua, callback.clone(), msg);
         }
     }

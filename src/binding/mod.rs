@@ -38,6 +38,7 @@ mod handles;
 mod live;
 mod options;
 mod registry;
+mod surface;
 
 use convert::*;
 use fields::*;
@@ -46,6 +47,7 @@ use handles::*;
 use live::*;
 use options::*;
 use registry::*;
+use surface::*;
 
 /// Why a native function did not return normally.
 enum Raise {
@@ -113,6 +115,12 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     native.set("wait_all", export(lua, &cell, wait_all)?)?;
     native.set("fd", export(lua, &cell, fd)?)?;
     native.set("dispatch", export(lua, &cell, dispatch)?)?;
+    native.set("notify", export(lua, &cell, notify)?)?;
+    native.set("list", export(lua, &cell, list)?)?;
+    native.set("id", export(lua, &cell, id)?)?;
+    native.set("initialize_msg", export(lua, &cell, initialize_msg)?)?;
+    native.set("handshake", export(lua, &cell, handshake)?)?;
+    native.set("exchange", export(lua, &cell, exchange)?)?;
     native.set("version", concat!("lua-mcp ", env!("CARGO_PKG_VERSION")))?;
     let started = std::time::Instant::now();
     native.set("clock", lua.create_function(move |_, ()| Ok(started.elapsed().as_secs_f64()))?)?;
@@ -365,6 +373,7 @@ fn new(lua: &Cx, args: MultiValue) -> Outcome {
     entry.raw_set(1, lua.create_userdata(state)?)?;
     entry.raw_set(2, opts.get::<Value>("on_notification")?)?;
     entry.raw_set(3, opts.get::<Value>("handlers")?)?;
+    entry.raw_set(CALLBACKS, callbacks_of(lua, &opts)?)?;
     g.states.raw_set(client.clone(), entry)?;
     Ok(MultiValue::from_vec(vec![Value::Table(client)]))
 }

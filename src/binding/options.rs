@@ -209,6 +209,24 @@ pub(super) fn string_map(opts: &Table, field: &str) -> Outcome<Vec<(String, Stri
     Ok(out)
 }
 
+/// Where a client's entry keeps the callbacks for particular
+/// notifications (`on_log`, `on_resource_updated`, `on_list_changed`).
+pub(super) const CALLBACKS: i64 = 6;
+
+/// The particular-notification callbacks from `mcp.new`'s options, as a
+/// table (checked: functions or absent).
+pub(super) fn callbacks_of(lua: &Cx, opts: &Table) -> Outcome<Table> {
+    let callbacks = lua.create_table()?;
+    for name in ["on_log", "on_resource_updated", "on_list_changed"] {
+        match opts.get::<Value>(name)? {
+            Value::Nil => {}
+            Value::Function(f) => callbacks.raw_set(name, f)?,
+            _ => return Err(Error::BadInput(format!("mcp.new: opts.{name} must be a function")).into()),
+        }
+    }
+    Ok(callbacks)
+}
+
 /// What Lua's `type` says of a value (mlua tells integers from floats).
 pub(super) fn lua_type(v: &Value) -> &'static str {
     match v {
@@ -221,7 +239,12 @@ pub(super) fn lua_type(v: &Value) -> &'static str {
 pub(super) fn state_of(lua: &Cx, client: &Table) -> Outcome<Option<Beside>> {
     let entry: Value = lua.glue.states.raw_get(client.clone())?;
     let Value::Table(entry) = entry else { return Ok(None) };
-    Ok(Some(Beside { state: entry.raw_get(1)?, on_notification: entry.raw_get(2)?, handlers: entry.raw_get(3)? }))
+    Ok(Some(Beside {
+        state: entry.raw_get(1)?,
+        on_notification: entry.raw_get(2)?,
+        handlers: entry.raw_get(3)?,
+        callbacks: entry.raw_get(CALLBACKS)?,
+    }))
 }
 
 /// What is kept beside a client table. The Lua functions live in a Lua
@@ -231,4 +254,5 @@ pub(super) struct Beside {
     pub(super) state: AnyUserData,
     pub(super) on_notification: Option<Function>,
     pub(super) handlers: Option<Table>,
+    pub(super) callbacks: Option<Table>,
 }

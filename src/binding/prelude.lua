@@ -78,6 +78,99 @@ function Handle:cancel(reason)
   return raise_unless(native.cancel(self, reason))
 end
 
+-- The rest of the surface. Each request has an _async form returning a
+-- handle whose wait returns what the blocking form does.
+function Client:notify(method, params)
+  return raise_unless(native.notify(self, method, params))
+end
+
+function Client:ping(opts)
+  raise_unless(native.request(self, "ping", nil, opts))
+  return true
+end
+
+function Client:ping_async(opts)
+  return raise_unless(native.request_async(self, "ping", nil, opts))
+end
+
+-- Lists follow every page; their _async forms do too, one request a page.
+local lists = {
+  list_tools = "tools/list",
+  list_resources = "resources/list",
+  list_resource_templates = "resources/templates/list",
+  list_prompts = "prompts/list",
+}
+for name, method in pairs(lists) do
+  Client[name] = function(self, opts)
+    return raise_unless(native.list(self, method, opts))
+  end
+  Client[name .. "_async"] = function(self, opts)
+    return raise_unless(native.request_async(self, method, nil, opts, "pages"))
+  end
+end
+
+-- Requests with fixed params; `field` names the part of the result they
+-- return (nil: all of it).
+local function define(name, method, field, params_of)
+  Client[name] = function(self, ...)
+    local params, opts = params_of(...)
+    local result = raise_unless(native.request(self, method, params, opts))
+    if field then return result[field] end
+    return result
+  end
+  Client[name .. "_async"] = function(self, ...)
+    local params, opts = params_of(...)
+    return raise_unless(native.request_async(self, method, params, opts, field))
+  end
+end
+
+local function needs_string(what, value)
+  if type(value) ~= "string" then
+    error(string.format("client:%s must be a string, got %s", what, type(value)), 0)
+  end
+end
+
+define("read_resource", "resources/read", "contents", function(uri, opts)
+  needs_string("read_resource: the uri", uri)
+  return { uri = uri }, opts
+end)
+define("subscribe", "resources/subscribe", nil, function(uri, opts)
+  needs_string("subscribe: the uri", uri)
+  return { uri = uri }, opts
+end)
+define("unsubscribe", "resources/unsubscribe", nil, function(uri, opts)
+  needs_string("unsubscribe: the uri", uri)
+  return { uri = uri }, opts
+end)
+define("get_prompt", "prompts/get", nil, function(name, args, opts)
+  needs_string("get_prompt: the name", name)
+  return { name = name, arguments = args }, opts
+end)
+define("complete", "completion/complete", "completion", function(ref, argument, context, opts)
+  return { ref = ref, argument = argument, context = context }, opts
+end)
+define("set_log_level", "logging/setLevel", nil, function(level, opts)
+  needs_string("set_log_level: the level", level)
+  return { level = level }, opts
+end)
+
+-- The reference's low-level methods.
+function Client:id()
+  return raise_unless(native.id(self))
+end
+
+function Client:initialize_msg()
+  return raise_unless(native.initialize_msg(self))
+end
+
+function Client:handshake()
+  return raise_unless(native.handshake(self))
+end
+
+function Client:exchange(messages)
+  return raise_unless(native.exchange(self, messages))
+end
+
 function mcp.wait_any(handles, timeout)
   return raise_unless(native.wait_any(handles, timeout))
 end
