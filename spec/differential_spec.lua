@@ -492,6 +492,58 @@ case('mount: the registry raising passes through', {}, function(c)
   c.step('mount', function() return c.mcp.mount(c.registry, c.client) end)
 end)
 
+-- the reference's low-level methods ---------------------------------------
+
+case('id counts up from next_id, which a caller may set', {}, function(c)
+  c.new()
+  c.step('id', function() return c.client:id() end)
+  c.step('id', function() return c.client:id() end)
+  c.client.next_id = 41
+  c.step('id after next_id = 41', function() return c.client:id() end)
+end)
+
+case('initialize_msg is the initialize request with a fresh id', {}, function(c)
+  c.new({ protocol_version = '2025-03-26' })
+  c.step('initialize_msg', function() return c.client:initialize_msg() end)
+  c.mcp.CLIENT_INFO = { name = 'other', version = '2' }
+  c.step('initialize_msg again', function() return c.client:initialize_msg() end)
+end)
+
+case('handshake is initialize and initialized, each time over stdio', {}, function(c)
+  c.new()
+  c.step('handshake', function() return c.client:handshake() end)
+  c.step('handshake again', function() return c.client:handshake() end)
+end)
+
+case('exchange sends one batch and returns replies by id and the notifications', {
+  between = { '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"hi"}}' },
+}, function(c)
+  c.new()
+  c.step('exchange', function()
+    local messages = c.client:handshake()
+    messages[#messages + 1] = { jsonrpc = '2.0', id = c.client:id(), method = 'tools/list', params = {} }
+    messages[#messages + 1] = { jsonrpc = '2.0', id = c.client:id(), method = 'resources/list', params = {} }
+    return c.client:exchange(messages)
+  end)
+end)
+
+case('exchange: a failing transport raises as discover does', { fail = function() return false, 'refused', 7 end }, function(c)
+  c.new()
+  c.step('exchange', function()
+    return c.client:exchange({ { jsonrpc = '2.0', id = c.client:id(), method = 'ping' } })
+  end)
+end)
+
+case('exchange over a url batches through the fixture too; handshake stops once the session is ready', {}, function(c)
+  c.new({ url = 'http://example.invalid/mcp' })
+  c.step('handshake', function() return c.client:handshake() end)
+  c.step('discover', function() return c.client:discover() end)
+  c.step('handshake when ready', function() return c.client:handshake() end)
+  c.step('exchange', function()
+    return c.client:exchange({ { jsonrpc = '2.0', id = c.client:id(), method = 'tools/list' } })
+  end)
+end)
+
 -------------------------------------------------------------------------
 
 describe('native and reference modules agree', function()

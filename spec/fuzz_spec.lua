@@ -34,7 +34,7 @@ local function outcome(mcp, respond, args)
     sent[#sent + 1] = text
     return respond(text)
   end })
-  local out = table.pack(pcall(client.call, client, 'echo', args))
+  local out = H.without_whole_result(mcp, table.pack(pcall(client.call, client, 'echo', args)))
   return { ok = out[1], values = { H.unpack(out, 2, out.n) }, n = out.n, sent = sent, fields = H.fields(client) }
 end
 

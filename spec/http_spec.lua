@@ -34,7 +34,7 @@ describe('HTTP against server-everything #peer', function()
     assert.is_true(client.session_ready)
     local session = client.session_id
     assert.is_string(session)
-    assert.same({ 'Echo: over http', false }, { client:call('echo', { message = 'over http' }) })
+    assert.same({ 'Echo: over http', false }, { H.pair(client:call('echo', { message = 'over http' })) })
     assert.is_truthy(client:call('get-structured-content', { location = 'New York' }):find('"temperature"', 1, true))
     for i = 1, 50 do
       assert.equal('Echo: ' .. i, (client:call('echo', { message = tostring(i) })))

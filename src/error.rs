@@ -66,6 +66,11 @@ pub enum Error {
     #[error("MCP {what} not sent: the server did not declare the {capability} capability")]
     NotDeclared { what: String, capability: String },
 
+    /// A tool's result broke the promise of its `outputSchema` (wrong
+    /// shape, or no `structuredContent` at all).
+    #[error("MCP {what}: structuredContent does not match the tool's outputSchema: {detail}")]
+    OutputMismatch { what: String, detail: String },
+
     /// The reply to our request was nested deeper than the decoder follows;
     /// it was skipped rather than recursed into.
     #[error("MCP {what} failed: the reply is nested deeper than {limit} levels, which this client does not read")]

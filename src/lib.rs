@@ -25,6 +25,7 @@
 //! * `transport` stdio (a child process) and Streamable HTTP, and the
 //!   bounded inbox between their reader threads and Lua.
 //! * `mount`     the registry rules: descriptions, schemas, collisions.
+//! * `schema`    tool results checked against their `outputSchema`.
 //! * `binding`   the only code that touches Lua (one file per concern).
 //!
 //! The fixture seam (`opts.transport`, a Lua function) bypasses `client`
@@ -37,6 +38,7 @@ pub mod error;
 pub mod interrupt;
 pub mod mount;
 pub mod protocol;
+pub mod schema;
 pub mod session;
 pub mod transport;
 

@@ -16,6 +16,10 @@
 --              tool "caps" returns the capabilities the client declared
 --   paged      lists its tools three pages long, through nextCursor
 --   stuck      hands out the same nextCursor forever
+--   catalog    declares resources (no subscribe) and prompts, nothing else;
+--              resources/list is three pages long, prompts/list two; its
+--              tools/list has `weather` (an outputSchema its result keeps),
+--              `misshapen` and `shapeless` (results that break it)
 --   deaf       answers nothing at all, initialize included
 --
 -- Every mode also offers: echo, sleep {ms}, big {bytes}, pid, cancelled
@@ -238,6 +242,44 @@ function hooks.paged(msg)
   if page < 3 then result.nextCursor = tostring(page + 1) end
   server.result(msg.id, result)
   return true
+end
+
+function hooks.catalog(msg)
+  if msg.method == 'initialize' then
+    server.result(msg.id, {
+      protocolVersion = msg.params.protocolVersion,
+      capabilities = { tools = {}, resources = { listChanged = true }, prompts = {} },
+      serverInfo = { name = 'catalog', version = '1' },
+    })
+    return true
+  end
+  local schema = { type = 'object', properties = { temperature = { type = 'number' } }, required = { 'temperature' } }
+  if msg.method == 'tools/list' then
+    server.result(msg.id, { tools = {
+      { name = 'weather', inputSchema = { type = 'object' }, outputSchema = schema },
+      { name = 'misshapen', inputSchema = { type = 'object' }, outputSchema = schema },
+      { name = 'shapeless', inputSchema = { type = 'object' }, outputSchema = schema },
+    } })
+    return true
+  elseif msg.method == 'tools/call' and msg.params.name ~= 'pid' then
+    local structured = ({ weather = { temperature = 21.5 }, misshapen = { temperature = 'warm' } })[msg.params.name]
+    local result = server.text('{"temperature":21.5}')
+    result.structuredContent = structured
+    server.result(msg.id, result)
+    return true
+  end
+  local page = tonumber(msg.params and msg.params.cursor) or 1
+  if msg.method == 'resources/list' then
+    local result = { resources = { { uri = 'file:///page' .. page, name = 'page ' .. page } } }
+    if page < 3 then result.nextCursor = tostring(page + 1) end
+    server.result(msg.id, result)
+    return true
+  elseif msg.method == 'prompts/list' then
+    local result = { prompts = { { name = 'prompt' .. page } } }
+    if page < 2 then result.nextCursor = tostring(page + 1) end
+    server.result(msg.id, result)
+    return true
+  end
 end
 
 function hooks.stuck(msg)

@@ -56,6 +56,11 @@ pub(super) fn discover_batch(lua: &Cx, client: &Table, transport: Function) -> O
 }
 
 pub(super) fn store_tools(lua: &Cx, client: &Table, tools: Option<&Json>) -> Outcome {
+    if let Some(beside) = state_of(lua, client)? {
+        if let Ok(mut state) = beside.state.borrow_mut::<ClientState>() {
+            state.schemas.learn(tools);
+        }
+    }
     let tools = match tools {
         Some(t) => to_lua(lua, t)?,
         None => Value::Table(lua.create_table()?),
@@ -71,12 +76,21 @@ pub(super) fn call_batch(lua: &Cx, client: &Table, transport: Function, name: &V
     messages.push(protocol::request(call_id.clone(), "tools/call", call_params(lua, name, args)?));
     let mut replies = exchange_batch(lua, client, transport, &messages)?;
     let result = replies.result(&call_id, &what)?;
+    if let Some(beside) = state_of(lua, client)? {
+        if let Ok(state) = beside.state.borrow::<ClientState>() {
+            state.schemas.check(&concat_piece(name).unwrap_or_default(), &result, &what)?;
+        }
+    }
     call_return(lua, result)
 }
 
+/// What `call` returns: the reference's text and is_error, and then the
+/// whole result (`content`, `structuredContent`, `isError`, `_meta`), which
+/// two-value callers never see.
 pub(super) fn call_return(lua: &Cx, result: Json) -> Outcome {
+    let whole = to_lua(lua, &result)?;
     let (text, is_error) = call_outcome(result);
-    Ok(MultiValue::from_vec(vec![Value::String(lua.create_string(text)?), Value::Boolean(is_error)]))
+    Ok(MultiValue::from_vec(vec![Value::String(lua.create_string(text)?), Value::Boolean(is_error), whole]))
 }
 
 pub(super) fn deliver_notifications(lua: &Cx, client: &Table, notes: Vec<Json>) -> Outcome<()> {

@@ -55,6 +55,8 @@ pub(super) struct HandleState {
     method: String,
     timeout: Option<Duration>,
     paging: RefCell<Paging>,
+    /// A call's tool, whose output schema its result is checked against.
+    tool: Vec<u8>,
 }
 
 impl HandleState {
@@ -67,6 +69,7 @@ impl HandleState {
             method: String::new(),
             timeout: None,
             paging: RefCell::default(),
+            tool: Vec::new(),
         }
     }
 
@@ -83,6 +86,10 @@ impl HandleState {
     /// page's request and leaves the handle in flight (false).
     fn absorb(&self, core: &mut Client, host: &mut LuaHost, outcome: Result<Json, Error>) -> bool {
         let settled = match (self.kind, outcome) {
+            (Kind::Call, Ok(result)) => {
+                let what = self.what();
+                host.schemas.check(&self.tool, &result, &what).map(|()| result)
+            }
             (Kind::Field(field), Ok(mut result)) => Ok(result.take(field).unwrap_or(Json::Null)),
             (Kind::Pages { field }, Ok(mut page)) => {
                 let mut paging = self.paging.borrow_mut();
@@ -151,11 +158,13 @@ fn deadline_after(bound: Option<Duration>) -> Instant {
 struct RequestOptions {
     timeout: Option<Duration>,
     on_done: Option<Function>,
+    /// For a call: its tool, whose output schema the result must keep.
+    tool: Vec<u8>,
 }
 
 fn request_options(value: &Value, what: &str) -> Outcome<RequestOptions> {
     let opts = match value {
-        Value::Nil => return Ok(RequestOptions { timeout: None, on_done: None }),
+        Value::Nil => return Ok(RequestOptions { timeout: None, on_done: None, tool: Vec::new() }),
         Value::Table(t) => t,
         _ => return Err(Error::BadInput(format!("{what}: opts must be a table")).into()),
     };
@@ -174,7 +183,7 @@ fn request_options(value: &Value, what: &str) -> Outcome<RequestOptions> {
         Value::Function(f) => Some(f),
         _ => return Err(Error::BadInput(format!("{what}: opts.on_done must be a function")).into()),
     };
-    Ok(RequestOptions { timeout, on_done })
+    Ok(RequestOptions { timeout, on_done, tool: Vec::new() })
 }
 
 /// A new handle for `client`, with its state.
@@ -216,7 +225,7 @@ fn handle_arg(lua: &Cx, value: &Value, what: &str) -> Outcome<(Table, AnyUserDat
 pub(super) fn call_async(lua: &Cx, args: MultiValue) -> Outcome {
     let client = client_arg(&args, "call_async")?;
     let (name, call_args) = (arg(&args, 1), arg(&args, 2));
-    let opts = request_options(&arg(&args, 3), "client:call_async")?;
+    let mut opts = request_options(&arg(&args, 3), "client:call_async")?;
     let handle = match client.get::<Value>("transport")? {
         // A fixture answers at once: the handle is settled already.
         Value::Function(f) => {
@@ -229,6 +238,7 @@ pub(super) fn call_async(lua: &Cx, args: MultiValue) -> Outcome {
         _ => {
             let what = tool_label(&name)?;
             let params = call_params(lua, &name, &call_args)?;
+            opts.tool = concat_piece(&name).unwrap_or_default();
             start(lua, &client, "tools/call", params, &what, Kind::Call, opts)?
         }
     };
@@ -329,6 +339,7 @@ fn start(
     let mut state = HandleState::new(Some(ticket), kind, Some(forgotten));
     state.method = method.to_string();
     state.timeout = opts.timeout;
+    state.tool = opts.tool;
     new_handle(lua, client, state, opts.on_done)
 }
 
@@ -339,11 +350,7 @@ fn returns_of(lua: &Cx, state: &HandleState) -> Outcome<MultiValue> {
     match &*settled {
         Some(Settled::Returns(values)) => Ok(MultiValue::from_vec(values.clone())),
         Some(Settled::Core(Ok(result))) => match state.kind {
-            Kind::Call => {
-                let mut values = call_return(lua, result.clone())?;
-                values.push_back(to_lua(lua, result)?);
-                Ok(values)
-            }
+            Kind::Call => call_return(lua, result.clone()),
             Kind::Request | Kind::Field(_) | Kind::Pages { .. } => Ok(MultiValue::from_vec(vec![to_lua(lua, result)?])),
         },
         Some(Settled::Core(Err(e))) => Err(e.clone().into()),

@@ -83,7 +83,7 @@ fn borrow_client<T>(
         return Err(Error::BadInput("MCP: this client was not made by mcp.new".into()).into());
     };
     let mut state = beside.state.borrow_mut::<ClientState>().map_err(|_| busy())?;
-    let ClientState { options, client: core, forgotten } = &mut *state;
+    let ClientState { options, client: core, forgotten, schemas } = &mut *state;
     // Handles collected since the last call: nobody takes their outcome.
     let gone = std::mem::take(&mut *forgotten.borrow_mut());
     for ticket in &gone {
@@ -94,6 +94,7 @@ fn borrow_client<T>(
         table: client,
         options,
         forgotten,
+        schemas,
         on_notification: beside.on_notification,
         handlers: beside.handlers,
         callbacks: beside.callbacks,
@@ -121,6 +122,7 @@ pub(super) struct LuaHost<'a, 'b> {
     table: &'a Table,
     pub(super) options: &'a TransportOptions,
     pub(super) forgotten: &'a Rc<RefCell<Vec<Ticket>>>,
+    pub(super) schemas: &'a mut OutputSchemas,
     on_notification: Option<Function>,
     handlers: Option<Table>,
     /// `on_log`, `on_resource_updated`, `on_list_changed`, by name.
@@ -263,7 +265,12 @@ pub(super) fn discover_session(lua: &Cx, client: &Table) -> Outcome {
 pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value) -> Outcome {
     let what = tool_label(name)?;
     let params = call_params(lua, name, args)?;
-    let result = with_client(lua, client, |core, host| core.request(host, "tools/call", params, &what))?;
+    let tool = concat_piece(name).unwrap_or_default();
+    let result = with_client(lua, client, |core, host| {
+        let result = core.request(host, "tools/call", params, &what)?;
+        host.schemas.check(&tool, &result, &what)?;
+        Ok(result)
+    })?;
     call_return(lua, result)
 }
 

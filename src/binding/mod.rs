@@ -25,6 +25,7 @@ use crate::error::Error;
 use crate::interrupt;
 use crate::mount;
 use crate::protocol::{self, call_outcome, Replies};
+use crate::schema::OutputSchemas;
 use crate::session::Peer;
 use crate::transport::doorbell::Doorbell;
 use crate::transport::http::{self, Http};

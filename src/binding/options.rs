@@ -10,6 +10,8 @@ pub(super) struct ClientState {
     /// Tickets of handles collected unsettled: the core forgets them at
     /// the next call (a handle's finaliser cannot reach the client).
     pub(super) forgotten: Rc<RefCell<Vec<Ticket>>>,
+    /// The output schemas of the tools `discover` found.
+    pub(super) schemas: OutputSchemas,
 }
 
 /// What a transport is opened with, read from `mcp.new`'s options.
@@ -140,7 +142,7 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
     let client = Client::new(timeout, Json::object(capabilities));
     let options =
         TransportOptions { timeout, headers, ca_pem, env, cwd, max_message_bytes, forward, doorbell: OnceCell::new() };
-    Ok(ClientState { options, client, forgotten: Rc::default() })
+    Ok(ClientState { options, client, forgotten: Rc::default(), schemas: OutputSchemas::default() })
 }
 
 /// The methods named in `opts.handlers` (method name -> function).

@@ -1,0 +1,212 @@
+-- The client surface beyond discover and call: resources, prompts,
+-- completion, logging, notifications, ping, the async forms, and the
+-- reference's low-level methods over a live session. Against
+-- server-everything over stdio and HTTP, and spec/servers/faulty.lua for
+-- what it cannot be made to do (pages, missing capabilities).
+local H = require('helpers')
+
+local mcp = H.native()
+
+-- The same checks over both transports.
+local function surface(open)
+  return function()
+    local logs, updated, changed, notes = {}, {}, {}, 0
+    local client = open({
+      on_log = function(params) logs[#logs + 1] = params end,
+      on_resource_updated = function(uri) updated[#updated + 1] = uri end,
+      on_list_changed = function(kind) changed[#changed + 1] = kind end,
+      on_notification = function() notes = notes + 1 end,
+    })
+
+    assert.is_true(client:ping())
+    assert.is_table(client.server_capabilities.resources)
+    assert.is_string(client.instructions)
+
+    local resources = client:list_resources()
+    assert.is_true(#resources >= 2)
+    assert.equal('demo://resource/static/document/architecture.md', resources[1].uri)
+    local contents = client:read_resource(resources[1].uri)
+    assert.equal(resources[1].uri, contents[1].uri)
+    assert.equal('text/markdown', contents[1].mimeType)
+    assert.is_string(contents[1].text)
+
+    local templates = client:list_resource_templates()
+    assert.is_truthy(templates[1].uriTemplate:find('{resourceId}', 1, true))
+
+    local prompts = client:list_prompts()
+    local names = {}
+    for _, p in ipairs(prompts) do names[p.name] = true end
+    assert.is_true(names['simple-prompt'] and names['args-prompt'] and true)
+    local prompt = client:get_prompt('args-prompt', { city = 'Paris', state = 'TX' })
+    assert.is_truthy(prompt.messages[1].content.text:find('Paris', 1, true))
+
+    local _, _, structured = client:call('get-structured-content', { location = 'New York' })
+    assert.is_number(structured.structuredContent.temperature)
+
+    local completion = client:complete({ type = 'ref/prompt', name = 'completable-prompt' },
+      { name = 'department', value = 'E' })
+    assert.is_table(completion.values)
+    assert.equal('Engineering', completion.values[1])
+
+    client:set_log_level('debug')
+    assert.same({}, client:subscribe(resources[1].uri))
+    assert.same({}, client:unsubscribe(resources[1].uri))
+
+    -- the async forms return what the blocking ones do
+    local handles = {
+      client:list_resources_async(), client:read_resource_async(resources[1].uri),
+      client:get_prompt_async('simple-prompt'), client:ping_async(),
+    }
+    assert.is_true(mcp.wait_all(handles, 30))
+    assert.equal(#resources, #handles[1]:wait())
+    assert.equal(resources[1].uri, handles[2]:wait()[1].uri)
+    assert.is_table(handles[3]:wait().messages)
+
+    -- a request the reference's way, over the live session
+    local by_id, notifications = client:exchange({
+      { jsonrpc = '2.0', id = client:id(), method = 'resources/list', params = {} },
+    })
+    local reply = by_id[client.next_id]
+    assert.equal(#resources, #reply.result.resources)
+    assert.is_table(notifications)
+    assert.same({}, client:handshake())
+
+    client:notify('notifications/roots/list_changed')
+    client:close()
+    assert.is_true(notes >= 0)
+    return logs, updated, changed
+  end
+end
+
+describe('the surface against server-everything #peer', function()
+  it('over stdio', surface(function(callbacks)
+    callbacks.command = H.everything_argv()
+    return mcp.new(callbacks)
+  end))
+
+  it('over HTTP', function()
+    local port = H.port()
+    local _, stop = H.start('PORT=' .. port .. ' node --require ' .. H.ROOT .. '/spec/servers/loopback.cjs '
+      .. H.EVERYTHING .. ' streamableHttp', 'listening on port')
+    local ok, err = pcall(surface(function(callbacks)
+      callbacks.url = 'http://127.0.0.1:' .. port .. '/mcp'
+      return mcp.new(callbacks)
+    end))
+    stop()
+    assert(ok, err)
+  end)
+
+  it('on_log and on_resource_updated get their notifications, on_notification every one', function()
+    local logs, updated, all = {}, {}, {}
+    local client = mcp.new({ command = H.everything_argv(),
+      on_log = function(params) logs[#logs + 1] = params end,
+      on_resource_updated = function(uri) updated[#updated + 1] = uri end,
+      on_notification = function(msg) all[msg.method] = true end })
+    local uri = 'demo://resource/static/document/architecture.md'
+    client:set_log_level('debug')
+    client:subscribe(uri)
+    -- The server sends both every 5 s once its tools switch them on.
+    client:call('toggle-simulated-logging', {})
+    client:call('toggle-subscriber-updates', {})
+    local deadline = mcp.clock() + 20
+    while (#logs == 0 or #updated == 0) and mcp.clock() < deadline do
+      client:dispatch()
+      os.execute('sleep 0.1')
+    end
+    client:close()
+    assert.is_true(#logs > 0, 'no log message arrived')
+    assert.is_string(logs[1].level)
+    assert.equal(uri, updated[1])
+    assert.is_true(all['notifications/message'] and all['notifications/resources/updated'])
+  end)
+end)
+
+describe('the surface against our own servers', function()
+  it('lists follow every page, blocking and async', function()
+    local client = mcp.new({ command = H.faulty('catalog') })
+    local resources = client:list_resources()
+    assert.same({ 'file:///page1', 'file:///page2', 'file:///page3' },
+      { resources[1].uri, resources[2].uri, resources[3].uri })
+    assert.equal(3, #resources)
+    local prompts = client:list_prompts_async():wait()
+    assert.same({ 'prompt1', 'prompt2' }, { prompts[1].name, prompts[2].name })
+    client:close()
+  end)
+
+  it('a request for a capability the server did not declare fails before sending, naming it', function()
+    local log = H.tmpname()
+    local client = mcp.new({ command = H.faulty('catalog'), env = { METHOD_LOG = log } })
+    client:list_resources()
+    local refusals = {
+      { client.subscribe, 'file:///x', 'MCP resources/subscribe not sent: the server did not declare the resources.subscribe capability' },
+      { client.set_log_level, 'debug', 'MCP logging/setLevel not sent: the server did not declare the logging capability' },
+      { client.complete, { type = 'ref/prompt', name = 'p' }, 'MCP completion/complete not sent: the server did not declare the completions capability' },
+    }
+    for _, r in ipairs(refusals) do
+      local ok, err = pcall(r[1], client, r[2], { name = 'a', value = 'b' })
+      assert.is_false(ok)
+      assert.equal(r[3], err)
+    end
+    local ok, err = pcall(client.subscribe_async, client, 'file:///x')
+    assert.is_false(ok)
+    assert.equal(refusals[1][3], err)
+    client:close()
+    local methods = H.slurp(log)
+    assert.is_nil(methods:find('subscribe', 1, true), methods)
+    assert.is_nil(methods:find('setLevel', 1, true), methods)
+
+    local counter = mcp.new({ command = H.COUNTER })
+    ok, err = pcall(counter.list_resources, counter)
+    assert.equal('MCP resources/list not sent: the server did not declare the resources capability', err)
+    counter:close()
+  end)
+
+  it('exchange over a live session answers initialize from the session and waits for every reply', function()
+    local client = mcp.new({ command = H.COUNTER })
+    local init = client:initialize_msg()
+    local list_id, wrong_id = client:id(), client:id()
+    local by_id = client:exchange({
+      init,
+      { jsonrpc = '2.0', method = 'notifications/initialized' },
+      { jsonrpc = '2.0', id = list_id, method = 'tools/list' },
+      { jsonrpc = '2.0', id = wrong_id, method = 'no/such/method' },
+    })
+    assert.equal('counter', by_id[init.id].result.serverInfo.name)
+    assert.equal(3, #by_id[list_id].result.tools)
+    assert.same({ code = -32601, message = 'Method not found: no/such/method' }, by_id[wrong_id].error)
+    client:close()
+  end)
+
+  it("call returns the whole result third, and a result that breaks the tool's outputSchema fails", function()
+    local client = mcp.new({ command = H.faulty('catalog') })
+    local tools = client:discover()
+    assert.equal('number', tools[1].outputSchema.properties.temperature.type)
+    local text, is_error, result = client:call('weather', {})
+    assert.same({ '{"temperature":21.5}', false }, { text, is_error })
+    assert.same({ temperature = 21.5 }, result.structuredContent)
+    local ok, err = pcall(client.call, client, 'misshapen', {})
+    assert.is_false(ok)
+    assert.equal('MCP tools/call misshapen: structuredContent does not match the tool\'s outputSchema: '
+      .. '"warm" is not of type "number" at /temperature', err)
+    ok, err = pcall(client.call, client, 'shapeless', {})
+    assert.equal('MCP tools/call shapeless: structuredContent does not match the tool\'s outputSchema: '
+      .. 'the result has no structuredContent', err)
+    local h = client:call_async('misshapen', {})
+    ok, err = pcall(h.wait, h)
+    assert.is_truthy(err:find('^MCP tools/call misshapen: structuredContent does not match'), err)
+    client:close()
+  end)
+
+  it('wrong arguments are refused with what to pass', function()
+    local client = mcp.new({ command = H.COUNTER })
+    local ok, err = pcall(client.read_resource, client, 42)
+    assert.is_false(ok)
+    assert.equal('client:read_resource: the uri must be a string, got number', err)
+    ok, err = pcall(client.notify, client, nil)
+    assert.equal('client:notify: the method must be a string, got nil', err)
+    local fixture = mcp.new({ transport = H.server({}) })
+    ok, err = pcall(fixture.list_resources, fixture)
+    assert.equal('client:list: needs a command or url client (a fixture transport only runs discover, call and exchange)', err)
+    client:close()
+  end)
+end)

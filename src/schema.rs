@@ -1,0 +1,120 @@
+//! Tool results checked against the tool's `outputSchema`.
+//!
+//! A tool that declares an output schema promises `structuredContent` of
+//! that shape, and agents act on it without looking; a server that breaks
+//! its promise should fail the call, not the agent three steps later. JSON
+//! Schema (2020-12 by default, and the drafts a schema names in `$schema`)
+//! is the `jsonschema` crate's job: its rules are many and subtle, and a
+//! validator written here would get some of them wrong.
+//!
+//! Schemas come from servers: one that does not compile is left
+//! unchecked rather than failing the discovery that brought it.
+
+use std::collections::HashMap;
+
+use crate::codec::Json;
+use crate::error::Error;
+
+#[derive(Default)]
+pub struct OutputSchemas {
+    by_tool: HashMap<Vec<u8>, jsonschema::Validator>,
+}
+
+impl OutputSchemas {
+    /// Learns the schemas of a tool list (`tools/list`'s `tools`),
+    /// forgetting those of any earlier one.
+    pub fn learn(&mut self, tools: Option<&Json>) {
+        self.by_tool.clear();
+        let Some(Json::Array(tools)) = tools else { return };
+        for tool in tools {
+            let (Some(Json::Str(name)), Some(schema @ Json::Object(_))) = (tool.get("name"), tool.get("outputSchema"))
+            else {
+                continue;
+            };
+            if let Ok(validator) = jsonschema::validator_for(&to_serde(schema)) {
+                self.by_tool.insert(name.clone(), validator);
+            }
+        }
+    }
+
+    /// Whether `result`, the result of calling `tool`, keeps the tool's
+    /// promise. A tool's own failure (`isError`) carries no structured
+    /// content and is not checked.
+    pub fn check(&self, tool: &[u8], result: &Json, what: &str) -> Result<(), Error> {
+        let Some(validator) = self.by_tool.get(tool) else { return Ok(()) };
+        if result.get("isError").is_some_and(Json::is_truthy) {
+            return Ok(());
+        }
+        let mismatch = |detail: String| Error::OutputMismatch { what: what.to_string(), detail };
+        let Some(structured) = result.get("structuredContent") else {
+            return Err(mismatch("the result has no structuredContent".into()));
+        };
+        match validator.iter_errors(&to_serde(structured)).next() {
+            None => Ok(()),
+            Some(error) => {
+                let at = error.instance_path().to_string();
+                let at = if at.is_empty() { String::new() } else { format!(" at {at}") };
+                Err(mismatch(format!("{error}{at}")))
+            }
+        }
+    }
+}
+
+/// Our JSON as serde's, for the validator. Strings that are not UTF-8
+/// (Lua byte strings) are carried lossily: a schema speaks of text.
+fn to_serde(value: &Json) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Json::Null => Value::Null,
+        Json::Bool(b) => Value::Bool(*b),
+        Json::Int(i) => Value::from(*i),
+        Json::Float(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
+        Json::Str(s) => Value::String(String::from_utf8_lossy(s).into_owned()),
+        Json::Array(items) => Value::Array(items.iter().map(to_serde).collect()),
+        Json::Object(pairs) => {
+            Value::Object(pairs.iter().map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), to_serde(v))).collect())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::decode;
+
+    fn schemas(tools: &str) -> OutputSchemas {
+        let mut s = OutputSchemas::default();
+        s.learn(Some(&decode(tools.as_bytes()).unwrap()));
+        s
+    }
+
+    const WEATHER: &str = r#"[{"name":"weather","outputSchema":{"type":"object","properties":{"temperature":{"type":"number"}},"required":["temperature"]}}]"#;
+
+    #[test]
+    fn structured_content_that_keeps_the_promise_passes() {
+        let result = decode(br#"{"content":[],"structuredContent":{"temperature":21.5}}"#).unwrap();
+        assert!(schemas(WEATHER).check(b"weather", &result, "tools/call weather").is_ok());
+    }
+
+    #[test]
+    fn a_mismatch_names_the_tool_and_what_is_wrong() {
+        let result = decode(br#"{"content":[],"structuredContent":{"temperature":"warm"}}"#).unwrap();
+        let err = schemas(WEATHER).check(b"weather", &result, "tools/call weather").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "MCP tools/call weather: structuredContent does not match the tool's outputSchema: \"warm\" is not of type \"number\" at /temperature"
+        );
+        let missing = decode(br#"{"content":[]}"#).unwrap();
+        let err = schemas(WEATHER).check(b"weather", &missing, "tools/call weather").unwrap_err();
+        assert!(err.to_string().ends_with("outputSchema: the result has no structuredContent"));
+    }
+
+    #[test]
+    fn tool_errors_tools_without_a_schema_and_broken_schemas_are_not_checked() {
+        let failed = decode(br#"{"content":[],"isError":true}"#).unwrap();
+        assert!(schemas(WEATHER).check(b"weather", &failed, "w").is_ok());
+        assert!(schemas(WEATHER).check(b"other", &failed, "w").is_ok());
+        let broken = schemas(r#"[{"name":"weather","outputSchema":{"type":12}}]"#);
+        assert!(broken.check(b"weather", &decode(b"{}").unwrap(), "w").is_ok());
+    }
+}
