@@ -61,11 +61,25 @@ pub struct Client {
     initialized: Option<Json>,
 }
 
+/// What a request may be given beyond its method and params.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Limits {
+    /// Replaces the client's timeout for this request.
+    pub timeout: Option<Duration>,
+    /// The hard cap when progress restarts the timeout (the spec's
+    /// maximum total timeout), counted from the start.
+    pub max_total: Option<Duration>,
+    /// Ask for progress notifications.
+    pub progress: bool,
+}
+
 /// An async request in flight: what its waiter holds.
 #[derive(Clone, Debug)]
 pub struct Ticket {
     session: u64,
     key: IdKey,
+    /// The request's id, as sent (also its progress token).
+    pub id: Json,
     /// Names the request in errors: "tools/call echo".
     pub what: String,
 }
@@ -88,10 +102,28 @@ impl Client {
         what: &str,
         timeout: Option<Duration>,
     ) -> Result<Ticket, H::Error> {
+        self.start_with(host, method, params, what, Limits { timeout, ..Limits::default() })
+    }
+
+    /// [`Client::start`] with every limit a request can have. With
+    /// `limits.progress`, the request asks for progress (its id is the
+    /// `progressToken` in `params._meta`), and each progress notification
+    /// restarts its timeout, up to `limits.max_total` from the start.
+    pub fn start_with<H: Host>(
+        &mut self,
+        host: &mut H,
+        method: &str,
+        mut params: Json,
+        what: &str,
+        limits: Limits,
+    ) -> Result<Ticket, H::Error> {
         self.ready(host)?;
         self.check_capability(method)?;
         let id = host.next_id()?;
-        self.start_message(host, protocol::request(id, method, params), what, timeout)
+        if limits.progress {
+            protocol::set_progress_token(&mut params, id.clone());
+        }
+        self.start_message(host, protocol::request(id, method, params), what, limits)
     }
 
     /// [`Client::start`] for a request built by the caller, with its own id
@@ -101,7 +133,7 @@ impl Client {
         host: &mut H,
         message: Json,
         what: &str,
-        timeout: Option<Duration>,
+        limits: Limits,
     ) -> Result<Ticket, H::Error> {
         self.ready(host)?;
         let id = message.get("id").cloned().unwrap_or(Json::Null);
@@ -112,12 +144,21 @@ impl Client {
             ))
             .into());
         };
-        let timeout = timeout.unwrap_or(self.timeout);
-        let deadline = Instant::now().checked_add(timeout).unwrap_or_else(crate::session::far_future);
-        let limit = Limit { timeout, deadline, what: what.to_string() };
+        let timeout = limits.timeout.unwrap_or(self.timeout);
+        let now = Instant::now();
+        let deadline = now.checked_add(timeout).unwrap_or_else(crate::session::far_future);
+        let hard_deadline = limits.max_total.map(|m| now.checked_add(m).unwrap_or_else(crate::session::far_future));
+        let limit = Limit {
+            timeout,
+            deadline: hard_deadline.map_or(deadline, |h| deadline.min(h)),
+            hard_deadline,
+            max_total: limits.max_total,
+            progress: limits.progress,
+            what: what.to_string(),
+        };
         let Some(session) = self.session.as_mut() else { unreachable!("a session was just made ready") };
         session.start(&id, &message, Some(limit))?;
-        Ok(Ticket { session: self.session_number, key, what: what.to_string() })
+        Ok(Ticket { session: self.session_number, key, id, what: what.to_string() })
     }
 
     /// The outcome of `ticket` if it has settled (the reply's `result`, or

@@ -27,6 +27,23 @@ pub fn notification(method: &str, params: Option<Json>) -> Json {
 }
 
 /// The notification that ends the handshake.
+/// Puts `token` in `params._meta.progressToken`, keeping what else
+/// `_meta` holds.
+pub fn set_progress_token(params: &mut Json, token: Json) {
+    let Json::Object(pairs) = params else { return };
+    let at = match pairs.iter().position(|(k, _)| k == b"_meta") {
+        Some(at) => at,
+        None => {
+            pairs.push((b"_meta".to_vec(), Json::Object(vec![])));
+            pairs.len() - 1
+        }
+    };
+    if let Json::Object(meta) = &mut pairs[at].1 {
+        meta.retain(|(k, _)| k != b"progressToken");
+        meta.push((b"progressToken".to_vec(), token));
+    }
+}
+
 pub fn initialized() -> Json {
     notification("notifications/initialized", None)
 }

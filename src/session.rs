@@ -58,6 +58,12 @@ struct InFlight {
 pub struct Limit {
     pub timeout: Duration,
     pub deadline: Instant,
+    /// No progress moves the deadline past this (`max_total`, from the
+    /// start).
+    pub hard_deadline: Option<Instant>,
+    pub max_total: Option<Duration>,
+    /// Progress notifications for it restart its timeout.
+    pub progress: bool,
     pub what: String,
 }
 
@@ -272,7 +278,10 @@ impl Session {
         match received {
             Received::Message(msg) => match classify(&msg) {
                 Kind::Response(key) => settle(&mut self.in_flight, &key, Arrival::Reply(msg)),
-                Kind::Notification => peer.notification(msg),
+                Kind::Notification => {
+                    self.progressed(&msg);
+                    peer.notification(msg);
+                }
                 Kind::ServerRequest => {
                     let answer = peer.request(&msg);
                     self.transport.send(&answer)?;
@@ -301,6 +310,20 @@ impl Session {
         Ok(())
     }
 
+    /// A progress notification for a request that asked for progress
+    /// restarts its timeout (a long job that keeps reporting is alive),
+    /// never past its hard deadline.
+    fn progressed(&mut self, msg: &Json) {
+        if msg.get("method") != Some(&Json::str("notifications/progress")) {
+            return;
+        }
+        let Some(key) = msg.get("params").and_then(|p| p.get("progressToken")).and_then(id_key) else { return };
+        let Some(entry) = self.in_flight.get_mut(&key).filter(|e| e.arrived.is_none()) else { return };
+        let Some(limit) = entry.limit.as_mut().filter(|l| l.progress) else { return };
+        let restarted = Instant::now().checked_add(limit.timeout).unwrap_or_else(far_future);
+        limit.deadline = limit.hard_deadline.map_or(restarted, |h| restarted.min(h));
+    }
+
     /// Async requests past their time: cancelled, and settled with the
     /// timeout error their waiter will take.
     fn expire(&mut self) {
@@ -314,8 +337,13 @@ impl Session {
         for key in expired {
             let Some(entry) = self.in_flight.get_mut(&key) else { continue };
             let Some(limit) = &entry.limit else { continue };
-            let seconds = seconds_text(limit.timeout);
-            let error = Error::Timeout { what: limit.what.clone(), seconds: seconds.clone(), note: String::new() };
+            // The hard cap ended it, not a quiet spell: say which.
+            let capped = limit.hard_deadline.is_some_and(|h| h <= now);
+            let (seconds, note) = match limit.max_total {
+                Some(max_total) if capped => (seconds_text(max_total), " (opts.max_total_timeout)".to_string()),
+                _ => (seconds_text(limit.timeout), String::new()),
+            };
+            let error = Error::Timeout { what: limit.what.clone(), seconds: seconds.clone(), note };
             entry.arrived = Some(Arrival::Failed(error));
             let (id, initialize) = (entry.id.clone(), entry.initialize);
             self.abandon(&id, initialize, &format!("timed out after {seconds} s"));

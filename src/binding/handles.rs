@@ -85,6 +85,9 @@ impl HandleState {
     /// kind wants it; a page with a next cursor instead starts the next
     /// page's request and leaves the handle in flight (false).
     fn absorb(&self, core: &mut Client, host: &mut LuaHost, outcome: Result<Json, Error>) -> bool {
+        if let Some(ticket) = &*self.ticket.borrow() {
+            host.forget_progress(&ticket.id);
+        }
         let settled = match (self.kind, outcome) {
             (Kind::Call, Ok(result)) => {
                 let what = self.what();
@@ -155,35 +158,66 @@ fn deadline_after(bound: Option<Duration>) -> Instant {
 
 /// A request's own options: `timeout` (seconds, as `mcp.new`'s) and
 /// `on_done`.
-struct RequestOptions {
+pub(super) struct RequestOptions {
     timeout: Option<Duration>,
+    max_total: Option<Duration>,
+    on_progress: Option<Function>,
     on_done: Option<Function>,
     /// For a call: its tool, whose output schema the result must keep.
     tool: Vec<u8>,
 }
 
-fn request_options(value: &Value, what: &str) -> Outcome<RequestOptions> {
+impl RequestOptions {
+    fn limits(&self) -> Limits {
+        Limits { timeout: self.timeout, max_total: self.max_total, progress: self.on_progress.is_some() }
+    }
+
+    /// Whether the request needs the core's per-request limits rather than
+    /// the client's plain timeout.
+    pub(super) fn limited(&self) -> bool {
+        self.timeout.is_some() || self.max_total.is_some() || self.on_progress.is_some()
+    }
+}
+
+/// Seconds from 0.001 to 1e7, as `mcp.new`'s timeout.
+fn seconds_option(opts: &Table, field: &str, what: &str) -> Outcome<Option<Duration>> {
+    match opts.get::<Value>(field)? {
+        Value::Nil => Ok(None),
+        Value::Integer(i) if (1..=10_000_000).contains(&i) => Ok(Some(Duration::from_secs(i as u64))),
+        Value::Number(n) if (0.001..=1e7).contains(&n) => Ok(Some(Duration::from_secs_f64(n))),
+        _ => Err(Error::BadInput(format!("{what}: opts.{field} must be a number of seconds from 0.001 to 1e7")).into()),
+    }
+}
+
+fn function_option(opts: &Table, field: &str, what: &str) -> Outcome<Option<Function>> {
+    match opts.get::<Value>(field)? {
+        Value::Nil => Ok(None),
+        Value::Function(f) => Ok(Some(f)),
+        _ => Err(Error::BadInput(format!("{what}: opts.{field} must be a function")).into()),
+    }
+}
+
+pub(super) fn request_options(value: &Value, what: &str) -> Outcome<RequestOptions> {
     let opts = match value {
-        Value::Nil => return Ok(RequestOptions { timeout: None, on_done: None, tool: Vec::new() }),
+        Value::Nil => {
+            return Ok(RequestOptions {
+                timeout: None,
+                max_total: None,
+                on_progress: None,
+                on_done: None,
+                tool: Vec::new(),
+            })
+        }
         Value::Table(t) => t,
         _ => return Err(Error::BadInput(format!("{what}: opts must be a table")).into()),
     };
-    let timeout = match opts.get::<Value>("timeout")? {
-        Value::Nil => None,
-        Value::Integer(i) if (1..=10_000_000).contains(&i) => Some(Duration::from_secs(i as u64)),
-        Value::Number(n) if (0.001..=1e7).contains(&n) => Some(Duration::from_secs_f64(n)),
-        _ => {
-            return Err(
-                Error::BadInput(format!("{what}: opts.timeout must be a number of seconds from 0.001 to 1e7")).into()
-            )
-        }
-    };
-    let on_done = match opts.get::<Value>("on_done")? {
-        Value::Nil => None,
-        Value::Function(f) => Some(f),
-        _ => return Err(Error::BadInput(format!("{what}: opts.on_done must be a function")).into()),
-    };
-    Ok(RequestOptions { timeout, on_done, tool: Vec::new() })
+    Ok(RequestOptions {
+        timeout: seconds_option(opts, "timeout", what)?,
+        max_total: seconds_option(opts, "max_total_timeout", what)?,
+        on_progress: function_option(opts, "on_progress", what)?,
+        on_done: function_option(opts, "on_done", what)?,
+        tool: Vec::new(),
+    })
 }
 
 /// A new handle for `client`, with its state.
@@ -266,16 +300,33 @@ pub(super) fn request(lua: &Cx, args: MultiValue) -> Outcome {
     if opts.on_done.is_some() {
         return Err(Error::BadInput("client:request: opts.on_done is for request_async".into()).into());
     }
-    let result = with_client(lua, &client, |core, host| match opts.timeout {
-        None => core.request(host, &method, params, &method),
-        // A timeout of its own: the async path, waited for at once.
-        Some(timeout) => {
-            let ticket = core.start(host, &method, params, &method, Some(timeout))?;
-            settle_blocking(core, host, &ticket)
+    let result = with_client(lua, &client, |core, host| {
+        if !opts.limited() {
+            return core.request(host, &method, params, &method);
         }
+        limited_request(core, host, &method, params, &method, &opts)
     })?;
     run_on_done(lua, &client)?;
     Ok(MultiValue::from_vec(vec![to_lua(lua, &result)?]))
+}
+
+/// A blocking request with limits of its own (a timeout, progress): the
+/// async path, waited for at once.
+pub(super) fn limited_request(
+    core: &mut Client,
+    host: &mut LuaHost,
+    method: &str,
+    params: Json,
+    what: &str,
+    opts: &RequestOptions,
+) -> Outcome<Json> {
+    let ticket = core.start_with(host, method, params, what, opts.limits())?;
+    if let Some(on_progress) = &opts.on_progress {
+        host.watch_progress(&ticket.id, on_progress.clone())?;
+    }
+    let outcome = settle_blocking(core, host, &ticket);
+    host.forget_progress(&ticket.id);
+    outcome
 }
 
 /// Waits for `ticket` however long its own limit allows, as a blocking
@@ -333,7 +384,10 @@ fn start(
     opts: RequestOptions,
 ) -> Outcome<Table> {
     let (ticket, forgotten) = with_client_state(lua, client, "client:call_async", |core, host| {
-        let ticket = core.start(host, method, params, what, opts.timeout)?;
+        let ticket = core.start_with(host, method, params, what, opts.limits())?;
+        if let Some(on_progress) = &opts.on_progress {
+            host.watch_progress(&ticket.id, on_progress.clone())?;
+        }
         Ok((ticket, host.forgotten.clone()))
     })?;
     let mut state = HandleState::new(Some(ticket), kind, Some(forgotten));

@@ -98,6 +98,7 @@ fn borrow_client<T>(
         on_notification: beside.on_notification,
         handlers: beside.handlers,
         callbacks: beside.callbacks,
+        progress: beside.progress,
         collected: None,
         ran: 0,
     };
@@ -127,11 +128,44 @@ pub(super) struct LuaHost<'a, 'b> {
     handlers: Option<Table>,
     /// `on_log`, `on_resource_updated`, `on_list_changed`, by name.
     callbacks: Option<Table>,
+    /// Requests' `on_progress` callbacks, by progress token.
+    progress: Option<Table>,
     /// Notifications kept for the caller too (`client:exchange` returns
     /// them, as the reference does).
     pub(super) collected: Option<Vec<Json>>,
     /// Lua callbacks run for the server (notifications, handlers).
     pub(super) ran: usize,
+}
+
+impl LuaHost<'_, '_> {
+    /// Calls `on_progress` for each progress notification of the request
+    /// whose progress token is `token` (its id).
+    pub(super) fn watch_progress(&mut self, token: &Json, on_progress: Function) -> Outcome<()> {
+        if let Some(progress) = &self.progress {
+            progress.raw_set(to_lua(self.lua, token)?, on_progress)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn forget_progress(&mut self, token: &Json) {
+        if let (Some(progress), Ok(key)) = (&self.progress, to_lua(self.lua, token)) {
+            let _ = progress.raw_set(key, Value::Nil);
+        }
+    }
+
+    /// A progress notification, to the request's `on_progress`:
+    /// (progress, total, message).
+    fn progressed(&mut self, note: &Json) {
+        let (Some(progress), Some(params)) = (&self.progress, note.get("params")) else { return };
+        let Ok(token) = to_lua_opt(self.lua, params.get("progressToken")) else { return };
+        if matches!(token, Value::Nil) {
+            return;
+        }
+        let Ok(Some(callback)) = progress.raw_get::<Option<Function>>(token) else { return };
+        self.ran += 1;
+        let field = |name: &str| to_lua_opt(self.lua, params.get(name)).unwrap_or(Value::Nil);
+        let _ = call_lua(self.lua, callback, (field("progress"), field("total"), field("message")));
+    }
 }
 
 impl Host for LuaHost<'_, '_> {
@@ -178,6 +212,9 @@ impl Peer for LuaHost<'_, '_> {
             Some(Json::Str(m)) => m.as_slice(),
             _ => b"",
         };
+        if method == b"notifications/progress" {
+            self.progressed(&note);
+        }
         let list = |kind: &str| Some(("on_list_changed", Some(Json::str(kind))));
         let particular = match method {
             b"notifications/message" => Some(("on_log", note.get("params").cloned())),
@@ -262,12 +299,17 @@ pub(super) fn discover_session(lua: &Cx, client: &Table) -> Outcome {
     store_tools(lua, client, Some(&Json::Array(all)))
 }
 
-pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value) -> Outcome {
+pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value, opts: &Value) -> Outcome {
     let what = tool_label(name)?;
     let params = call_params(lua, name, args)?;
+    let opts = request_options(opts, "client:call")?;
     let tool = concat_piece(name).unwrap_or_default();
     let result = with_client(lua, client, |core, host| {
-        let result = core.request(host, "tools/call", params, &what)?;
+        let result = if opts.limited() {
+            limited_request(core, host, "tools/call", params, &what, &opts)?
+        } else {
+            core.request(host, "tools/call", params, &what)?
+        };
         host.schemas.check(&tool, &result, &what)?;
         Ok(result)
     })?;

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use mlua::{AnyUserData, Function, IntoLuaMulti, Lua, MultiValue, Table, UserData, Value};
 
-use crate::client::{Client, Host, Ticket};
+use crate::client::{Client, Host, Limits, Ticket};
 use crate::codec::{self, format_float, lua_float_text, Json};
 use crate::error::Error;
 use crate::interrupt;
@@ -375,6 +375,7 @@ fn new(lua: &Cx, args: MultiValue) -> Outcome {
     entry.raw_set(2, opts.get::<Value>("on_notification")?)?;
     entry.raw_set(3, opts.get::<Value>("handlers")?)?;
     entry.raw_set(CALLBACKS, callbacks_of(lua, &opts)?)?;
+    entry.raw_set(PROGRESS, lua.create_table()?)?;
     g.states.raw_set(client.clone(), entry)?;
     Ok(MultiValue::from_vec(vec![Value::Table(client)]))
 }
@@ -390,12 +391,12 @@ fn discover(lua: &Cx, args: MultiValue) -> Outcome {
 
 fn call(lua: &Cx, args: MultiValue) -> Outcome {
     let client = client_arg(&args, "call")?;
-    let (name, call_args) = (arg(&args, 1), arg(&args, 2));
+    let (name, call_args, opts) = (arg(&args, 1), arg(&args, 2), arg(&args, 3));
     match client.get::<Value>("transport")? {
         Value::Function(f) => call_batch(lua, &client, f, &name, &call_args),
         v if truthy(&v) => Err(Error::BadInput("MCP: client.transport must be a function".into()).into()),
         _ => {
-            let returns = call_session(lua, &client, &name, &call_args)?;
+            let returns = call_session(lua, &client, &name, &call_args, &opts)?;
             run_on_done(lua, &client)?;
             Ok(returns)
         }

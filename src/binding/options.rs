@@ -214,6 +214,8 @@ pub(super) fn string_map(opts: &Table, field: &str) -> Outcome<Vec<(String, Stri
 /// Where a client's entry keeps the callbacks for particular
 /// notifications (`on_log`, `on_resource_updated`, `on_list_changed`).
 pub(super) const CALLBACKS: i64 = 6;
+/// Where it keeps requests' `on_progress` callbacks, by progress token.
+pub(super) const PROGRESS: i64 = 7;
 
 /// The particular-notification callbacks from `mcp.new`'s options, as a
 /// table (checked: functions or absent).
@@ -246,6 +248,7 @@ pub(super) fn state_of(lua: &Cx, client: &Table) -> Outcome<Option<Beside>> {
         on_notification: entry.raw_get(2)?,
         handlers: entry.raw_get(3)?,
         callbacks: entry.raw_get(CALLBACKS)?,
+        progress: entry.raw_get(PROGRESS)?,
     }))
 }
 
@@ -257,4 +260,5 @@ pub(super) struct Beside {
     pub(super) on_notification: Option<Function>,
     pub(super) handlers: Option<Table>,
     pub(super) callbacks: Option<Table>,
+    pub(super) progress: Option<Table>,
 }

@@ -33,8 +33,9 @@ function Client:discover()
   return raise_unless(native.discover(self))
 end
 
-function Client:call(name, args)
-  return raise_unless(native.call(self, name, args))
+-- opts (live clients): timeout, on_progress, max_total_timeout.
+function Client:call(name, args, opts)
+  return raise_unless(native.call(self, name, args, opts))
 end
 
 -- Ends the client's session: the server process is stopped (stdio) or the

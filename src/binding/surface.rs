@@ -196,7 +196,7 @@ fn exchange_session(lua: &Cx, client: &Table, messages: Vec<Json>) -> Outcome<(V
                     replies.push(protocol::response(id, result));
                 }
                 (None, "notifications/initialized") => core.notify_ready(host)?,
-                (Some(_), _) => tickets.push(core.start_message(host, message, &method, None)?),
+                (Some(_), _) => tickets.push(core.start_message(host, message, &method, Limits::default())?),
                 (None, _) => core.notify(host, &message)?,
             }
         }
