@@ -121,6 +121,55 @@ describe('the surface against server-everything #peer', function()
   end)
 end)
 
+describe('progress and versions against server-everything #peer', function()
+  local function long_running(client)
+    local seen = {}
+    local t0 = mcp.clock()
+    -- 1.2 s of work with a 0.5 s timeout: only its progress keeps it alive
+    local text = client:call('trigger-long-running-operation', { duration = 1.2, steps = 6 }, {
+      timeout = 0.5, on_progress = function(progress, total) seen[#seen + 1] = { progress, total } end })
+    assert.is_truthy(text:find('Long running operation completed', 1, true), text)
+    assert.is_true(mcp.clock() - t0 >= 1.1)
+    assert.same({ 1, 6 }, seen[1])
+    assert.same({ 6, 6 }, seen[6])
+    local ok, err = pcall(client.call, client, 'trigger-long-running-operation', { duration = 3, steps = 10 },
+      { timeout = 1, max_total_timeout = 1, on_progress = function() end })
+    assert.is_false(ok)
+    assert.equal('MCP tools/call trigger-long-running-operation timed out after 1 s (opts.max_total_timeout)', err)
+    local got = {}
+    local h = client:call_async('trigger-long-running-operation', { duration = 0.4, steps = 2 },
+      { on_progress = function(progress) got[#got + 1] = progress end })
+    h:wait()
+    assert.same({ 1, 2 }, got)
+  end
+
+  it('on_progress over stdio restarts the timeout, max_total_timeout caps it', function()
+    local client = mcp.new({ command = H.everything_argv() })
+    long_running(client)
+    client:close()
+  end)
+
+  it('on_progress over HTTP', function()
+    local port = H.port()
+    local _, stop = H.start('PORT=' .. port .. ' node --require ' .. H.ROOT .. '/spec/servers/loopback.cjs '
+      .. H.EVERYTHING .. ' streamableHttp', 'listening on port')
+    local client = mcp.new({ url = 'http://127.0.0.1:' .. port .. '/mcp' })
+    local ok, err = pcall(long_running, client)
+    client:close()
+    stop()
+    assert(ok, err)
+  end)
+
+  it('protocol_version = "2025-11-25" negotiates the newest revision; SUPPORTED_VERSIONS lists them', function()
+    assert.same({ '2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05' }, mcp.SUPPORTED_VERSIONS)
+    assert.equal('2025-06-18', mcp.PROTOCOL_VERSION)
+    local client = mcp.new({ command = H.everything_argv(), protocol_version = '2025-11-25' })
+    client:discover()
+    assert.equal('2025-11-25', client.negotiated_version)
+    client:close()
+  end)
+end)
+
 describe('the surface against our own servers', function()
   it('lists follow every page, blocking and async', function()
     local client = mcp.new({ command = H.faulty('catalog') })
@@ -194,6 +243,40 @@ describe('the surface against our own servers', function()
     local h = client:call_async('misshapen', {})
     ok, err = pcall(h.wait, h)
     assert.is_truthy(err:find('^MCP tools/call misshapen: structuredContent does not match'), err)
+    client:close()
+  end)
+
+  it('a changed tool list is listed again before the next call, and a watched registry follows', function()
+    local changes, notices = {}, {}
+    local client = mcp.new({ command = H.faulty('catalog'),
+      on_list_changed = function(kind) changes[#changes + 1] = kind end,
+      on_notification = function(m) if m.method:find('^lua%-mcp/') then notices[#notices + 1] = m end end })
+    local with_remove = H.registry()
+    function with_remove:remove(name) self.removed = (self.removed or 0) + 1; self.tools[name] = nil end
+    local without_remove = H.registry()
+    client:discover()
+    assert.same({ 'weather', 'misshapen', 'grow', 'shapeless' },
+      mcp.mount(with_remove, client, { watch = true }))
+    mcp.mount(without_remove, client, { watch = true, prefix = 'cat_' })
+    assert.equal('grown', (client:call('grow', {})))
+    -- the next call lists the tools again first
+    client:call('weather', {})
+    assert.same({ 'tools' }, changes)
+    local names = {}
+    for _, t in ipairs(client.tools) do names[#names + 1] = t.name end
+    assert.same({ 'weather', 'misshapen', 'grow', 'extra' }, names)
+    assert.is_truthy(with_remove:get('extra'))
+    assert.is_nil(with_remove:get('shapeless'))
+    assert.is_truthy(without_remove:get('cat_extra'))
+    assert.is_truthy(without_remove:get('cat_shapeless'))
+    assert.same({ 'cat_weather', 'cat_misshapen', 'cat_grow', 'cat_shapeless' }, notices[1].params.names)
+    client:close()
+  end)
+
+  it('tool icons keep only https: and data: sources', function()
+    local client = mcp.new({ command = H.faulty('catalog') })
+    local tools = client:discover()
+    assert.same({ { src = 'https://example.com/sun.png' }, { src = 'data:image/png;base64,AAAA' } }, tools[1].icons)
     client:close()
   end)
 

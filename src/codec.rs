@@ -55,6 +55,19 @@ impl Json {
         }
     }
 
+    /// [`Json::get`], for changing the value in place.
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut Json> {
+        match self {
+            Json::Object(pairs) => pairs
+                .iter_mut()
+                .rev()
+                .find(|(k, _)| k == key.as_bytes())
+                .map(|(_, v)| v)
+                .filter(|v| !matches!(v, Json::Null)),
+            _ => None,
+        }
+    }
+
     /// Removes and returns the value of `key` as [`Json::get`] sees it,
     /// so a large result can be handed on without a copy.
     pub fn take(&mut self, key: &str) -> Option<Json> {

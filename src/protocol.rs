@@ -27,6 +27,21 @@ pub fn notification(method: &str, params: Option<Json>) -> Json {
 }
 
 /// The notification that ends the handshake.
+/// Drops the icons of a tool (or any described thing) whose `src` is not
+/// an `https:` or `data:` URI: an agent or editor that shows icons would
+/// otherwise fetch `http:`, `file:` or `javascript:` addresses a server
+/// chose (the 2025-11-25 revision asks clients for this).
+pub fn keep_safe_icons(item: &mut Json) {
+    let Some(Json::Array(icons)) = item.get_mut("icons") else { return };
+    icons.retain(|icon| match icon.get("src") {
+        Some(Json::Str(src)) => {
+            let lower = src.to_ascii_lowercase();
+            lower.starts_with(b"https:") || lower.starts_with(b"data:")
+        }
+        _ => false,
+    });
+}
+
 /// Puts `token` in `params._meta.progressToken`, keeping what else
 /// `_meta` holds.
 pub fn set_progress_token(params: &mut Json, token: Json) {

@@ -144,7 +144,13 @@ impl Session {
         self.started += 1;
         let entry =
             InFlight { id: id.clone(), order: self.started, initialize: is_initialize(message), arrived: None, limit };
-        let detached = entry.limit.as_ref().map(|l| l.timeout);
+        // The transport's own limit: the request's, or, when progress may
+        // extend it, its hard cap (the session enforces the real one).
+        let detached = entry.limit.as_ref().map(|l| match (l.progress, l.max_total) {
+            (false, _) => l.timeout,
+            (true, Some(max_total)) => max_total,
+            (true, None) => LONGEST_TRANSPORT_WAIT,
+        });
         self.in_flight.insert(key.clone(), entry);
         let sent = match detached {
             Some(timeout) => self.transport.send_detached(message, timeout),
@@ -480,6 +486,10 @@ impl Session {
         self.transport.close();
     }
 }
+
+/// What a transport waits at most for a request whose progress keeps
+/// extending its time and that has no hard cap.
+const LONGEST_TRANSPORT_WAIT: Duration = Duration::from_secs(24 * 3600);
 
 /// How long a cancellation sent from a dropped client may take.
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(2);

@@ -19,7 +19,9 @@
 --   catalog    declares resources (no subscribe) and prompts, nothing else;
 --              resources/list is three pages long, prompts/list two; its
 --              tools/list has `weather` (an outputSchema its result keeps),
---              `misshapen` and `shapeless` (results that break it)
+--              `misshapen` and `shapeless` (results that break it), and
+--              `grow`, after which `extra` is listed and `shapeless` is
+--              not, and the client is told (notifications/tools/list_changed)
 --   deaf       answers nothing at all, initialize included
 --
 -- Every mode also offers: echo, sleep {ms}, big {bytes}, pid, cancelled
@@ -244,6 +246,8 @@ function hooks.paged(msg)
   return true
 end
 
+local grown = false
+
 function hooks.catalog(msg)
   if msg.method == 'initialize' then
     server.result(msg.id, {
@@ -255,11 +259,22 @@ function hooks.catalog(msg)
   end
   local schema = { type = 'object', properties = { temperature = { type = 'number' } }, required = { 'temperature' } }
   if msg.method == 'tools/list' then
-    server.result(msg.id, { tools = {
-      { name = 'weather', inputSchema = { type = 'object' }, outputSchema = schema },
+    local tools = {
+      { name = 'weather', inputSchema = { type = 'object' }, outputSchema = schema, icons = {
+        { src = 'https://example.com/sun.png' }, { src = 'javascript:alert(1)' },
+        { src = 'data:image/png;base64,AAAA' }, { src = 'file:///etc/passwd' }, { src = 'http://example.com/x.png' },
+      } },
       { name = 'misshapen', inputSchema = { type = 'object' }, outputSchema = schema },
-      { name = 'shapeless', inputSchema = { type = 'object' }, outputSchema = schema },
-    } })
+      { name = 'grow', inputSchema = { type = 'object' } },
+    }
+    tools[#tools + 1] = grown and { name = 'extra', description = 'new' }
+      or { name = 'shapeless', inputSchema = { type = 'object' }, outputSchema = schema }
+    server.result(msg.id, { tools = tools })
+    return true
+  elseif msg.method == 'tools/call' and msg.params.name == 'grow' then
+    grown = true
+    server.result(msg.id, server.text('grown'))
+    server.send({ jsonrpc = '2.0', method = 'notifications/tools/list_changed' })
     return true
   elseif msg.method == 'tools/call' and msg.params.name ~= 'pid' then
     local structured = ({ weather = { temperature = 21.5 }, misshapen = { temperature = 'warm' } })[msg.params.name]

@@ -804,8 +804,12 @@ pub(super) fn dispatch(lua: &Cx, args: MultiValue) -> Outcome {
     })?;
     entry.raw_set(DISPATCHING, true)?;
     let callbacks = run_on_done(lua, &client);
+    // A tool list the server changed is listed again at once: an event
+    // loop's registry then follows without waiting for the next call.
+    let refreshed = refresh_if_stale(lua, &client);
     entry.raw_set(DISPATCHING, Value::Nil)?;
     ran += callbacks?;
+    refreshed?;
     Ok(MultiValue::from_vec(vec![Value::Integer(ran as _)]))
 }
 

@@ -99,6 +99,7 @@ fn borrow_client<T>(
         handlers: beside.handlers,
         callbacks: beside.callbacks,
         progress: beside.progress,
+        entry: beside.entry,
         collected: None,
         ran: 0,
     };
@@ -130,6 +131,8 @@ pub(super) struct LuaHost<'a, 'b> {
     callbacks: Option<Table>,
     /// Requests' `on_progress` callbacks, by progress token.
     progress: Option<Table>,
+    /// The client's entry (for the stale tool list flag).
+    entry: Table,
     /// Notifications kept for the caller too (`client:exchange` returns
     /// them, as the reference does).
     pub(super) collected: Option<Vec<Json>>,
@@ -215,6 +218,9 @@ impl Peer for LuaHost<'_, '_> {
         if method == b"notifications/progress" {
             self.progressed(&note);
         }
+        if method == b"notifications/tools/list_changed" {
+            let _ = self.entry.raw_set(TOOLS_STALE, true);
+        }
         let list = |kind: &str| Some(("on_list_changed", Some(Json::str(kind))));
         let particular = match method {
             b"notifications/message" => Some(("on_log", note.get("params").cloned())),
@@ -285,7 +291,12 @@ impl Peer for LuaHost<'_, '_> {
 }
 
 pub(super) fn discover_session(lua: &Cx, client: &Table) -> Outcome {
-    let pages = with_client(lua, client, |core, host| core.list_pages(host, "tools/list"))?;
+    let mut pages = with_client(lua, client, |core, host| core.list_pages(host, "tools/list"))?;
+    for page in &mut pages {
+        if let Some(Json::Array(tools)) = page.get_mut("tools") {
+            tools.iter_mut().for_each(protocol::keep_safe_icons);
+        }
+    }
     if pages.len() == 1 {
         return store_tools(lua, client, pages[0].get("tools").filter(|t| t.is_truthy()));
     }
@@ -297,6 +308,30 @@ pub(super) fn discover_session(lua: &Cx, client: &Table) -> Outcome {
         }
     }
     store_tools(lua, client, Some(&Json::Array(all)))
+}
+
+/// Lists the tools again if the server said they changed since the client
+/// last listed them (and it has listed them: a client that never
+/// discovered has nothing to refresh), updating `client.tools`, the output
+/// schemas and every watched registry.
+pub(super) fn refresh_if_stale(lua: &Cx, client: &Table) -> Outcome<()> {
+    let Value::Table(entry) = lua.glue.states.raw_get::<Value>(client.clone())? else { return Ok(()) };
+    // What the server sent after the last reply (a list_changed right
+    // behind it, typically) is routed first, if anything waits: a look
+    // at the queue when nothing does.
+    with_client(lua, client, |core, host| {
+        while core.queued() && core.pump(host, Instant::now())? {}
+        Ok(())
+    })?;
+    if !truthy(&entry.raw_get::<Value>(TOOLS_STALE)?) {
+        return Ok(());
+    }
+    entry.raw_set(TOOLS_STALE, Value::Nil)?;
+    if !truthy(&client.get::<Value>("tools")?) {
+        return Ok(());
+    }
+    discover_session(lua, client)?;
+    resync_watches(lua, client)
 }
 
 pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value, opts: &Value) -> Outcome {

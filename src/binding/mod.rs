@@ -123,6 +123,7 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     native.set("handshake", export(lua, &cell, handshake)?)?;
     native.set("exchange", export(lua, &cell, exchange)?)?;
     native.set("version", concat!("lua-mcp ", env!("CARGO_PKG_VERSION")))?;
+    native.set("supported_versions", protocol::SUPPORTED_VERSIONS.to_vec())?;
     let started = std::time::Instant::now();
     native.set("clock", lua.create_function(move |_, ()| Ok(started.elapsed().as_secs_f64()))?)?;
     let setup_cell = cell.clone();
@@ -396,6 +397,7 @@ fn call(lua: &Cx, args: MultiValue) -> Outcome {
         Value::Function(f) => call_batch(lua, &client, f, &name, &call_args),
         v if truthy(&v) => Err(Error::BadInput("MCP: client.transport must be a function".into()).into()),
         _ => {
+            refresh_if_stale(lua, &client)?;
             let returns = call_session(lua, &client, &name, &call_args, &opts)?;
             run_on_done(lua, &client)?;
             Ok(returns)

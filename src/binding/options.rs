@@ -216,6 +216,9 @@ pub(super) fn string_map(opts: &Table, field: &str) -> Outcome<Vec<(String, Stri
 pub(super) const CALLBACKS: i64 = 6;
 /// Where it keeps requests' `on_progress` callbacks, by progress token.
 pub(super) const PROGRESS: i64 = 7;
+/// Set when the server said its tool list changed: the next call (or
+/// dispatch) lists the tools again first.
+pub(super) const TOOLS_STALE: i64 = 9;
 
 /// The particular-notification callbacks from `mcp.new`'s options, as a
 /// table (checked: functions or absent).
@@ -249,6 +252,7 @@ pub(super) fn state_of(lua: &Cx, client: &Table) -> Outcome<Option<Beside>> {
         handlers: entry.raw_get(3)?,
         callbacks: entry.raw_get(CALLBACKS)?,
         progress: entry.raw_get(PROGRESS)?,
+        entry,
     }))
 }
 
@@ -261,4 +265,5 @@ pub(super) struct Beside {
     pub(super) handlers: Option<Table>,
     pub(super) callbacks: Option<Table>,
     pub(super) progress: Option<Table>,
+    pub(super) entry: Table,
 }

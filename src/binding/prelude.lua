@@ -18,6 +18,9 @@ mcp._VERSION = native.version
 mcp.native = true
 
 mcp.PROTOCOL_VERSION = "2025-06-18"
+-- What the client accepts from a server, newest first; mcp.new{
+-- protocol_version = "2025-11-25" } offers the newest.
+mcp.SUPPORTED_VERSIONS = native.supported_versions
 mcp.CLIENT_INFO = { name = "lua-agent", version = "0.1" }
 
 local function raise_unless(ok, ...)

@@ -17,6 +17,17 @@ pub(super) fn mount_tools(lua: &Cx, args: MultiValue) -> Outcome {
         Value::Table(t) => t,
         _ => lua.create_table()?,
     };
+    let mounted = mount_into(lua, &registry, &client, &opts, &[])?;
+    if opts.get::<Value>("watch")? == Value::Boolean(true) {
+        watch(lua, &client, &registry, &opts, &mounted)?;
+    }
+    Ok(MultiValue::from_vec(vec![Value::Table(mounted)]))
+}
+
+/// Mounts the client's tools into `registry` by the mount rules, leaving
+/// out the names in `kept` (already there, from an earlier mount that
+/// could not be undone); returns the names added.
+fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Table, kept: &[Vec<u8>]) -> Outcome<Table> {
     let mut prefix: Value = opts.get("prefix")?;
     if !truthy(&prefix) {
         prefix = client.get("prefix")?;
@@ -42,8 +53,12 @@ pub(super) fn mount_tools(lua: &Cx, args: MultiValue) -> Outcome {
         };
         let tool_name: Value = tool.get("name")?;
         let suffix = concat_piece(&tool_name).ok_or_else(|| Error::BadInput("mcp.mount: a tool has no name".into()))?;
-        let name = lua.create_string([prefix.as_slice(), suffix.as_slice()].concat())?;
-        let existing = call_method(lua, &registry, REGISTRY, "get", name.clone())?;
+        let full = [prefix.as_slice(), suffix.as_slice()].concat();
+        if kept.contains(&full) {
+            continue;
+        }
+        let name = lua.create_string(&full)?;
+        let existing = call_method(lua, registry, REGISTRY, "get", name.clone())?;
         if existing.front().is_some_and(truthy) {
             return Err(Error::Collision { quoted: mount::lua_quote(&name.as_bytes()) }.into());
         }
@@ -57,10 +72,73 @@ pub(super) fn mount_tools(lua: &Cx, args: MultiValue) -> Outcome {
         entry.set("args", schema_args(lua, tool.get("inputSchema")?)?)?;
         entry.set("requires_approval", !trusted)?;
         entry.set("run", runner.call::<Function>((client.clone(), tool_name))?)?;
-        call_method(lua, &registry, REGISTRY, "add", entry)?;
+        call_method(lua, registry, REGISTRY, "add", entry)?;
         mounted.raw_set(mounted.raw_len() + 1, name)?;
     }
-    Ok(MultiValue::from_vec(vec![Value::Table(mounted)]))
+    Ok(mounted)
+}
+
+/// Where a client's entry keeps its watched mounts: a list of
+/// `{ registry, opts, names }`.
+const WATCHES: i64 = 8;
+
+fn watch(lua: &Cx, client: &Table, registry: &Table, opts: &Table, mounted: &Table) -> Outcome<()> {
+    let entry: Table = match lua.glue.states.raw_get::<Value>(client.clone())? {
+        Value::Table(t) => t,
+        _ => return Err(Error::BadInput("mcp.mount: watch = true needs a client made by mcp.new".into()).into()),
+    };
+    let watches = match entry.raw_get::<Value>(WATCHES)? {
+        Value::Table(t) => t,
+        _ => {
+            let t = lua.create_table()?;
+            entry.raw_set(WATCHES, t.clone())?;
+            t
+        }
+    };
+    let record = lua.create_table()?;
+    record.raw_set("registry", registry.clone())?;
+    record.raw_set("opts", opts.clone())?;
+    record.raw_set("names", mounted.clone())?;
+    watches.raw_set(watches.raw_len() + 1, record)?;
+    Ok(())
+}
+
+/// After the client's tool list changed: every watched registry gets the
+/// new list. The tools mounted before are removed (`registry:remove(name)`)
+/// and the current ones mounted again, so changed ones are replaced and
+/// gone ones disappear. A registry without `remove` keeps what it had;
+/// the names it could not drop or replace are reported to
+/// `on_notification` as `lua-mcp/tools_not_removed` ({names = {...}}).
+pub(super) fn resync_watches(lua: &Cx, client: &Table) -> Outcome<()> {
+    let Value::Table(entry) = lua.glue.states.raw_get::<Value>(client.clone())? else { return Ok(()) };
+    let Value::Table(watches) = entry.raw_get::<Value>(WATCHES)? else { return Ok(()) };
+    for record in watches.sequence_values::<Table>() {
+        let record = record?;
+        let registry: Table = record.raw_get("registry")?;
+        let opts: Table = record.raw_get("opts")?;
+        let before: Table = record.raw_get("names")?;
+        let can_remove = matches!(registry.get::<Value>("remove")?, Value::Function(_));
+        let mut kept = Vec::new();
+        for name in before.sequence_values::<mlua::LuaString>() {
+            let name = name?;
+            if can_remove {
+                call_method(lua, &registry, REGISTRY, "remove", name)?;
+            } else {
+                kept.push(name.as_bytes().to_vec());
+            }
+        }
+        let added = mount_into(lua, &registry, client, &opts, &kept)?;
+        for name in &kept {
+            added.raw_set(added.raw_len() + 1, lua.create_string(name)?)?;
+        }
+        record.raw_set("names", added)?;
+        if !kept.is_empty() {
+            let names = Json::Array(kept.into_iter().map(Json::Str).collect());
+            let notice = protocol::notification("lua-mcp/tools_not_removed", Some(Json::object([("names", names)])));
+            deliver_notifications(lua, client, vec![notice])?;
+        }
+    }
+    Ok(())
 }
 
 /// Reads what the mount rules need from a JSON Schema held in Lua.
