@@ -39,7 +39,7 @@ fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Table, kept: &[
     };
     let mut tools: Value = client.get("tools")?;
     if !truthy(&tools) {
-        tools = call_method(lua, &client, "the client", "discover", ())?.pop_front().unwrap_or(Value::Nil);
+        tools = call_method(lua, client, "the client", "discover", ())?.pop_front().unwrap_or(Value::Nil);
     }
     let Value::Table(tools) = tools else {
         return Err(Error::BadInput("mcp.mount: the client's tools are not a list".into()).into());
