@@ -61,6 +61,20 @@ local function surface(open)
     assert.equal(#resources, #handles[1]:wait())
     assert.equal(resources[1].uri, handles[2]:wait()[1].uri)
     assert.is_table(handles[3]:wait().messages)
+    local more = {
+      client:list_resource_templates_async(), client:list_prompts_async(), client:list_tools_async(),
+      client:complete_async({ type = 'ref/prompt', name = 'completable-prompt' }, { name = 'department', value = 'E' }),
+      client:set_log_level_async('info'), client:unsubscribe_async(resources[1].uri),
+      client:request_async('resources/list'),
+    }
+    assert.is_true(mcp.wait_all(more, 30))
+    assert.equal(#templates, #more[1]:wait())
+    assert.equal(#prompts, #more[2]:wait())
+    assert.is_true(#more[3]:wait() >= 10)
+    assert.equal('Engineering', more[4]:wait().values[1])
+    assert.same({}, more[5]:wait())
+    assert.same({}, more[6]:wait())
+    assert.equal(#resources, #more[7]:wait().resources)
 
     -- a request the reference's way, over the live session
     local by_id, notifications = client:exchange({

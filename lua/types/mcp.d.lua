@@ -5,6 +5,7 @@
 
 ---@class mcp
 ---@field PROTOCOL_VERSION string        The version offered in initialize ("2025-06-18").
+---@field SUPPORTED_VERSIONS string[]    The versions the client accepts, newest first.
 ---@field CLIENT_INFO {name: string, version: string}  Sent as clientInfo; may be replaced.
 ---@field native true                    Set by the native module only: tells it from the pure reference.
 ---@field _VERSION string                "lua-mcp X.Y.Z" (native module only).
@@ -24,6 +25,9 @@ local mcp = {}
 ---@field ca_file? string              PEM certificates to trust instead of Mozilla's roots (HTTPS).
 ---@field on_notification? fun(msg: mcp.Message)  Called for every server notification; `lua-mcp/notifications_dropped` ({count=N}) when some were dropped unread.
 ---@field handlers? table<string, fun(params: table?): (table?, string?)>  Server requests answered from Lua.
+---@field on_log? fun(params: {level: string, logger?: string, data: any})  notifications/message.
+---@field on_resource_updated? fun(uri: string)  notifications/resources/updated (after client:subscribe).
+---@field on_list_changed? fun(kind: "tools"|"resources"|"prompts")  A list the server changed.
 
 ---@class mcp.Tool                      A tool as the server described it in tools/list.
 ---@field name string
@@ -76,6 +80,8 @@ local mcp = {}
 ---@field negotiated_version? string
 ---@field session_ready? boolean
 ---@field session_id? string           HTTP only.
+---@field server_capabilities? table   From initialize (live clients).
+---@field instructions? string         From initialize (live clients).
 local Client = {}
 
 ---Handshake (once per session) and tools/list. Raises a string on failure.
@@ -83,17 +89,22 @@ local Client = {}
 function Client:discover() end
 
 ---Calls a tool. A tool's own failure is not raised: it returns its text and true.
+---The third return is the whole result; structuredContent is checked against the tool's outputSchema.
 ---@param name string
 ---@param args? table
+---@param opts? mcp.RequestOptions    Live clients: timeout, on_progress, max_total_timeout.
 ---@return string text
 ---@return boolean is_error
-function Client:call(name, args) end
+---@return mcp.CallResult result
+function Client:call(name, args, opts) end
 
 ---Ends the session (stops the server, or DELETEs the HTTP session). Safe twice.
 function Client:close() end
 
 ---@class mcp.RequestOptions
 ---@field timeout? number              Seconds for this request (0.001 to 1e7; default: the client's timeout).
+---@field on_progress? fun(progress: number, total?: number, message?: string)  Asks for progress; each one restarts the timeout.
+---@field max_total_timeout? number    Seconds progress cannot extend the request past.
 ---@field on_done? fun(ok: boolean, ...: any)  On the Lua thread once settled: `true, text, is_error, result` (call_async), `true, result` (request_async), or `false, err`.
 
 ---Any request, blocking. Raises `MCP METHOD failed: MESSAGE (code N)` on a JSON-RPC error.
@@ -124,6 +135,149 @@ function Client:fd() end
 ---Runs what is ready (on_notification, handlers, on_done, timeouts) without blocking.
 ---@return integer ran  how many callbacks ran
 function Client:dispatch() end
+
+---Sends a notification.
+---@param method string
+---@param params? table
+function Client:notify(method, params) end
+
+---@param opts? mcp.RequestOptions
+---@return true
+function Client:ping(opts) end
+
+---@param opts? mcp.RequestOptions
+---@return mcp.Handle
+function Client:ping_async(opts) end
+
+---tools/list, every page (client.tools is left as discover set it).
+---@param opts? mcp.RequestOptions
+---@return mcp.Tool[]
+function Client:list_tools(opts) end
+
+---@param opts? mcp.RequestOptions
+---@return mcp.Handle
+function Client:list_tools_async(opts) end
+
+---@class mcp.Resource
+---@field uri string
+---@field name string
+---@field title? string
+---@field description? string
+---@field mimeType? string
+---@field size? integer
+
+---@param opts? mcp.RequestOptions
+---@return mcp.Resource[]
+function Client:list_resources(opts) end
+
+---@param opts? mcp.RequestOptions
+---@return mcp.Handle
+function Client:list_resources_async(opts) end
+
+---@param opts? mcp.RequestOptions
+---@return {uriTemplate: string, name: string, description?: string, mimeType?: string}[]
+function Client:list_resource_templates(opts) end
+
+---@param opts? mcp.RequestOptions
+---@return mcp.Handle
+function Client:list_resource_templates_async(opts) end
+
+---The resource's contents: each with uri, mimeType, and text or blob (base64).
+---@param uri string
+---@param opts? mcp.RequestOptions
+---@return {uri: string, mimeType?: string, text?: string, blob?: string}[]
+function Client:read_resource(uri, opts) end
+
+---@param uri string
+---@param opts? mcp.RequestOptions
+---@return mcp.Handle
+function Client:read_resource_async(uri, opts) end
+
+---notifications/resources/updated for it then reach opts.on_resource_updated.
+---@param uri string
+---@param opts? mcp.RequestOptions
+---@return table
+function Client:subscribe(uri, opts) end
+
+---@param uri string
+---@param opts? mcp.RequestOptions
+---@return mcp.Handle
+function Client:subscribe_async(uri, opts) end
+
+---@param uri string
+---@param opts? mcp.RequestOptions
+---@return table
+function Client:unsubscribe(uri, opts) end
+
+---@param uri string
+---@param opts? mcp.RequestOptions
+---@return mcp.Handle
+function Client:unsubscribe_async(uri, opts) end
+
+---@param opts? mcp.RequestOptions
+---@return {name: string, title?: string, description?: string, arguments?: {name: string, description?: string, required?: boolean}[]}[]
+function Client:list_prompts(opts) end
+
+---@param opts? mcp.RequestOptions
+---@return mcp.Handle
+function Client:list_prompts_async(opts) end
+
+---@param name string
+---@param args? table<string, string>
+---@param opts? mcp.RequestOptions
+---@return {description?: string, messages: {role: string, content: mcp.ContentBlock}[]}
+function Client:get_prompt(name, args, opts) end
+
+---@param name string
+---@param args? table<string, string>
+---@param opts? mcp.RequestOptions
+---@return mcp.Handle
+function Client:get_prompt_async(name, args, opts) end
+
+---@param ref {type: "ref/prompt", name: string}|{type: "ref/resource", uri: string}
+---@param argument {name: string, value: string}
+---@param context? {arguments?: table<string, string>}
+---@param opts? mcp.RequestOptions
+---@return {values: string[], total?: integer, hasMore?: boolean}
+function Client:complete(ref, argument, context, opts) end
+
+---@param ref table
+---@param argument {name: string, value: string}
+---@param context? table
+---@param opts? mcp.RequestOptions
+---@return mcp.Handle
+function Client:complete_async(ref, argument, context, opts) end
+
+---@param level "debug"|"info"|"notice"|"warning"|"error"|"critical"|"alert"|"emergency"
+---@param opts? mcp.RequestOptions
+---@return table
+function Client:set_log_level(level, opts) end
+
+---@param level string
+---@param opts? mcp.RequestOptions
+---@return mcp.Handle
+function Client:set_log_level_async(level, opts) end
+
+-- The reference's low-level methods.
+
+---The next request id (client.next_id + 1, which it becomes).
+---@return integer
+function Client:id() end
+
+---The initialize request, with a fresh id.
+---@return mcp.Message
+function Client:initialize_msg() end
+
+---Messages to put before an exchange: the reference's handshake through a
+---fixture; none on a live session, which handshakes by itself.
+---@return mcp.Message[]
+function Client:handshake() end
+
+---Sends the messages; returns the replies by id and the notifications that came.
+---@param messages mcp.Message[]
+---@return table<integer|string, mcp.Message> by_id
+---@return mcp.Message[] notifications
+function Client:exchange(messages) end
 
 ---@class mcp.Handle
 local Handle = {}
@@ -178,7 +332,7 @@ function mcp.new(opts) end
 ---Adds a server's tools to a registry; returns the names added.
 ---@param registry mcp.Registry
 ---@param client mcp.Client
----@param opts? {prefix?: string, trust?: boolean}
+---@param opts? {prefix?: string, trust?: boolean, watch?: boolean}  watch: keep the registry in step with the server's tool list.
 ---@return string[]
 function mcp.mount(registry, client, opts) end
 
