@@ -290,10 +290,8 @@ describe('the async API on other clients', function()
   end)
 
   it("server-everything's long-running operations run together over HTTP #peer", function()
-    local port = H.port()
-    local _, stop = H.start('PORT=' .. port .. ' node --require ' .. H.ROOT .. '/spec/servers/loopback.cjs '
-      .. H.EVERYTHING .. ' streamableHttp', 'listening on port')
-    local client = mcp.new({ url = 'http://127.0.0.1:' .. port .. '/mcp' })
+    local url, stop = H.everything_http()
+    local client = mcp.new({ url = url })
     client:discover()
     local t0 = mcp.clock()
     local handles = {}

@@ -329,6 +329,15 @@ end
 
 H.COUNTER = H.LUA .. ' ' .. H.ROOT .. '/lua/servers/counter.lua'
 
+-- server-everything in streamableHttp mode on 127.0.0.1 (a --require
+-- preload keeps it off other interfaces): its /mcp URL and a stop function.
+function H.everything_http()
+  local port = H.port()
+  local _, stop = H.start('PORT=' .. port .. ' node --require ' .. H.ROOT .. '/spec/servers/loopback.cjs '
+    .. H.EVERYTHING .. ' streamableHttp', 'listening on port')
+  return 'http://127.0.0.1:' .. port .. '/mcp', stop
+end
+
 -- The bundled server that works on many requests at once (luv). With a
 -- `cancel_log` path, it writes every cancellation it hears there.
 function H.sleepy(cancel_log)

@@ -19,10 +19,7 @@ end
 describe('HTTP against server-everything #peer', function()
   local stop, url
   setup(function()
-    local port = H.port()
-    _, stop = H.start('PORT=' .. port .. ' node --require ' .. H.ROOT .. '/spec/servers/loopback.cjs ' .. H.EVERYTHING
-      .. ' streamableHttp', 'listening on port')
-    url = 'http://127.0.0.1:' .. port .. '/mcp'
+    url, stop = H.everything_http()
   end)
   teardown(function() stop() end)
 

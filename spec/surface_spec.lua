@@ -99,11 +99,9 @@ describe('the surface against server-everything #peer', function()
   end))
 
   it('over HTTP', function()
-    local port = H.port()
-    local _, stop = H.start('PORT=' .. port .. ' node --require ' .. H.ROOT .. '/spec/servers/loopback.cjs '
-      .. H.EVERYTHING .. ' streamableHttp', 'listening on port')
+    local url, stop = H.everything_http()
     local ok, err = pcall(surface(function(callbacks)
-      callbacks.url = 'http://127.0.0.1:' .. port .. '/mcp'
+      callbacks.url = url
       return mcp.new(callbacks)
     end))
     stop()
@@ -164,10 +162,8 @@ describe('progress and versions against server-everything #peer', function()
   end)
 
   it('on_progress over HTTP', function()
-    local port = H.port()
-    local _, stop = H.start('PORT=' .. port .. ' node --require ' .. H.ROOT .. '/spec/servers/loopback.cjs '
-      .. H.EVERYTHING .. ' streamableHttp', 'listening on port')
-    local client = mcp.new({ url = 'http://127.0.0.1:' .. port .. '/mcp' })
+    local url, stop = H.everything_http()
+    local client = mcp.new({ url = url })
     local ok, err = pcall(long_running, client)
     client:close()
     stop()
