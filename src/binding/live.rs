@@ -316,13 +316,6 @@ pub(super) fn discover_session(lua: &Cx, client: &Table) -> Outcome {
 /// schemas and every watched registry.
 pub(super) fn refresh_if_stale(lua: &Cx, client: &Table) -> Outcome<()> {
     let Value::Table(entry) = lua.glue.states.raw_get::<Value>(client.clone())? else { return Ok(()) };
-    // What the server sent after the last reply (a list_changed right
-    // behind it, typically) is routed first, if anything waits: a look
-    // at the queue when nothing does.
-    with_client(lua, client, |core, host| {
-        while core.queued() && core.pump(host, Instant::now())? {}
-        Ok(())
-    })?;
     if !truthy(&entry.raw_get::<Value>(TOOLS_STALE)?) {
         return Ok(());
     }
@@ -336,19 +329,37 @@ pub(super) fn refresh_if_stale(lua: &Cx, client: &Table) -> Outcome<()> {
 
 pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value, opts: &Value) -> Outcome {
     let what = tool_label(name)?;
-    let params = call_params(lua, name, args)?;
     let opts = request_options(opts, "client:call")?;
     let tool = concat_piece(name).unwrap_or_default();
-    let result = with_client(lua, client, |core, host| {
-        let result = if opts.limited() {
-            limited_request(core, host, "tools/call", params, &what, &opts)?
-        } else {
-            core.request(host, "tools/call", params, &what)?
-        };
-        host.schemas.check(&tool, &result, &what)?;
-        Ok(result)
-    })?;
-    call_return(lua, result)
+    let mut params = Some(call_params(lua, name, args)?);
+    // Twice at most: once more after a refresh of a stale tool list.
+    let mut may_refresh = true;
+    loop {
+        let result = with_client(lua, client, |core, host| {
+            // What the server sent after the last reply (a list_changed
+            // right behind it, typically) is routed first, if anything
+            // waits; a stale tool list is listed again before the call.
+            while core.queued() && core.pump(host, Instant::now())? {}
+            if may_refresh && truthy(&host.entry.raw_get::<Value>(TOOLS_STALE)?) {
+                return Ok(None);
+            }
+            let params = params.take().unwrap_or(Json::Null);
+            let result = if opts.limited() {
+                limited_request(core, host, "tools/call", params, &what, &opts)?
+            } else {
+                core.request(host, "tools/call", params, &what)?
+            };
+            host.schemas.check(&tool, &result, &what)?;
+            Ok(Some(result))
+        })?;
+        match result {
+            Some(result) => return call_return(lua, result),
+            None => {
+                may_refresh = false;
+                refresh_if_stale(lua, client)?;
+            }
+        }
+    }
 }
 
 /// Ends the client's session, if it has one.
