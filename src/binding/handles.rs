@@ -461,6 +461,7 @@ pub(super) fn wait(lua: &Cx, args: MultiValue) -> Outcome {
                 }
                 Ok(None) => return Ok(take_if_settled(core, host, &state)),
                 Err(Raise::Mcp(Error::Interrupted { .. })) => {
+                    host.forget_progress(&ticket.id);
                     core.cancel(&ticket, "interrupted by the user");
                     let _ = core.outcome(&ticket);
                     *state.settled.borrow_mut() =

@@ -319,13 +319,19 @@ pub(super) fn refresh_if_stale(lua: &Cx, client: &Table) -> Outcome<()> {
     if !truthy(&entry.raw_get::<Value>(TOOLS_STALE)?) {
         return Ok(());
     }
-    entry.raw_set(TOOLS_STALE, Value::Nil)?;
     if !truthy(&client.get::<Value>("tools")?) {
+        entry.raw_set(TOOLS_STALE, Value::Nil)?;
         return Ok(());
     }
+    // Marked fresh only once listed: a refresh that failed is tried again
+    // at the next call rather than leaving the stale list in place.
     discover_session(lua, client)?;
+    entry.raw_set(TOOLS_STALE, Value::Nil)?;
     resync_watches(lua, client)
 }
+
+/// Messages routed before a call at most (see `call_session`).
+const ROUTE_BEFORE_CALL: usize = 256;
 
 pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value, opts: &Value) -> Outcome {
     let what = tool_label(name)?;
@@ -339,7 +345,13 @@ pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value,
             // What the server sent after the last reply (a list_changed
             // right behind it, typically) is routed first, if anything
             // waits; a stale tool list is listed again before the call.
-            while core.queued() && core.pump(host, Instant::now())? {}
+            // (Bounded: a server flooding notifications must not keep
+            // the call from going out.)
+            for _ in 0..ROUTE_BEFORE_CALL {
+                if !(core.queued() && core.pump(host, Instant::now())?) {
+                    break;
+                }
+            }
             if may_refresh && truthy(&host.entry.raw_get::<Value>(TOOLS_STALE)?) {
                 return Ok(None);
             }
