@@ -852,3 +852,102 @@ describe('undocumented differences the fuzzing tolerates', function()
       nat.values)
   end)
 end)
+
+-----------------------------------------------------------------------
+-- A reply's result and a notification's params: two decoders, one answer
+-----------------------------------------------------------------------
+
+-- The native module decodes a reply's `result` straight into Lua tables
+-- from its text, and everything else (a notification's params) into a
+-- tree first and tables from that. The same value text, put in both
+-- places at the same depth, must come out as the same Lua value, down to
+-- the number subtype; and where one is refused (bad JSON, too deep), so
+-- is the other. The values are this file's reply corpus: results, errors
+-- and odd values, with the escapes trace.encode never writes, half of
+-- them mutated.
+local DECODE_CASES, DECODE_BASE = 3000, 300000
+
+-- Equal, with integers and floats told apart (1 and 1.0 are == in Lua).
+local function identical(a, b)
+  if type(a) ~= type(b) then return false end
+  if type(a) == 'number' then
+    return a == b and (not math.type or math.type(a) == math.type(b))
+  end
+  if type(a) ~= 'table' then return a == b end
+  for k, v in pairs(a) do if not identical(v, b[k]) then return false end end
+  for k in pairs(b) do if a[k] == nil then return false end end
+  return true
+end
+
+local function random_value_text()
+  local r = math.random()
+  local value = r < 0.5 and random_result() or r < 0.8 and random_error() or odd_value()
+  local text = trace.encode(value):gsub('~ESC~', function() return pick(ESCAPES) end)
+  if chance(0.5) then
+    for _ = 1, math.random(3) do text = mutate(text) end
+  end
+  -- One line: a line break would make the rest another message.
+  return (text:gsub('[\r\n]', ' '))
+end
+
+-- Lua values the module made from `value_text` as the params of a
+-- notification and as the result of a reply, both wrapped in {"v": ...}.
+local function both_decoders(value_text)
+  local note
+  local client = NAT.new({
+    on_notification = function(msg) note = msg end,
+    transport = function()
+      return true, INIT .. '\n{"jsonrpc":"2.0","method":"notifications/x","params":{"v":' .. value_text .. '}}\n'
+        .. '{"id":2,"jsonrpc":"2.0","result":{"v":' .. value_text .. '}}\n', 200
+    end,
+  })
+  local ok, _, _, result = pcall(client.call, client, 'echo')
+  return note and note.params, ok and result or nil
+end
+
+describe('a result decoded straight into Lua', function()
+  it('is what the tree decoder makes of the same text, for ' .. DECODE_CASES .. ' values of the reply corpus', function()
+    local delivered, refused, mismatches = 0, 0, {}
+    for i = 1, DECODE_CASES do
+      local seed = DECODE_BASE + i
+      math.randomseed(seed)
+      local text = random_value_text()
+      local via_tree, direct = both_decoders(text)
+      if via_tree == nil and direct == nil then
+        refused = refused + 1
+      elseif identical(via_tree, direct) then
+        delivered = delivered + 1
+      else
+        mismatches[#mismatches + 1] = string.format('case %d (math.randomseed(%d)): %s\n  tree:   %s\n  direct: %s',
+          i, seed, quote(text), show(via_tree), show(direct))
+      end
+    end
+    assert.equal(0, #mismatches, table.concat(mismatches, '\n', 1, math.min(#mismatches, 5)))
+    -- Both outcomes must be well used, or the corpus has drifted.
+    assert.is_true(delivered > DECODE_CASES / 2 and refused > DECODE_CASES / 20, delivered .. ' / ' .. refused)
+  end)
+
+  it('at the depth limit and past it, as the tree decoder', function()
+    -- The message and its {"v": ...} are 2 levels: 510 more are the most
+    -- a message may hold (512).
+    for _, levels in ipairs({ 509, 510, 511, 600 }) do
+      local text = string.rep('[', levels) .. '1' .. string.rep(']', levels)
+      local via_tree, direct = both_decoders(text)
+      assert.equal(levels <= 510, via_tree ~= nil)
+      assert.is_true(identical(via_tree, direct), tostring(levels))
+    end
+  end)
+
+  it('with more members than a C function may have on the Lua stack', function()
+    -- Lua 5.1 and LuaJIT give a C function at most 8000 stack slots.
+    local items, pairs_ = {}, {}
+    for i = 1, 20000 do
+      items[i] = (i % 3 == 0) and 'null' or tostring(i)
+      pairs_[i] = string.format('"k%d":%s', i % 15000, (i % 7 == 0) and 'null' or '[' .. i .. ',{"x":1.5}]')
+    end
+    local text = '{"a":[' .. table.concat(items, ',') .. '],"o":{' .. table.concat(pairs_, ',') .. '}}'
+    local via_tree, direct = both_decoders(text)
+    assert.equal(13334, #direct.v.a)
+    assert.is_true(identical(via_tree, direct))
+  end)
+end)

@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::codec::Json;
+use crate::codec::{Json, Select};
 use crate::error::Error;
 use crate::protocol::{self, id_key, result_of, IdKey, SUPPORTED_VERSIONS};
 use crate::session::{Limit, Peer, Session};
@@ -45,6 +45,10 @@ pub trait Host: Peer {
 /// a server that repeats its cursor is not followed round again, and one
 /// that never stops is cut off here.
 pub const MAX_PAGES: usize = 100;
+
+/// The one field of a page the client reads; the rest (a tool list, maybe
+/// megabytes) goes to Lua undecoded.
+pub const NEXT_CURSOR: Select = Select::Keys(&[("nextCursor", Select::Whole)]);
 
 pub struct Client {
     session: Option<Session>,
@@ -396,7 +400,7 @@ impl Client {
                     }
                     Err(failure) => return Err(failure.into_error()),
                 };
-                let next = page.get("nextCursor").filter(|c| matches!(c, Json::Str(_))).cloned();
+                let next = page.selected(NEXT_CURSOR).get("nextCursor").filter(|c| matches!(c, Json::Str(_))).cloned();
                 pages.push(page);
                 if next.is_none() || next == cursor || pages.len() >= MAX_PAGES {
                     return Ok(pages);

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use crate::codec::{self, lua_float_text, Json};
+use crate::codec::{self, lua_float_text, Json, Select};
 use crate::error::{Error, Result};
 
 /// Versions this client can speak, newest first. The handshake offers the
@@ -26,22 +26,6 @@ pub fn notification(method: &str, params: Option<Json>) -> Json {
     Json::object(pairs)
 }
 
-/// The notification that ends the handshake.
-/// Drops the icons of a tool (or any described thing) whose `src` is not
-/// an `https:` or `data:` URI: an agent or editor that shows icons would
-/// otherwise fetch `http:`, `file:` or `javascript:` addresses a server
-/// chose (the 2025-11-25 revision asks clients for this).
-pub fn keep_safe_icons(item: &mut Json) {
-    let Some(Json::Array(icons)) = item.get_mut("icons") else { return };
-    icons.retain(|icon| match icon.get("src") {
-        Some(Json::Str(src)) => {
-            let lower = src.to_ascii_lowercase();
-            lower.starts_with(b"https:") || lower.starts_with(b"data:")
-        }
-        _ => false,
-    });
-}
-
 /// Puts `token` in `params._meta.progressToken`, keeping what else
 /// `_meta` holds.
 pub fn set_progress_token(params: &mut Json, token: Json) {
@@ -59,6 +43,7 @@ pub fn set_progress_token(params: &mut Json, token: Json) {
     }
 }
 
+/// The notification that ends the handshake.
 pub fn initialized() -> Json {
     notification("notifications/initialized", None)
 }
@@ -240,7 +225,7 @@ pub fn id_key(id: &Json) -> Option<IdKey> {
         Json::Str(s) => Some(IdKey::Str(s.clone())),
         Json::Bool(b) => Some(IdKey::Bool(*b)),
         // A table key in Lua that nothing can look up again.
-        Json::Null | Json::Array(_) | Json::Object(_) => None,
+        Json::Null | Json::Array(_) | Json::Object(_) | Json::Raw(_) => None,
     }
 }
 
@@ -266,7 +251,7 @@ impl Replies {
             if !payload.iter().any(|b| !is_lua_space(*b)) {
                 continue;
             }
-            let msg = match codec::decode(payload) {
+            let msg = match codec::decode_message(payload) {
                 Ok(msg) => msg,
                 Err(e) if e.what == codec::TOO_DEEP => {
                     let envelope = codec::peek_envelope(payload);
@@ -352,10 +337,18 @@ pub fn result_of(reply: Option<Json>, what: &str) -> Result<Json> {
     }
 }
 
+/// What [`call_outcome`] reads of a result: a structuredContent or a
+/// block's other fields (image data) are stepped over, not decoded.
+const CALL_OUTCOME_FIELDS: Select = Select::Keys(&[
+    ("content", Select::Each(&Select::Keys(&[("type", Select::Whole), ("text", Select::Whole)]))),
+    ("isError", Select::Whole),
+]);
+
 /// The text of a `tools/call` result and its `isError` flag, as the
 /// reference builds them: text blocks joined by "\n", every other block
 /// named `[TYPE content]`, `(no content)` when nothing is left.
-pub fn call_outcome(mut result: Json) -> (Vec<u8>, bool) {
+pub fn call_outcome(result: Json) -> (Vec<u8>, bool) {
+    let mut result = result.into_selected(CALL_OUTCOME_FIELDS);
     let is_error = result.get("isError") == Some(&Json::Bool(true));
     let blocks = match result.take("content") {
         Some(Json::Array(blocks)) => blocks,

@@ -12,8 +12,17 @@
 
 use std::collections::HashMap;
 
-use crate::codec::Json;
+use crate::codec::{Json, Select};
 use crate::error::Error;
+
+/// What [`OutputSchemas::learn`] reads of a `tools/list` page.
+pub const TOOL_SCHEMAS: Select = Select::Keys(&[(
+    "tools",
+    Select::Each(&Select::Keys(&[("name", Select::Whole), ("outputSchema", Select::Whole)])),
+)]);
+
+/// What [`OutputSchemas::check`] reads of a result.
+const CHECKED_FIELDS: Select = Select::Keys(&[("isError", Select::Whole), ("structuredContent", Select::Whole)]);
 
 #[derive(Default)]
 pub struct OutputSchemas {
@@ -21,18 +30,23 @@ pub struct OutputSchemas {
 }
 
 impl OutputSchemas {
-    /// Learns the schemas of a tool list (`tools/list`'s `tools`),
-    /// forgetting those of any earlier one.
-    pub fn learn(&mut self, tools: Option<&Json>) {
+    /// Learns the schemas of a tool list (the `tools` of each page of
+    /// `tools/list`, in order), forgetting those of any earlier one.
+    /// Only the tools' names and schemas are read: callers may pass what
+    /// [`TOOL_SCHEMAS`] selects of each page.
+    pub fn learn<'a>(&mut self, pages: impl IntoIterator<Item = &'a Json>) {
         self.by_tool.clear();
-        let Some(Json::Array(tools)) = tools else { return };
-        for tool in tools {
-            let (Some(Json::Str(name)), Some(schema @ Json::Object(_))) = (tool.get("name"), tool.get("outputSchema"))
-            else {
-                continue;
-            };
-            if let Ok(validator) = jsonschema::validator_for(&to_serde(schema)) {
-                self.by_tool.insert(name.clone(), validator);
+        for page in pages {
+            let Some(Json::Array(tools)) = page.get("tools") else { continue };
+            for tool in tools {
+                let (Some(Json::Str(name)), Some(schema @ Json::Object(_))) =
+                    (tool.get("name"), tool.get("outputSchema"))
+                else {
+                    continue;
+                };
+                if let Ok(validator) = jsonschema::validator_for(&to_serde(schema)) {
+                    self.by_tool.insert(name.clone(), validator);
+                }
             }
         }
     }
@@ -42,6 +56,7 @@ impl OutputSchemas {
     /// content and is not checked.
     pub fn check(&self, tool: &[u8], result: &Json, what: &str) -> Result<(), Error> {
         let Some(validator) = self.by_tool.get(tool) else { return Ok(()) };
+        let result = result.selected(CHECKED_FIELDS);
         if result.get("isError").is_some_and(Json::is_truthy) {
             return Ok(());
         }
@@ -74,6 +89,7 @@ fn to_serde(value: &Json) -> serde_json::Value {
         Json::Object(pairs) => {
             Value::Object(pairs.iter().map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), to_serde(v))).collect())
         }
+        Json::Raw(raw) => to_serde(raw.tree()),
     }
 }
 
@@ -84,7 +100,8 @@ mod tests {
 
     fn schemas(tools: &str) -> OutputSchemas {
         let mut s = OutputSchemas::default();
-        s.learn(Some(&decode(tools.as_bytes()).unwrap()));
+        let page = decode(format!(r#"{{"tools":{tools}}}"#).as_bytes()).unwrap();
+        s.learn([&page]);
         s
     }
 

@@ -52,19 +52,33 @@ pub(super) fn discover_batch(lua: &Cx, client: &Table, transport: Function) -> O
         apply_initialize(lua, client, &result)?;
     }
     let listed = replies.result(&list_id, "tools/list")?;
-    store_tools(lua, client, listed.get("tools").filter(|t| t.is_truthy()))
+    let page = to_lua(lua, &listed)?;
+    let tools = tools_of_page(lua, &page)?;
+    store_tools(lua, client, tools, std::slice::from_ref(&listed))
 }
 
-pub(super) fn store_tools(lua: &Cx, client: &Table, tools: Option<&Json>) -> Outcome {
-    if let Some(beside) = state_of(lua, client)? {
-        if let Ok(mut state) = beside.state.borrow_mut::<ClientState>() {
-            state.schemas.learn(tools);
+/// A page's `tools` as the reference hands it on: the field as decoded
+/// when it is truthy, else an empty table.
+pub(super) fn tools_of_page(lua: &Cx, page: &Value) -> Outcome<Value> {
+    if let Value::Table(page) = page {
+        let tools: Value = page.raw_get("tools")?;
+        if truthy(&tools) {
+            return Ok(tools);
         }
     }
-    let tools = match tools {
-        Some(t) => to_lua(lua, t)?,
-        None => Value::Table(lua.create_table()?),
-    };
+    Ok(Value::Table(lua.create_table()?))
+}
+
+/// Sets `client.tools` and learns the output schemas from `pages`, the
+/// listing's results (only the tools' names and schemas are decoded: the
+/// Lua tables came straight from the text).
+pub(super) fn store_tools(lua: &Cx, client: &Table, tools: Value, pages: &[Json]) -> Outcome {
+    if let Some(beside) = state_of(lua, client)? {
+        if let Ok(mut state) = beside.state.borrow_mut::<ClientState>() {
+            let selected: Vec<_> = pages.iter().map(|page| page.selected(TOOL_SCHEMAS)).collect();
+            state.schemas.learn(selected.iter().map(|page| page.as_ref()));
+        }
+    }
     client.set("tools", tools.clone())?;
     Ok(MultiValue::from_vec(vec![tools]))
 }

@@ -291,23 +291,72 @@ impl Peer for LuaHost<'_, '_> {
 }
 
 pub(super) fn discover_session(lua: &Cx, client: &Table) -> Outcome {
-    let mut pages = with_client(lua, client, |core, host| core.list_pages(host, "tools/list"))?;
-    for page in &mut pages {
-        if let Some(Json::Array(tools)) = page.get_mut("tools") {
-            tools.iter_mut().for_each(protocol::keep_safe_icons);
+    let pages = with_client(lua, client, |core, host| core.list_pages(host, "tools/list"))?;
+    let tools = if pages.len() == 1 {
+        tools_of_page(lua, &to_lua(lua, &pages[0])?)?
+    } else {
+        Value::Table(joined_field(lua, &pages, "tools")?)
+    };
+    if let Value::Table(tools) = &tools {
+        keep_safe_icons(tools)?;
+    }
+    store_tools(lua, client, tools, &pages)
+}
+
+/// The array `field` of every page, joined into one table, in order; a
+/// page whose field is no array adds nothing. Each page goes to Lua
+/// whole, straight from its text, and its items are moved over from there.
+pub(super) fn joined_field(lua: &Cx, pages: &[Json], field: &str) -> Outcome<Table> {
+    let all = lua.create_table()?;
+    let mut n = 0;
+    for page in pages {
+        let Value::Table(page) = to_lua(lua, page)? else { continue };
+        // An object decodes to string keys only: its length is 0.
+        let Value::Table(items) = page.raw_get::<Value>(field)? else { continue };
+        for i in 1..=items.raw_len() {
+            n += 1;
+            all.raw_set(n, items.raw_get::<Value>(i)?)?;
         }
     }
-    if pages.len() == 1 {
-        return store_tools(lua, client, pages[0].get("tools").filter(|t| t.is_truthy()));
-    }
-    // Moved out of the pages, not copied: a tool list can be large.
-    let mut all = Vec::new();
-    for mut page in pages {
-        if let Some(Json::Array(tools)) = page.take("tools") {
-            all.extend(tools.into_iter().filter(|t| !matches!(t, Json::Null)));
+    Ok(all)
+}
+
+/// Drops the icons of each tool whose `src` is not an `https:` or `data:`
+/// URI: an agent or editor that shows icons would otherwise fetch `http:`,
+/// `file:` or `javascript:` addresses a server chose (the 2025-11-25
+/// revision asks clients for this). Done on the tool tables once they are
+/// in Lua, so the list needs no tree. A tool list that was a JSON object, or icons that were
+/// one, decode to tables with string keys only (length 0) and are left
+/// alone, as the tree's rule leaves anything but an array alone.
+fn keep_safe_icons(tools: &Table) -> Outcome<()> {
+    for i in 1..=tools.raw_len() {
+        let Value::Table(tool) = tools.raw_get::<Value>(i)? else { continue };
+        let Value::Table(icons) = tool.raw_get::<Value>("icons")? else { continue };
+        let count = icons.raw_len();
+        let mut kept = 0;
+        for at in 1..=count {
+            let icon: Value = icons.raw_get(at)?;
+            let safe = match &icon {
+                Value::Table(icon) => match icon.raw_get::<Value>("src")? {
+                    Value::String(src) => {
+                        let src = src.as_bytes();
+                        let lower: Vec<u8> = src.iter().take(6).map(u8::to_ascii_lowercase).collect();
+                        lower.starts_with(b"https:") || lower.starts_with(b"data:")
+                    }
+                    _ => false,
+                },
+                _ => false,
+            };
+            if safe {
+                kept += 1;
+                icons.raw_set(kept, icon)?;
+            }
+        }
+        for at in kept + 1..=count {
+            icons.raw_set(at, Value::Nil)?;
         }
     }
-    store_tools(lua, client, Some(&Json::Array(all)))
+    Ok(())
 }
 
 /// Lists the tools again if the server said they changed since the client

@@ -25,7 +25,7 @@ use crate::error::Error;
 use crate::interrupt;
 use crate::mount;
 use crate::protocol::{self, call_outcome, Replies};
-use crate::schema::OutputSchemas;
+use crate::schema::{OutputSchemas, TOOL_SCHEMAS};
 use crate::session::Peer;
 use crate::transport::doorbell::Doorbell;
 use crate::transport::http::{self, Http};
@@ -33,6 +33,7 @@ use crate::transport::stdio::{self, Launch, Stdio};
 use crate::transport::Transport;
 
 mod convert;
+mod decode;
 mod fields;
 mod fixture;
 mod handles;
@@ -42,6 +43,7 @@ mod registry;
 mod surface;
 
 use convert::*;
+use decode::*;
 use fields::*;
 use fixture::*;
 use handles::*;

@@ -73,15 +73,9 @@ pub(super) fn list(lua: &Cx, args: MultiValue) -> Outcome {
         return Err(Error::BadInput(format!("client:list: {method} is not a list method")).into());
     };
     let pages = with_client(lua, &client, |core, host| core.list_pages(host, &method))?;
-    // Moved out of the pages, not copied: a list can be large.
-    let mut all = Vec::new();
-    for mut page in pages {
-        if let Some(Json::Array(items)) = page.take(field) {
-            all.extend(items.into_iter().filter(|i| !matches!(i, Json::Null)));
-        }
-    }
+    let all = joined_field(lua, &pages, field)?;
     run_on_done(lua, &client)?;
-    Ok(MultiValue::from_vec(vec![to_lua(lua, &Json::Array(all))?]))
+    Ok(MultiValue::from_vec(vec![Value::Table(all)]))
 }
 
 /// The kind of handle `request_async` makes when the prelude names a

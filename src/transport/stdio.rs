@@ -1106,7 +1106,7 @@ impl Reader {
         if line.iter().all(u8::is_ascii_whitespace) {
             return;
         }
-        let parsed = match codec::decode(line) {
+        let parsed = match codec::decode_message(line) {
             Ok(msg @ Json::Object(_)) => Some(msg),
             Err(e) if e.what == codec::TOO_DEEP => {
                 // Too deep to read. A reply: say so to whoever waits for
