@@ -415,8 +415,7 @@ impl Client {
     fn attempt<H: Host>(&mut self, host: &mut H, message: &mut Json, what: &str) -> Result<Json, Failure<H::Error>> {
         self.ready(host).map_err(Failure::Other)?;
         if let Some(Json::Str(method)) = message.get("method") {
-            let method = String::from_utf8_lossy(method).into_owned();
-            self.check_capability(&method).map_err(|e| Failure::Other(e.into()))?;
+            self.check_capability(&String::from_utf8_lossy(method)).map_err(|e| Failure::Other(e.into()))?;
         }
         let id = host.next_id().map_err(Failure::Other)?;
         set_id(message, id.clone());
@@ -495,10 +494,14 @@ impl<E: From<Error>> Failure<E> {
 }
 
 fn set_id(request: &mut Json, id: Json) {
-    if let Json::Object(pairs) = request {
-        if let Some(slot) = pairs.iter_mut().find(|(k, _)| k == b"id") {
-            slot.1 = id;
+    match request {
+        Json::Request(request) => request.id = id,
+        Json::Object(pairs) => {
+            if let Some(slot) = pairs.iter_mut().find(|(k, _)| k == b"id") {
+                slot.1 = id;
+            }
         }
+        _ => {}
     }
 }
 

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use crate::codec::{self, lua_float_text, Json, Select};
+use crate::codec::{self, lua_float_text, Json, Request, Select};
 use crate::error::{Error, Result};
 
 /// Versions this client can speak, newest first. The handshake offers the
@@ -15,7 +15,7 @@ pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-
 
 /// A request, with its keys in the order the reference codec sorts them.
 pub fn request(id: Json, method: &str, params: Json) -> Json {
-    Json::object([("id", id), ("jsonrpc", Json::str("2.0")), ("method", Json::str(method)), ("params", params)])
+    Json::Request(Box::new(Request { id, method: Json::str(method), params }))
 }
 
 pub fn notification(method: &str, params: Option<Json>) -> Json {
@@ -29,6 +29,7 @@ pub fn notification(method: &str, params: Option<Json>) -> Json {
 /// Puts `token` in `params._meta.progressToken`, keeping what else
 /// `_meta` holds.
 pub fn set_progress_token(params: &mut Json, token: Json) {
+    params.materialize();
     let Json::Object(pairs) = params else { return };
     let at = match pairs.iter().position(|(k, _)| k == b"_meta") {
         Some(at) => at,
@@ -52,15 +53,6 @@ pub fn initialized() -> Json {
 /// already-converted values, since a caller may have replaced either.
 pub fn initialize_params(version: Json, capabilities: Json, client_info: Json) -> Json {
     Json::object([("capabilities", capabilities), ("clientInfo", client_info), ("protocolVersion", version)])
-}
-
-/// `tools/call` params. An absent name stays absent, as in the reference.
-pub fn call_params(name: Option<Json>, arguments: Json) -> Json {
-    let mut pairs = vec![("arguments", arguments)];
-    if let Some(name) = name {
-        pairs.push(("name", name));
-    }
-    Json::object(pairs)
 }
 
 /// The spec's cancellation notice, sent when a request outlives its time.
@@ -225,7 +217,7 @@ pub fn id_key(id: &Json) -> Option<IdKey> {
         Json::Str(s) => Some(IdKey::Str(s.clone())),
         Json::Bool(b) => Some(IdKey::Bool(*b)),
         // A table key in Lua that nothing can look up again.
-        Json::Null | Json::Array(_) | Json::Object(_) | Json::Raw(_) => None,
+        Json::Null | Json::Array(_) | Json::Object(_) | Json::Raw(_) | Json::Request(_) => None,
     }
 }
 

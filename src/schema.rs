@@ -90,6 +90,11 @@ fn to_serde(value: &Json) -> serde_json::Value {
             Value::Object(pairs.iter().map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), to_serde(v))).collect())
         }
         Json::Raw(raw) => to_serde(raw.tree()),
+        request @ Json::Request(_) => {
+            let mut tree = request.clone();
+            tree.materialize();
+            to_serde(&tree)
+        }
     }
 }
 

@@ -74,6 +74,11 @@ pub(super) unsafe fn push_json(state: *mut ffi::lua_State, json: &Json) {
             }
         }
         Json::Raw(raw) => push_raw(state, raw),
+        request @ Json::Request(_) => {
+            let mut tree = request.clone();
+            tree.materialize();
+            push_json(state, &tree)
+        }
     }
 }
 

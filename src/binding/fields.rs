@@ -20,8 +20,8 @@ pub(super) fn next_id(client: &Table) -> Outcome<Json> {
 /// `capabilities` is `{}` for the reference's exchange; a live session
 /// declares what its handlers can answer.
 pub(super) fn initialize_request(lua: &Cx, client: &Table, id: Json, capabilities: Json) -> Outcome<Json> {
-    let version = Encoder::convert(lua, "protocol_version", &client.get::<Value>("protocol_version")?)?;
-    let info = Encoder::convert(lua, "mcp.CLIENT_INFO", &lua.glue.module.get::<Value>("CLIENT_INFO")?)?;
+    let version = encode_lua(lua, "protocol_version", &client.get::<Value>("protocol_version")?)?;
+    let info = encode_lua(lua, "mcp.CLIENT_INFO", &lua.glue.module.get::<Value>("CLIENT_INFO")?)?;
     Ok(protocol::request(id, "initialize", protocol::initialize_params(version, capabilities, info)))
 }
 
@@ -34,20 +34,48 @@ pub(super) fn apply_initialize(lua: &Cx, client: &Table, result: &Json) -> Outco
 }
 
 pub(super) fn call_params(lua: &Cx, client_name: &Value, args: &Value) -> Outcome<Json> {
-    let name = match client_name {
-        Value::Nil => None,
-        v => Some(Encoder::convert(lua, "name", v)?),
-    };
-    let arguments = if truthy(args) { Encoder::convert(lua, "arguments", args)? } else { Json::Object(vec![]) };
-    Ok(protocol::call_params(name, arguments))
+    encode_call_params(lua, client_name, args)
 }
 
-pub(super) fn tool_label(name: &Value) -> Outcome<String> {
-    match concat_piece(name) {
-        Some(bytes) => Ok(format!("tools/call {}", String::from_utf8_lossy(&bytes))),
-        None => {
-            Err(Error::BadInput(format!("client:call: the tool name must be a string, got {}", name.type_name()))
-                .into())
+/// A called tool's name: its label, "tools/call NAME", which names the
+/// call in errors, and the name's own bytes (the key of its output schema).
+pub(super) struct ToolName {
+    pub(super) label: String,
+    /// The name's bytes, kept apart only when they are not UTF-8 (the
+    /// label then shows them replaced); otherwise they are the label's tail.
+    not_utf8: Option<Vec<u8>>,
+}
+
+const LABEL_PREFIX: &str = "tools/call ";
+
+impl ToolName {
+    pub(super) fn bytes(&self) -> &[u8] {
+        self.not_utf8.as_deref().unwrap_or(&self.label.as_bytes()[LABEL_PREFIX.len()..])
+    }
+}
+
+pub(super) fn tool_label(name: &Value) -> Outcome<ToolName> {
+    // Sized at once: format! grew it, one allocation more per call.
+    let label = |text: &str| {
+        let mut label = String::with_capacity(LABEL_PREFIX.len() + text.len());
+        label.push_str(LABEL_PREFIX);
+        label.push_str(text);
+        label
+    };
+    match name {
+        Value::String(s) => {
+            let bytes = s.as_bytes();
+            Ok(match std::str::from_utf8(&bytes) {
+                Ok(text) => ToolName { label: label(text), not_utf8: None },
+                Err(_) => ToolName { label: label(&String::from_utf8_lossy(&bytes)), not_utf8: Some(bytes.to_vec()) },
+            })
         }
+        other => match concat_piece(other) {
+            Some(bytes) => Ok(ToolName { label: label(&String::from_utf8_lossy(&bytes)), not_utf8: None }),
+            None => {
+                Err(Error::BadInput(format!("client:call: the tool name must be a string, got {}", name.type_name()))
+                    .into())
+            }
+        },
     }
 }

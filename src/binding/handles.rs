@@ -270,10 +270,11 @@ pub(super) fn call_async(lua: &Cx, args: MultiValue) -> Outcome {
         }
         v if truthy(&v) => return Err(Error::BadInput("MCP: client.transport must be a function".into()).into()),
         _ => {
-            let what = tool_label(&name)?;
+            let tool = tool_label(&name)?;
+            let what = tool.label.as_str();
             let params = call_params(lua, &name, &call_args)?;
-            opts.tool = concat_piece(&name).unwrap_or_default();
-            start(lua, &client, "tools/call", params, &what, Kind::Call, opts)?
+            opts.tool = tool.bytes().to_vec();
+            start(lua, &client, "tools/call", params, what, Kind::Call, opts)?
         }
     };
     run_on_done(lua, &client)?;
@@ -364,7 +365,7 @@ fn request_args(lua: &Cx, client: &Table, args: &MultiValue, what: &str) -> Outc
     };
     let params = match arg(args, 2) {
         Value::Nil => Json::Object(vec![]),
-        v @ Value::Table(_) => Encoder::convert(lua, "params", &v)?,
+        v @ Value::Table(_) => encode_lua(lua, "params", &v)?,
         other => {
             return Err(
                 Error::BadInput(format!("{what}: params must be a table or nil, got {}", lua_type(&other))).into()

@@ -275,7 +275,7 @@ impl Peer for LuaHost<'_, '_> {
                     };
                     failure(why)
                 }
-                result => match Encoder::convert(self.lua, "result", &result) {
+                result => match encode_lua(self.lua, "result", &result) {
                     Ok(json) => protocol::response(id, json),
                     Err(Raise::Mcp(e)) => failure(e.to_string()),
                     Err(Raise::Lua(_)) => failure(format!("the handler for {method} failed")),
@@ -364,7 +364,7 @@ fn keep_safe_icons(tools: &Table) -> Outcome<()> {
 /// discovered has nothing to refresh), updating `client.tools`, the output
 /// schemas and every watched registry.
 pub(super) fn refresh_if_stale(lua: &Cx, client: &Table) -> Outcome<()> {
-    let Value::Table(entry) = lua.glue.states.raw_get::<Value>(client.clone())? else { return Ok(()) };
+    let Value::Table(entry) = lua.glue.states.raw_get::<Value>(client)? else { return Ok(()) };
     if !truthy(&entry.raw_get::<Value>(TOOLS_STALE)?) {
         return Ok(());
     }
@@ -383,9 +383,9 @@ pub(super) fn refresh_if_stale(lua: &Cx, client: &Table) -> Outcome<()> {
 const ROUTE_BEFORE_CALL: usize = 256;
 
 pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value, opts: &Value) -> Outcome {
-    let what = tool_label(name)?;
+    let tool = tool_label(name)?;
+    let what = tool.label.as_str();
     let opts = request_options(opts, "client:call")?;
-    let tool = concat_piece(name).unwrap_or_default();
     let mut params = Some(call_params(lua, name, args)?);
     // Twice at most: once more after a refresh of a stale tool list.
     let mut may_refresh = true;
@@ -406,11 +406,11 @@ pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value,
             }
             let params = params.take().unwrap_or(Json::Null);
             let result = if opts.limited() {
-                limited_request(core, host, "tools/call", params, &what, &opts)?
+                limited_request(core, host, "tools/call", params, what, &opts)?
             } else {
-                core.request(host, "tools/call", params, &what)?
+                core.request(host, "tools/call", params, what)?
             };
-            host.schemas.check(&tool, &result, &what)?;
+            host.schemas.check(tool.bytes(), &result, what)?;
             Ok(Some(result))
         })?;
         match result {

@@ -12,7 +12,6 @@
 //! it propagate.
 
 use std::cell::{OnceCell, RefCell};
-use std::ffi::c_void;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,7 +19,7 @@ use std::time::{Duration, Instant};
 use mlua::{AnyUserData, Function, IntoLuaMulti, Lua, MultiValue, Table, UserData, Value};
 
 use crate::client::{Client, Host, Limits, Ticket};
-use crate::codec::{self, format_float, lua_float_text, Json};
+use crate::codec::{self, lua_float_text, Json};
 use crate::error::Error;
 use crate::interrupt;
 use crate::mount;
@@ -34,6 +33,7 @@ use crate::transport::Transport;
 
 mod convert;
 mod decode;
+mod encode;
 mod fields;
 mod fixture;
 mod handles;
@@ -44,6 +44,7 @@ mod surface;
 
 use convert::*;
 use decode::*;
+use encode::*;
 use fields::*;
 use fixture::*;
 use handles::*;
@@ -392,9 +393,15 @@ fn discover(lua: &Cx, args: MultiValue) -> Outcome {
     }
 }
 
-fn call(lua: &Cx, args: MultiValue) -> Outcome {
-    let client = client_arg(&args, "call")?;
-    let (name, call_args, opts) = (arg(&args, 1), arg(&args, 2), arg(&args, 3));
+fn call(lua: &Cx, mut args: MultiValue) -> Outcome {
+    // Moved out, not cloned: each clone of a Lua reference allocates, and
+    // these were 3 of a small call's allocations.
+    let mut next = || args.pop_front().unwrap_or(Value::Nil);
+    let client = match next() {
+        Value::Table(t) => t,
+        _ => return Err(Error::BadInput("MCP: call call with a colon, as client:call(...)".into()).into()),
+    };
+    let (name, call_args, opts) = (next(), next(), next());
     match client.get::<Value>("transport")? {
         Value::Function(f) => call_batch(lua, &client, f, &name, &call_args),
         v if truthy(&v) => Err(Error::BadInput("MCP: client.transport must be a function".into()).into()),

@@ -47,7 +47,7 @@ fn string_arg(args: &MultiValue, i: usize, what: &str) -> Outcome<String> {
 fn params_arg(lua: &Cx, args: &MultiValue, i: usize, what: &str) -> Outcome<Option<Json>> {
     match arg(args, i) {
         Value::Nil => Ok(None),
-        v @ Value::Table(_) => Ok(Some(Encoder::convert(lua, "params", &v)?)),
+        v @ Value::Table(_) => Ok(Some(encode_lua(lua, "params", &v)?)),
         other => {
             Err(Error::BadInput(format!("{what}: params must be a table or nil, got {}", lua_type(&other))).into())
         }
@@ -151,7 +151,7 @@ pub(super) fn exchange(lua: &Cx, args: MultiValue) -> Outcome {
     };
     let mut messages = Vec::new();
     for (i, v) in list.sequence_values::<Value>().enumerate() {
-        messages.push(Encoder::convert(lua, &format!("messages[{}]", i + 1), &v?)?);
+        messages.push(encode_lua(lua, &format!("messages[{}]", i + 1), &v?)?);
     }
     let (replies, notifications) = match client.get::<Value>("transport")? {
         Value::Function(f) => {
