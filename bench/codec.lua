@@ -69,6 +69,9 @@ end
 local INIT = '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{},'
   .. '"serverInfo":{"name":"bench","version":"1"}}}\n'
 
+-- Each run starts from a collected heap, so that one run's garbage is not
+-- collected during the next; the collection its own tables cause is
+-- counted, as a caller would pay it. The samples, in ms.
 local function time_ms(clock, n, f)
   local xs = {}
   for i = 1, n do
@@ -77,7 +80,7 @@ local function time_ms(clock, n, f)
     f()
     xs[i] = (clock() - t0) * 1e3
   end
-  return median(xs)
+  return xs
 end
 
 -- The figures for one module: discover of a tool list, call with a large
@@ -112,7 +115,8 @@ local function measure(module, clock, sizes, reps)
   return out
 end
 
--- Runs the section. `record(section, name, unit, value)` takes each
+-- Runs the section and returns its rows: { label, native ms, pure ms,
+-- pure / native }. `record(section, name, unit, samples)` takes each
 -- figure (run.lua's table); without it they are printed.
 function M.run(opts)
   local clock, sizes, reps = opts.clock, opts.sizes or { 1, 10 }, opts.reps or 9
@@ -124,13 +128,14 @@ function M.run(opts)
       local key = what .. ' ' .. mb
       local label = ({ discover = 'discover: a %d MB tool list', ['call result'] = 'call: a %d MB result',
         ['call arguments'] = 'call: %d MB of arguments' })[what]:format(mb)
-      rows[#rows + 1] = { label, native[key], pure[key], pure[key] / native[key] }
+      local n, p = median(native[key]), median(pure[key])
+      rows[#rows + 1] = { label, n, p, p / n, native[key], pure[key] }
     end
   end
   for _, r in ipairs(rows) do
     if opts.record then
-      opts.record('codec: ' .. r[1], 'native', 'ms', { r[2] })
-      opts.record('codec: ' .. r[1], 'pure-Lua reference', 'ms', { r[3] })
+      opts.record('codec: ' .. r[1], 'native', 'ms', r[5])
+      opts.record('codec: ' .. r[1], 'pure-Lua reference', 'ms', r[6])
     else
       io.write(string.format('%-32s native %9.2f ms   pure %9.2f ms   pure/native %6.1fx\n', r[1], r[2], r[3], r[4]))
     end

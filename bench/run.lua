@@ -279,48 +279,18 @@ for _, mb in ipairs({ 1, 10, 50 }) do
   end
 end
 
--- the codec alone -------------------------------------------------------------------
+-- the codec: large replies and arguments (bench/codec.lua) --------------------------
 io.stderr:write('codec\n')
-local function nested(size)
-  local items, n = {}, 0
-  while n < size do
-    local item = { id = #items + 1, name = 'item ' .. #items, tags = { 'a', 'b', 'c' }, score = 0.5 + #items,
-      nested = { deep = { text = string.rep('lorem ipsum ', 4), flag = true } } }
-    items[#items + 1] = item
-    n = n + 150
-  end
-  return { items = items }
+local codec_rows = dofile(here .. '/codec.lua').run({ native = native, reference = reference, clock = clock,
+  reps = reps(9), sizes = { 1, 10 }, record = record })
+-- Allocations per small call, counted by tests/allocations.rs (the
+-- Makefile's bench target runs it first and keeps its line).
+local allocations = H.slurp(root .. '/target/bench/allocations.txt') or ''
+local by_client, by_lua = allocations:match('([%d.]+) by the client, ([%d.]+) by Lua')
+if by_client then
+  record('allocations per small call (stdio, counter.lua)', 'native, by the client', 'allocations', { tonumber(by_client) })
+  record('allocations per small call (stdio, counter.lua)', 'native, by Lua', 'allocations', { tonumber(by_lua) })
 end
-local payload = nested(1000 * 1000)
-local payload_text = trace.encode(payload)
-local reply = '{"jsonrpc":"2.0","id":2,"result":{"tools":' .. trace.encode(payload.items) .. '}}'
-local function codec_bench(module, label)
-  local enc, dec = {}, {}
-  local last
-  local client = module.new({ transport = function(text)
-    last = text
-    return true, '{"jsonrpc":"2.0","id":' .. 2 .. ',"result":{"content":[]}}', 200
-  end })
-  for i = 1, reps(10) do
-    client.next_id = 0
-    local t0 = clock()
-    client:call('store', payload)
-    enc[i] = (clock() - t0) * 1e3
-  end
-  local lister = module.new({ url = 'http://unused', transport = function() return true, reply, 200 end })
-  lister.session_ready = true
-  for i = 1, reps(10) do
-    lister.next_id = 1
-    local t0 = clock()
-    lister:discover()
-    dec[i] = (clock() - t0) * 1e3
-  end
-  record('codec: a ' .. string.format('%.1f', #payload_text / 1e6) .. ' MB nested value', label .. ', encode (call with it as arguments)', 'ms', enc)
-  record('codec: a ' .. string.format('%.1f', #payload_text / 1e6) .. ' MB nested value', label .. ', decode (discover with it as the tool list)', 'ms', dec)
-  return last
-end
-codec_bench(native, 'native')
-codec_bench(reference, 'pure-Lua reference')
 
 -- ratios -----------------------------------------------------------------------------
 local ratios = {}
@@ -342,6 +312,9 @@ for _, r in ipairs({
   { 'TS SDK / native per call (HTTP)', http.ts / http.native, 'target >= 2' },
 }) do ratios[#ratios + 1] = r end
 if http.pure then ratios[#ratios + 1] = { 'pure / native per call (HTTP)', http.pure / http.native, 'target >= 5' } end
+for _, r in ipairs(codec_rows) do
+  ratios[#ratios + 1] = { 'pure / native, ' .. r[1], r[4], r[1] == 'discover: a 1 MB tool list' and 'target >= 20' or '' }
+end
 
 -- output -----------------------------------------------------------------------------
 local out = {}
