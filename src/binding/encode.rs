@@ -141,6 +141,9 @@ struct Writer<'a, 'b> {
     depth: usize,
 }
 
+/// A table entry: its key, its value, and, in an object, the key's text.
+type Entry = (Value, Value, Option<KeyText>);
+
 /// A key's text as the reference writes it: a string's own bytes
 /// (borrowed from Lua), a number's `%d` or `%.14g`.
 enum KeyText {
@@ -273,13 +276,16 @@ impl<'a, 'b> Writer<'a, 'b> {
     /// Lua's `pairs`, which honours `__pairs` (a proxy table holds nothing
     /// itself), and, for a proxy, each value as `t[k]` reads it. The flag
     /// says whether the table is such a proxy.
-    fn entries(&mut self, t: &Table) -> Result<(Vec<(Value, Value)>, bool), Fail> {
-        let mut entries: Vec<(Value, Value)> = Vec::new();
+    fn entries(&mut self, t: &Table) -> Result<(Vec<Entry>, bool), Fail> {
+        let mut entries: Vec<Entry> = Vec::new();
         let proxied = t.metatable().is_some_and(|mt| mt.raw_get::<Value>("__pairs").is_ok_and(|v| !v.is_nil()));
         if !proxied {
-            for pair in t.pairs::<Value, Value>() {
-                entries.push(pair?);
-            }
+            // for_each, not pairs: pairs clones each key for its next step,
+            // an allocation per entry (1 MB of arguments: 15.8 -> 13.3 ms).
+            t.for_each(|k: Value, v: Value| {
+                entries.push((k, v, None));
+                Ok(())
+            })?;
             return Ok((entries, false));
         }
         let raised = |r: Raise| Fail::Raised(r);
@@ -298,25 +304,26 @@ impl<'a, 'b> Writer<'a, 'b> {
             }
             control = key.clone();
             let value = t.get::<Value>(key.clone())?;
-            entries.push((key, value));
+            entries.push((key, value, None));
         }
     }
 
     fn table_body(&mut self, t: &Table) -> Result<(), Fail> {
         let (mut entries, proxied) = self.entries(t)?;
         let is_array = !entries.is_empty()
-            && entries.iter().all(|(k, _)| matches!(k, Value::Integer(i) if *i >= 1))
-            && entries.iter().map(|(k, _)| k.as_integer().unwrap_or(0)).max() == Some(entries.len() as i64);
+            && entries.iter().all(|(k, _, _)| matches!(k, Value::Integer(i) if *i >= 1))
+            && entries.iter().map(|(k, _, _)| k.as_integer().unwrap_or(0)).max() == Some(entries.len() as i64);
         if is_array {
-            entries.sort_by_key(|(k, _)| k.as_integer().unwrap_or(0));
+            entries.sort_by_key(|(k, _, _)| k.as_integer().unwrap_or(0));
             if proxied {
                 // The reference walks `1..#t` reading `t[i]`: for a proxy,
                 // its `__len` and `__index` decide, not what pairs gave.
                 let n = t.len()?;
-                entries = (1..=n).map(|i| Ok((Value::Integer(i), t.get::<Value>(i)?))).collect::<mlua::Result<_>>()?;
+                entries =
+                    (1..=n).map(|i| Ok((Value::Integer(i), t.get::<Value>(i)?, None))).collect::<mlua::Result<_>>()?;
             }
             self.out.push(b'[');
-            for (i, (_, v)) in entries.iter().enumerate() {
+            for (i, (_, v, _)) in entries.iter().enumerate() {
                 if i > 0 {
                     self.out.push(b',');
                 }
@@ -328,14 +335,16 @@ impl<'a, 'b> Writer<'a, 'b> {
             self.out.push(b']');
             return Ok(());
         }
-        if let Some((bad, _)) = entries.iter().find(|(k, _)| key_text(k).is_none()) {
-            return Err(refused(format!("a {} key", bad.type_name())));
+        for (k, _, text) in &mut entries {
+            match key_text(k) {
+                Some(key) => *text = Some(key),
+                None => return Err(refused(format!("a {} key", k.type_name()))),
+            }
         }
+        // Each key's text made once, not at every comparison (1 MB of
+        // arguments: 13.3 -> 12.1 ms), in the list the entries came in.
         // Stable, as the reference's order is for keys with the same text.
-        entries.sort_by(|a, b| {
-            let (x, y) = (key_text(&a.0), key_text(&b.0));
-            x.as_deref().cmp(&y.as_deref())
-        });
+        entries.sort_by(|a, b| a.2.as_deref().cmp(&b.2.as_deref()));
         // `trace.ordered` tables list some keys first, in the given order.
         // An order entry names a key as `t[k]` would find it: by value, so
         // "5" does not name the key 5, and 5.0 does.
@@ -343,7 +352,7 @@ impl<'a, 'b> Writer<'a, 'b> {
             let mut front = Vec::new();
             for key in order.sequence_values::<Value>() {
                 let key = key?;
-                if let Some(at) = entries.iter().position(|(k, _)| same_table_key(k, &key)) {
+                if let Some(at) = entries.iter().position(|(k, _, _)| same_table_key(k, &key)) {
                     front.push(entries.remove(at));
                 }
             }
@@ -351,19 +360,19 @@ impl<'a, 'b> Writer<'a, 'b> {
             entries = front;
         }
         self.out.push(b'{');
-        for (i, (k, v)) in entries.iter().enumerate() {
+        for (i, (_, v, key)) in entries.iter().enumerate() {
+            let Some(key) = key else { continue };
             if i > 0 {
                 self.out.push(b',');
             }
-            let Some(key) = key_text(k) else { continue };
-            let segment = || String::from_utf8_lossy(&key).into_owned();
-            encode_string(&key, &mut self.out);
+            let segment = || String::from_utf8_lossy(key).into_owned();
+            encode_string(key, &mut self.out);
             self.out.push(b':');
             match self.value(v) {
                 Err(Fail::Refused(r)) => return Err(Fail::Refused(r.under(segment()))),
                 other => other?,
             }
-            if std::str::from_utf8(&key).is_err() {
+            if std::str::from_utf8(key).is_err() {
                 return Err(Fail::Refused(Refusal::new("a key that is not UTF-8").under(segment())));
             }
         }
