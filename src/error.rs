@@ -112,6 +112,10 @@ pub enum Error {
     #[error("{0}")]
     BadInput(String),
 
+    /// A replayed client sent a request its recording has no reply for.
+    #[error("MCP replay: no recorded reply for {method} {params}")]
+    NotRecorded { method: String, params: String },
+
     /// The server speaks a protocol version this client does not.
     #[error("MCP initialize failed: the server chose protocol version {chosen}, which this client does not speak ({supported})")]
     UnsupportedVersion { chosen: String, supported: String },

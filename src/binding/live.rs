@@ -25,6 +25,17 @@ pub(super) fn launch_of(command: &Value) -> Outcome<Launch> {
 }
 
 pub(super) fn open_transport(client: &Table, options: &TransportOptions) -> Outcome<Box<dyn Transport>> {
+    let transport = open_server(client, options)?;
+    Ok(match &options.record {
+        Some(path) => Box::new(Recording::open(transport, path)?),
+        None => transport,
+    })
+}
+
+fn open_server(client: &Table, options: &TransportOptions) -> Outcome<Box<dyn Transport>> {
+    if let Some(recorded) = &options.replay {
+        return Ok(Box::new(Replay::new(recorded.clone())));
+    }
     if let Value::String(url) = client.get::<Value>("url")? {
         let http_options = http::Options {
             url: url.to_str()?.to_string(),

@@ -14,7 +14,7 @@
 use std::cell::{OnceCell, RefCell};
 use std::ffi::c_void;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mlua::{AnyUserData, Function, IntoLuaMulti, Lua, MultiValue, Table, UserData, Value};
@@ -29,6 +29,7 @@ use crate::schema::OutputSchemas;
 use crate::session::Peer;
 use crate::transport::doorbell::Doorbell;
 use crate::transport::http::{self, Http};
+use crate::transport::record::{Recorded, Recording, Replay};
 use crate::transport::stdio::{self, Launch, Stdio};
 use crate::transport::Transport;
 
@@ -36,6 +37,7 @@ mod convert;
 mod fields;
 mod fixture;
 mod handles;
+mod json;
 mod live;
 mod options;
 mod registry;
@@ -45,6 +47,7 @@ use convert::*;
 use fields::*;
 use fixture::*;
 use handles::*;
+use json::*;
 use live::*;
 use options::*;
 use registry::*;
@@ -122,6 +125,8 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     native.set("initialize_msg", export(lua, &cell, initialize_msg)?)?;
     native.set("handshake", export(lua, &cell, handshake)?)?;
     native.set("exchange", export(lua, &cell, exchange)?)?;
+    native.set("json_decode", export(lua, &cell, json_decode)?)?;
+    native.set("json_encode", export(lua, &cell, json_encode)?)?;
     native.set("version", concat!("lua-mcp ", env!("CARGO_PKG_VERSION")))?;
     native.set("supported_versions", protocol::SUPPORTED_VERSIONS.to_vec())?;
     let started = std::time::Instant::now();
@@ -354,7 +359,7 @@ fn new(lua: &Cx, args: MultiValue) -> Outcome {
     let command: Value = opts.get("command")?;
     let url: Value = opts.get("url")?;
     let transport: Value = opts.get("transport")?;
-    if !truthy(&command) && !truthy(&transport) && !truthy(&url) {
+    if !truthy(&command) && !truthy(&transport) && !truthy(&url) && !truthy(&opts.get::<Value>("replay")?) {
         return Err(Error::NoEndpoint.into());
     }
     let state = read_options(&opts)?;

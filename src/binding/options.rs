@@ -26,6 +26,10 @@ pub(super) struct TransportOptions {
     pub(super) forward: Vec<String>,
     /// Made on first use: by the first transport, or by `client:fd()`.
     pub(super) doorbell: OnceCell<Arc<Doorbell>>,
+    /// `opts.record`: the file every message is appended to.
+    pub(super) record: Option<String>,
+    /// `opts.replay` (`mcp.replay`): the recording that plays the server.
+    pub(super) replay: Option<Arc<Mutex<Recorded>>>,
 }
 
 impl TransportOptions {
@@ -140,8 +144,29 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
     capabilities.sort_by(|a, b| a.0.cmp(b.0));
     capabilities.dedup_by(|a, b| a.0 == b.0);
     let client = Client::new(timeout, Json::object(capabilities));
-    let options =
-        TransportOptions { timeout, headers, ca_pem, env, cwd, max_message_bytes, forward, doorbell: OnceCell::new() };
+    let record = match opts.get::<Value>("record")? {
+        Value::Nil => None,
+        Value::String(path) => Some(path.to_str()?.to_string()),
+        _ => return Err(Error::BadInput("mcp.new: opts.record must be a file path".into()).into()),
+    };
+    // Read now, so that a missing or damaged recording fails here.
+    let replay = match opts.get::<Value>("replay")? {
+        Value::Nil => None,
+        Value::String(path) => Some(Arc::new(Mutex::new(Recorded::read(&path.to_str()?)?))),
+        _ => return Err(Error::BadInput("mcp.replay: the recording must be a file path".into()).into()),
+    };
+    let options = TransportOptions {
+        timeout,
+        headers,
+        ca_pem,
+        env,
+        cwd,
+        max_message_bytes,
+        forward,
+        doorbell: OnceCell::new(),
+        record,
+        replay,
+    };
     Ok(ClientState { options, client, forgotten: Rc::default(), schemas: OutputSchemas::default() })
 }
 
