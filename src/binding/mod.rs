@@ -177,7 +177,9 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     if lua.named_registry_value::<Value>(REAPERS_KEY)?.is_nil() {
         lua.set_named_registry_value(REAPERS_KEY, lua.create_userdata(Reapers)?)?;
     }
-    lua.load(include_str!("prelude.lua")).set_name("=mcp").call(native)
+    let module: Table = lua.load(include_str!("prelude.lua")).set_name("=mcp").call(native)?;
+    lua.load(include_str!("config.lua")).set_name("=mcp.config").call::<()>(module.clone())?;
+    Ok(module)
 }
 
 const REAPERS_KEY: &str = "lua-mcp.reapers";
