@@ -76,9 +76,12 @@ pub enum Error {
     #[error("MCP {what} failed: the reply is nested deeper than {limit} levels, which this client does not read")]
     ReplyTooDeep { what: String, limit: usize },
 
-    /// An HTTP server refused us for want of credentials (401 or 403).
-    #[error("MCP transport failed ({status}): the server at {url} refused the request (HTTP {status}{challenge}); it needs credentials, e.g. opts.headers.Authorization")]
-    Unauthorized { status: u16, url: String, challenge: String },
+    /// An HTTP server refused us for want of credentials (401 or 403);
+    /// `hint` says what to set, or that the token given was refused.
+    #[error(
+        "MCP transport failed ({status}): the server at {url} refused the request (HTTP {status}{challenge}); {hint}"
+    )]
+    Unauthorized { status: u16, url: String, challenge: String, hint: &'static str },
 
     /// An HTTP server redirected us somewhere we do not follow: another
     /// origin, or too many hops.

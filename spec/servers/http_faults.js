@@ -27,6 +27,9 @@
 //   /auth       a POST gets 401 with a WWW-Authenticate challenge naming the
 //               resource metadata, and the JSON body {"error":"invalid_token"}
 //   /forbidden  a POST gets 403 with no WWW-Authenticate and no body
+//   /bearer     a well-behaved server for requests with "Authorization:
+//               Bearer right" (or "Bearer right-N"); 401 with a challenge
+//               for any other
 //   /many-headers  a POST gets 200 with 200 distinct response headers
 //   /huge-header   a POST gets 200 with one response header of 100 KB
 //   /sse        answers tools/call over SSE, ending the stream after the reply
@@ -137,6 +140,9 @@ function handle(path, req, res, body) {
       'WWW-Authenticate': `Bearer resource_metadata="http://127.0.0.1:${port}/.well-known/oauth-protected-resource"`,
     });
   }
+  if (path === '/bearer' && !/^Bearer right(-\d+)?$/.test(req.headers.authorization || '')) {
+    return json(res, 401, { error: 'invalid_token' }, { 'WWW-Authenticate': 'Bearer error="invalid_token"' });
+  }
   if (req.method === 'POST' && path === '/forbidden') {
     res.writeHead(403);
     res.end();
@@ -160,7 +166,7 @@ function handle(path, req, res, body) {
       setTimeout(() => { res.writeHead(200); res.end(); }, 3000);
       return;
     }
-    res.writeHead(path === '/plain' || path === '/landing' ? 200 : 405);
+    res.writeHead(path === '/plain' || path === '/landing' || path === '/bearer' ? 200 : 405);
     res.end();
     return;
   }

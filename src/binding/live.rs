@@ -43,6 +43,7 @@ fn open_server(client: &Table, options: &TransportOptions) -> Outcome<Box<dyn Tr
             timeout: options.timeout,
             max_message_bytes: options.max_message_bytes,
             ca_pem: options.ca_pem.clone(),
+            bearer: options.bearer.clone(),
             forward: options.forward.clone(),
             doorbell: Some(options.doorbell()?),
         };
@@ -93,7 +94,22 @@ fn borrow_client<T>(
     let Some(beside) = state_of(lua, client)? else {
         return Err(Error::BadInput("MCP: this client was not made by mcp.new".into()).into());
     };
+    // A token managed elsewhere is asked for before each call, before the
+    // client is borrowed (the function may look at the client).
+    let fresh_token = match beside.entry.raw_get::<Value>(AUTH_TOKEN)? {
+        Value::Function(f) => match f.call::<Value>(())? {
+            Value::String(token) => Some(bearer_text(&token.to_str()?, "the opts.auth.token function's answer")?),
+            other => {
+                let why = format!("mcp: the opts.auth.token function must return a string, got {}", lua_type(&other));
+                return Err(Error::BadInput(why).into());
+            }
+        },
+        _ => None,
+    };
     let mut state = beside.state.borrow_mut::<ClientState>().map_err(|_| busy())?;
+    if let Some(token) = fresh_token {
+        *state.options.bearer.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
+    }
     let ClientState { options, client: core, forgotten, schemas } = &mut *state;
     // Handles collected since the last call: nobody takes their outcome.
     let gone = std::mem::take(&mut *forgotten.borrow_mut());

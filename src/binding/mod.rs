@@ -384,6 +384,9 @@ fn new(lua: &Cx, args: MultiValue) -> Outcome {
     entry.raw_set(3, opts.get::<Value>("handlers")?)?;
     entry.raw_set(CALLBACKS, callbacks_of(lua, &opts)?)?;
     entry.raw_set(PROGRESS, lua.create_table()?)?;
+    if let Value::Function(f) = auth_token(&opts)? {
+        entry.raw_set(AUTH_TOKEN, f)?;
+    }
     g.states.raw_set(client.clone(), entry)?;
     Ok(MultiValue::from_vec(vec![Value::Table(client)]))
 }

@@ -100,6 +100,9 @@ pub struct Options {
     /// PEM certificates to trust instead of the bundled Mozilla roots
     /// (a private CA, a self-signed server).
     pub ca_pem: Option<Vec<u8>>,
+    /// `Authorization: Bearer` for every request, when set; the binding
+    /// may change it between calls (a token managed elsewhere).
+    pub bearer: Arc<Mutex<Option<String>>>,
     /// Server requests Lua answers (`opts.handlers`).
     pub forward: Vec<String>,
     /// Rung when something is queued for Lua (`client:fd()`).
@@ -201,6 +204,9 @@ impl Shared {
     fn decorate<B>(&self, mut req: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
         for (name, value) in &self.options.headers {
             req = req.header(name.as_str(), value.as_str());
+        }
+        if let Some(token) = lock(&self.options.bearer).as_deref() {
+            req = req.header("Authorization", format!("Bearer {token}"));
         }
         if let Some(id) = self.session_id() {
             req = req.header("Mcp-Session-Id", id);
@@ -362,7 +368,11 @@ impl Shared {
                 Some(value) => format!(", WWW-Authenticate: {value}"),
                 None => String::new(),
             };
-            return Err(Error::Unauthorized { status, url: self.url(), challenge });
+            let hint = match lock(&self.options.bearer).is_some() {
+                true => "the token in opts.auth.token was not accepted",
+                false => "it needs credentials: set opts.auth.token (or opts.headers.Authorization)",
+            };
+            return Err(Error::Unauthorized { status, url: self.url(), challenge, hint });
         }
         let body = read_capped(&mut response, self.options.max_message_bytes).unwrap_or_default();
         if let (Ok(reply), Some(id)) = (codec::decode(trim(&body)), id) {
