@@ -122,6 +122,16 @@ describe('config files', function()
     assert.equal('mcp.load_config: server s.url: ${HOST} is not set and has no default', err)
     ok, err = pcall(mcp.load_config, { mcpServers = { s = { command = '${workspaceFolder}/x' } } })
     assert.equal('mcp.load_config: server s.command uses ${workspaceFolder}; pass opts.workspace', err)
+    -- `:-` covers an empty variable too, as in the shells
+    specs = mcp.load_config({ mcpServers = { s = { command = '${EMPTY:-x}' } } }, { env = { EMPTY = '' } })
+    assert.same({ 'x' }, specs.s.command)
+    -- a disabled server is not expanded: nothing is looked up or asked for it
+    specs = mcp.load_config({ mcpServers = { off = { command = '${UNSET}', args = { '${input:never}' }, disabled = true } } },
+      { env = {}, input = function() error('asked for a disabled server') end })
+    assert.same({ name = 'off', disabled = true, auto_approve = {} }, specs.off)
+    -- Windsurf's serverUrl
+    specs = mcp.load_config({ mcpServers = { w = { serverUrl = 'https://example.com/mcp' } } })
+    assert.equal('https://example.com/mcp', specs.w.url)
   end)
 
   it('the old SSE transport and other mistakes are refused with what to do', function()

@@ -188,6 +188,8 @@ describe('HTTP transport quirks', function()
     for _, r in ipairs(entries) do
       methods[r.method] = true
       assert.equal('Bearer right', r.headers.authorization, r.method .. ' ' .. r.body)
+      -- uncompressed: a compressor holds events back
+      if r.method ~= 'DELETE' then assert.equal('identity', r.headers['accept-encoding']) end
     end
     assert.same({ POST = true, GET = true, DELETE = true }, methods)
   end)

@@ -103,8 +103,10 @@ local function expand(value, ctx, where)
     local name, default = variable:match("^([%w_]+):%-(.*)$")
     name = name or variable:match("^([%w_]+)$")
     if not name then fail(where .. ": ${" .. expr .. "} is not a variable this client knows") end
+    -- `:-` as the shells read it: the default stands in for a variable
+    -- that is unset or empty.
     local set = ctx.env(name)
-    if set ~= nil then return set end
+    if set ~= nil and (set ~= "" or not default) then return set end
     if default then return default end
     fail(where .. ": ${" .. expr .. "} is not set and has no default")
   end))
@@ -151,8 +153,14 @@ local HTTP_TYPES = { http = true, ["streamable-http"] = true, streamableHttp = t
 local function server_spec(name, entry, ctx)
   local where = "server " .. name
   if type(entry) ~= "table" then fail(where .. " must be an object") end
+  if entry.disabled == true then
+    -- Never started: its variables are not looked up, nor its inputs asked.
+    return { name = name, disabled = true, auto_approve = {} }
+  end
+  -- Windsurf names a remote server's address serverUrl.
+  if entry.url == nil and entry.serverUrl ~= nil then entry.url = entry.serverUrl end
   entry = expand_all(entry, ctx, where)
-  local spec = { name = name, disabled = entry.disabled == true }
+  local spec = { name = name, disabled = false }
   local kind = entry.type
   if kind == "sse" then
     fail(where .. ' uses the SSE transport (type "sse"), which this client does not speak; '
@@ -180,6 +188,7 @@ local function server_spec(name, entry, ctx)
       if path:sub(1, 1) ~= "/" and ctx.base then path = ctx.base .. "/" .. path end
       for k, v in pairs(read_env_file(path)) do env[k] = v end
     end
+    if entry.env ~= nil and type(entry.env) ~= "table" then fail(where .. ".env must be an object") end
     for k, v in pairs(entry.env or {}) do env[k] = tostring(v) end
     if next(env) then spec.env = env end
     spec.cwd = entry.cwd
@@ -203,8 +212,11 @@ function mcp.load_config(source, opts)
   local config, base = source, nil
   if type(source) == "string" then
     base = source:match("^(.*)/[^/]*$") or "."
-    local ok, decoded = pcall(mcp.json_decode, strip_jsonc(read_file(source, "the config")))
-    if not ok then fail(source .. " is not JSON: " .. tostring(decoded)) end
+    local text = read_file(source, "the config")
+    local ok, decoded = pcall(function() return mcp.json_decode(strip_jsonc(text)) end)
+    if not ok then
+      fail(source .. " is not JSON: " .. tostring(decoded):gsub("^mcp%.load_config: ", ""))
+    end
     config = decoded
   elseif type(source) ~= "table" then
     fail("the config must be a path or a table, got " .. type(source))

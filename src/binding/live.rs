@@ -27,14 +27,14 @@ pub(super) fn launch_of(command: &Value) -> Outcome<Launch> {
 pub(super) fn open_transport(client: &Table, options: &TransportOptions) -> Outcome<Box<dyn Transport>> {
     let transport = open_server(client, options)?;
     Ok(match &options.record {
-        Some(path) => Box::new(Recording::open(transport, path)?),
+        Some(path) => Box::new(Recording::open(transport, path, options.made)?),
         None => transport,
     })
 }
 
 fn open_server(client: &Table, options: &TransportOptions) -> Outcome<Box<dyn Transport>> {
     if let Some(recorded) = &options.replay {
-        return Ok(Box::new(Replay::new(recorded.clone())));
+        return Ok(Box::new(Replay::new(recorded.clone(), Some(options.doorbell()?))));
     }
     if let Value::String(url) = client.get::<Value>("url")? {
         let http_options = http::Options {

@@ -29,7 +29,7 @@ use crate::schema::OutputSchemas;
 use crate::session::Peer;
 use crate::transport::doorbell::Doorbell;
 use crate::transport::http::{self, Http};
-use crate::transport::record::{Recorded, Recording, Replay};
+use crate::transport::record::{open_for_recording, Recorded, Recording, Replay};
 use crate::transport::stdio::{self, Launch, Stdio};
 use crate::transport::Transport;
 

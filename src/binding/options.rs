@@ -28,6 +28,8 @@ pub(super) struct TransportOptions {
     pub(super) doorbell: OnceCell<Arc<Doorbell>>,
     /// `opts.record`: the file every message is appended to.
     pub(super) record: Option<String>,
+    /// When `mcp.new` made the client: a recording's times count from it.
+    pub(super) made: Instant,
     /// `opts.replay` (`mcp.replay`): the recording that plays the server.
     pub(super) replay: Option<Arc<Mutex<Recorded>>>,
     /// `opts.auth.token`: what HTTP requests carry as `Authorization:
@@ -158,7 +160,13 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
     let client = Client::new(timeout, Json::object(capabilities));
     let record = match opts.get::<Value>("record")? {
         Value::Nil => None,
-        Value::String(path) => Some(path.to_str()?.to_string()),
+        // Opened now as well, so that a path that cannot be written fails
+        // here rather than at the first call.
+        Value::String(path) => {
+            let path = path.to_str()?.to_string();
+            open_for_recording(&path)?;
+            Some(path)
+        }
         _ => return Err(Error::BadInput("mcp.new: opts.record must be a file path".into()).into()),
     };
     // Read now, so that a missing or damaged recording fails here.
@@ -177,6 +185,7 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
         forward,
         doorbell: OnceCell::new(),
         record,
+        made: Instant::now(),
         replay,
         bearer: Arc::new(Mutex::new(bearer)),
     };

@@ -226,14 +226,19 @@ impl Shared {
         for hop in 0..=MAX_REDIRECTS {
             let sent = match verb {
                 Verb::Post(body) => {
+                    // Uncompressed: a compressed event stream is held back
+                    // by the compressor, and ureq's decoder would wrap the
+                    // errors our reads rely on (see `Pause`).
                     let req = agent
                         .post(&url)
                         .header("Content-Type", "application/json")
-                        .header("Accept", "application/json, text/event-stream");
+                        .header("Accept", "application/json, text/event-stream")
+                        .header("Accept-Encoding", "identity");
                     self.decorate(req).config().timeout_global(Some(timeout)).build().send(body)
                 }
                 Verb::Get { last_event_id } => {
-                    let mut req = agent.get(&url).header("Accept", "text/event-stream");
+                    let mut req =
+                        agent.get(&url).header("Accept", "text/event-stream").header("Accept-Encoding", "identity");
                     if let Some(id) = last_event_id {
                         req = req.header("Last-Event-ID", id);
                     }
@@ -282,7 +287,10 @@ impl Shared {
             },
         };
         let weird = |what: String| Error::Transport { code: "8".into(), detail: format!("the server at {url} {what}") };
-        if matches!(err, ureq::Error::HostNotFound | ureq::Error::ConnectionFailed | ureq::Error::Io(_)) {
+        if matches!(
+            err,
+            ureq::Error::HostNotFound | ureq::Error::ConnectionFailed | ureq::Error::Io(_) | ureq::Error::Timeout(_)
+        ) {
             // The server may have moved: the next request looks it up again.
             self.resolver.forget();
         }
@@ -321,8 +329,8 @@ impl Shared {
     fn answer(&self, request: &Json) {
         if let Some(answer) = answer_server_request(request) {
             // Read to its end, so that the connection goes back to the pool.
-            if let Ok(mut response) = self.post(&codec::encode(&answer), self.options.timeout) {
-                let _ = read_capped(&mut response, self.options.max_message_bytes);
+            if let Ok(response) = self.post(&codec::encode(&answer), self.options.timeout) {
+                drain_briefly(response, self.options.max_message_bytes);
             }
         }
     }
@@ -606,12 +614,20 @@ impl Http {
     /// Lets go of the foreground stream once its reply is in: what is left
     /// of it (normally only its end) is read for [`FOREGROUND_DRAIN`], so
     /// that its connection goes back to the pool for the next POST; a
-    /// stream still open then goes on on a thread of its own.
-    fn finish_foreground(&mut self) {
-        let Some(mut stream) = self.foreground.take_if(|s| s.answered) else { return };
+    /// stream still open then goes on on a thread of its own. What it
+    /// brings goes to the inbox, in order with what other streams bring.
+    /// With `unanswered_too`, a stream whose reply has not come is handed
+    /// to a thread of its own as well.
+    fn finish_foreground(&mut self, unanswered_too: bool) {
+        let Some(mut stream) = self.foreground.take_if(|s| s.answered || unanswered_too) else { return };
+        if !stream.answered {
+            self.hand_off(stream);
+            return;
+        }
+        let shared = &self.shared;
         let step = pausing_at(Instant::now() + FOREGROUND_DRAIN, || loop {
-            match stream.next(&self.shared, false) {
-                Step::Deliver(event, _) => self.queue.extend(self.received(event)),
+            match stream.next(shared, false) {
+                Step::Deliver(event, size) => shared.inbox.push(event, size),
                 other => break other,
             }
         });
@@ -825,8 +841,12 @@ impl Drop for DrainSlot<'_> {
 impl Transport for Http {
     fn send(&mut self, sent: &Json) -> Result<()> {
         // Every POST needs a connection: the last reply stream's goes back
-        // to the pool first.
-        self.finish_foreground();
+        // to the pool first. One still unanswered (a request given up on,
+        // or a nested call from a handler) goes on elsewhere, unless this
+        // is our answer to a server request that came on it: the reply may
+        // follow on the same stream.
+        let is_answer = sent.get("method").is_none();
+        self.finish_foreground(!is_answer);
         let message = codec::encode(sent);
         let is_request = sent.get("id").is_some() && sent.get("method").is_some();
         let is_initialize = sent.get("method") == Some(&Json::str("initialize"));
@@ -866,10 +886,7 @@ impl Transport for Http {
         match status {
             404 if had_session => Err(Error::SessionExpired),
             200..=299 if !is_request => {
-                // Read to its end (a 202 has no body, but ureq must see
-                // that) so that the connection goes back to the pool.
-                let mut response = response;
-                let _ = read_capped(&mut response, self.limit());
+                drain_briefly(response, self.limit());
                 Ok(())
             }
             200..=299 if is_event_stream(&response) => {
@@ -889,7 +906,7 @@ impl Transport for Http {
     /// waits for a reply's headers or body; whatever comes of it reaches
     /// the session through the inbox, as stream events do.
     fn send_detached(&mut self, request: &Json, timeout: Duration) -> Result<()> {
-        self.finish_foreground();
+        self.finish_foreground(true);
         if self.shared.is_stopped() {
             return Err(Error::Closed { what: protocol::lua_text(request.get("method")) });
         }
@@ -912,6 +929,10 @@ impl Transport for Http {
     }
 
     fn receive(&mut self, deadline: Instant) -> Result<Option<Received>> {
+        // What followed the last reply on its stream is taken now, not at
+        // the next POST: a program that only waits (async handles, an
+        // event loop) must still get a notification sent after a reply.
+        self.finish_foreground(false);
         loop {
             // What the stream threads brought while Lua was elsewhere comes
             // first: it arrived before the body just read on this thread.
@@ -944,7 +965,8 @@ impl Transport for Http {
     }
 
     fn queued(&self) -> bool {
-        !self.queue.is_empty() || !self.shared.inbox.is_empty()
+        // An answered foreground stream may hold what followed its reply.
+        !self.queue.is_empty() || !self.shared.inbox.is_empty() || self.foreground.as_ref().is_some_and(|s| s.answered)
     }
 
     fn established(&mut self, negotiated_version: &str) {
@@ -1116,7 +1138,22 @@ fn with_pause<T>(at: Option<Instant>, body: impl FnOnce() -> T) -> T {
 /// wraps its own errors in an `io::Error`).
 fn wraps<E: std::error::Error + 'static>(err: &std::io::Error) -> bool {
     let Some(inner) = err.get_ref() else { return false };
-    inner.is::<E>() || matches!(inner.downcast_ref::<ureq::Error>(), Some(ureq::Error::Io(e)) if wraps::<E>(e))
+    if inner.is::<E>() {
+        return true;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(inner);
+    while let Some(e) = source {
+        if e.is::<E>() || e.downcast_ref::<std::io::Error>().is_some_and(wraps::<E>) {
+            return true;
+        }
+        if let Some(ureq::Error::Io(io)) = e.downcast_ref::<ureq::Error>() {
+            if wraps::<E>(io) {
+                return true;
+            }
+        }
+        source = e.source();
+    }
+    false
 }
 
 fn is_user_interrupt(err: &std::io::Error) -> bool {
@@ -1251,6 +1288,15 @@ fn is_event_stream(response: &Response<Body>) -> bool {
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"))
+}
+
+/// Reads the body of a reply nothing waits for (a 202 to a notification,
+/// the answer to our answer) to its end, so that the connection goes back
+/// to the pool; but for [`FOREGROUND_DRAIN`] at most: a body that is not
+/// there by then (a 202 without a length, a stream) is dropped with its
+/// connection rather than holding the thread.
+fn drain_briefly(mut response: Response<Body>, limit: usize) {
+    let _ = pausing_at(Instant::now() + FOREGROUND_DRAIN, || read_capped(&mut response, limit));
 }
 
 fn read_capped(response: &mut Response<Body>, limit: usize) -> Result<Vec<u8>> {

@@ -12,21 +12,27 @@
 //! answered with the reply recorded for the same method and params (ids
 //! rewritten to the new request's); what the server sent between that
 //! request and the next one (notifications, server requests for Lua's
-//! handlers) comes with it, in its order. Requests recorded several times
-//! are answered in their order, the last answer repeating; `initialize` is
-//! matched by its method alone, since the client's name and capabilities
-//! may differ from the recording's. Params are compared without `_meta`
-//! (progress tokens differ from run to run); a recorded progress token is
-//! rewritten to the new request's in the notifications that carry it.
+//! handlers) comes with it, in its order, except progress, which goes with
+//! the request whose token it carries. Requests recorded several times are
+//! answered in their order, the last answer repeating; an attempt that got
+//! no reply (a request resent in a new session, one given up on) is never
+//! an answer. `initialize` is matched by its method alone, since the
+//! client's name and capabilities may differ from the recording's. Params
+//! are compared without `_meta` (progress tokens differ from run to run);
+//! a recorded progress token is rewritten to the new request's in the
+//! notifications that carry it.
 
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use std::sync::{Arc, Mutex};
+
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
 use crate::protocol::{classify, Kind};
+use crate::transport::doorbell::Doorbell;
 use crate::transport::{Received, Transport};
 
 /// Appends the messages of a session to a file, then hands them on.
@@ -36,15 +42,20 @@ pub struct Recording {
     start: Instant,
 }
 
+/// Opens `path` for appending (created if missing).
+pub fn open_for_recording(path: &str) -> Result<File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| Error::BadInput(format!("mcp.new: cannot open opts.record {path}: {e}")))
+}
+
 impl Recording {
-    /// Opens `path` for appending (created if missing).
-    pub fn open(inner: Box<dyn Transport>, path: &str) -> Result<Recording> {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(|e| Error::BadInput(format!("mcp.new: cannot open opts.record {path}: {e}")))?;
-        Ok(Recording { inner, file, start: Instant::now() })
+    /// `start` is when the client was made: times run on across the
+    /// sessions of one client (a restarted server).
+    pub fn open(inner: Box<dyn Transport>, path: &str, start: Instant) -> Result<Recording> {
+        Ok(Recording { inner, file: open_for_recording(path)?, start })
     }
 
     /// One line per message, written whole: a recording cut short by a
@@ -127,12 +138,19 @@ impl Recorded {
     pub fn read(path: &str) -> Result<Recorded> {
         let text = std::fs::read(path).map_err(|e| Error::BadInput(format!("mcp.replay: cannot read {path}: {e}")))?;
         let mut exchanges: Vec<Exchange> = Vec::new();
-        for (n, line) in text.split(|&b| b == b'\n').enumerate() {
+        let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+        for (n, line) in lines.iter().enumerate() {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
             let bad = || Error::BadInput(format!("mcp.replay: {path}:{} is not a recorded message", n + 1));
-            let entry = codec::decode(line).map_err(|_| bad())?;
+            let entry = match codec::decode(line) {
+                Ok(entry) => entry,
+                // A last line with no end: a recording whose writer died
+                // mid-line (a full disk). What came before stands.
+                Err(_) if n + 1 == lines.len() => break,
+                Err(_) => return Err(bad()),
+            };
             let (Some(Json::Str(direction)), Some(msg)) = (entry.get("dir"), entry.get("msg")) else {
                 return Err(bad());
             };
@@ -168,8 +186,15 @@ impl Recorded {
                     }
                 }
                 (b"recv", _) => {
-                    if let Some(last) = exchanges.last_mut() {
-                        last.then.push(msg.clone());
+                    // Progress goes with the request whose token it carries
+                    // (several may be in flight); the rest with the last
+                    // request sent.
+                    let token = msg.get("params").and_then(|p| p.get("progressToken"));
+                    let by_token =
+                        token.and_then(|t| exchanges.iter().rposition(|e| e.progress_token.as_ref() == Some(t)));
+                    let owner = by_token.or(exchanges.len().checked_sub(1));
+                    if let Some(owner) = owner.map(|i| &mut exchanges[i]) {
+                        owner.then.push(msg.clone());
                     }
                 }
                 _ => return Err(bad()),
@@ -191,15 +216,24 @@ fn params_text(params: Option<&Json>) -> Vec<u8> {
     }
 }
 
+impl Exchange {
+    /// Whether the server's reply to this request was recorded.
+    fn answered(&self) -> bool {
+        self.then.iter().any(|m| m.get("method").is_none() && m.get("id") == Some(&self.id))
+    }
+}
+
 /// A transport whose server is a recording.
 pub struct Replay {
-    recorded: std::sync::Arc<std::sync::Mutex<Recorded>>,
+    recorded: Arc<Mutex<Recorded>>,
     queue: VecDeque<Json>,
+    /// Rung when answers are queued, for `client:fd()`.
+    doorbell: Option<Arc<Doorbell>>,
 }
 
 impl Replay {
-    pub fn new(recorded: std::sync::Arc<std::sync::Mutex<Recorded>>) -> Replay {
-        Replay { recorded, queue: VecDeque::new() }
+    pub fn new(recorded: Arc<Mutex<Recorded>>, doorbell: Option<Arc<Doorbell>>) -> Replay {
+        Replay { recorded, queue: VecDeque::new(), doorbell }
     }
 }
 
@@ -210,7 +244,8 @@ impl Transport for Replay {
         let params = params_text(message.get("params"));
         let token = message.get("params").and_then(|p| p.get("_meta")).and_then(|m| m.get("progressToken"));
         let mut recorded = self.recorded.lock().unwrap_or_else(|p| p.into_inner());
-        let matches = |e: &&mut Exchange| e.method == *method && (method == b"initialize" || e.params == params);
+        let matches =
+            |e: &&mut Exchange| e.method == *method && (method == b"initialize" || e.params == params) && e.answered();
         let chosen = match recorded.exchanges.iter_mut().filter(matches).position(|e| !e.used) {
             Some(i) => recorded.exchanges.iter_mut().filter(matches).nth(i),
             None => recorded.exchanges.iter_mut().filter(matches).last(),
@@ -237,6 +272,9 @@ impl Transport for Replay {
                 }
             }
             self.queue.push_back(msg);
+        }
+        if let Some(bell) = &self.doorbell {
+            bell.ring();
         }
         Ok(())
     }
@@ -265,12 +303,12 @@ impl Transport for Replay {
 mod tests {
     use super::*;
 
-    fn recording(lines: &[&str]) -> std::sync::Arc<std::sync::Mutex<Recorded>> {
+    fn recording(lines: &[&str]) -> Arc<Mutex<Recorded>> {
         let path = std::env::temp_dir().join(format!("lua-mcp-replay-{}-{}.jsonl", std::process::id(), lines.len()));
         std::fs::write(&path, lines.join("\n")).unwrap();
         let recorded = Recorded::read(path.to_str().unwrap()).unwrap();
         std::fs::remove_file(&path).unwrap();
-        std::sync::Arc::new(std::sync::Mutex::new(recorded))
+        Arc::new(Mutex::new(recorded))
     }
 
     fn next(replay: &mut Replay) -> String {
@@ -282,14 +320,19 @@ mod tests {
 
     #[test]
     fn a_request_gets_its_recorded_reply_under_the_new_id_with_what_came_before_the_next_request() {
-        let mut replay = Replay::new(recording(&[
-            r#"{"dir":"send","msg":{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"a","_meta":{"progressToken":7}}},"t":0}"#,
-            r#"{"dir":"recv","msg":{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1,"progressToken":7}},"t":0.1}"#,
-            r#"{"dir":"recv","msg":{"jsonrpc":"2.0","id":7,"result":{"n":1}},"t":0.2}"#,
-            r#"{"dir":"recv","msg":{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"x"}},"t":0.3}"#,
-            r#"{"dir":"send","msg":{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"a"}},"t":1}"#,
-            r#"{"dir":"recv","msg":{"jsonrpc":"2.0","id":8,"result":{"n":2}},"t":1.1}"#,
-        ]));
+        let mut replay = Replay::new(
+            recording(&[
+                r#"{"dir":"send","msg":{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"a"}},"t":0}"#,
+                r#"{"dir":"send","msg":{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"a","_meta":{"progressToken":7}}},"t":0}"#,
+                r#"{"dir":"recv","msg":{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1,"progressToken":7}},"t":0.1}"#,
+                r#"{"dir":"recv","msg":{"jsonrpc":"2.0","id":7,"result":{"n":1}},"t":0.2}"#,
+                r#"{"dir":"recv","msg":{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"x"}},"t":0.3}"#,
+                r#"{"dir":"send","msg":{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"a"}},"t":1}"#,
+                r#"{"dir":"recv","msg":{"jsonrpc":"2.0","id":8,"result":{"n":2}},"t":1.1}"#,
+                r#"{"dir":"send","msg":{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"a"}},"t":2}"#,
+            ]),
+            None,
+        );
         let call = |id: i64| {
             Json::object([
                 ("jsonrpc", Json::str("2.0")),
@@ -320,7 +363,7 @@ mod tests {
 
     #[test]
     fn a_request_the_recording_lacks_is_refused_with_its_method_and_params() {
-        let mut replay = Replay::new(recording(&[]));
+        let mut replay = Replay::new(recording(&[]), None);
         let request = Json::object([
             ("jsonrpc", Json::str("2.0")),
             ("id", Json::Int(1)),
