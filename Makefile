@@ -77,6 +77,8 @@ bench:
 	mkdir -p target/bench
 	gcc -O2 -Wall -o target/bench/echo_server bench/echo_server.c
 	gcc -O2 -Wall -o target/bench/pipe_rtt bench/pipe_rtt.c
+	gcc -O2 -Wall -o target/bench/http_echo_server bench/http_echo_server.c
+	gcc -O2 -Wall -o target/bench/http_rtt bench/http_rtt.c
 	cargo test --release --locked --target-dir target/test-release --test allocations -- --nocapture \
 	  | grep '^allocations per' > target/bench/allocations.txt
 	lua5.4 bench/run.lua

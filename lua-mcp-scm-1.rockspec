@@ -28,6 +28,7 @@ build = {
   build_command = [[sh scripts/rock-build.sh "$(LUA)"]],
   install = {
     lib = { mcp = "target/rock/mcp.so" },
+    bin = { ["lua-mcp"] = "bin/lua-mcp" },
   },
   copy_directories = { "lua/types" },
 }

@@ -1,15 +1,16 @@
 -- race.lua N CMD... - N calls of `echo` through the native module against
--- the stdio server CMD (an argv), one at a time; prints the median, p25
--- and p75 in microseconds. bench/run.lua starts it under taskset, which
+-- the stdio server CMD (an argv), or the HTTP server at CMD when it is a
+-- URL, one at a time; prints the median, p25 and p75 in microseconds.
+-- MCP_SO names another build of the module to load. bench/run.lua starts it under taskset, which
 -- is how the client lands on one CPU and the server on the same or the
 -- other. With RACE_GAP_MS set, the client idles that long between calls
 -- (busy, as an agent thinking): past 2 ms the reader thread has taken the
 -- pipe back, and the figure shows what that costs a call.
 local here = arg[0]:match('^(.*)/[^/]*$') or '.'
-local mcp = assert(package.loadlib(here .. '/../mcp.so', 'luaopen_mcp'))()
+local mcp = assert(package.loadlib(os.getenv('MCP_SO') or (here .. '/../mcp.so'), 'luaopen_mcp'))()
 local n = tonumber(arg[1])
 local argv = { table.unpack(arg, 2) }
-local client = mcp.new({ command = argv })
+local client = mcp.new(argv[1]:find('^https?://') and { url = argv[1] } or { command = argv })
 client:discover()
 for _ = 1, 200 do client:call('echo', {}) end -- warm: the server's first replies are slower
 local gap = (tonumber(os.getenv('RACE_GAP_MS')) or 0) / 1000

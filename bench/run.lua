@@ -157,20 +157,73 @@ end
 local parallel_ms = record('ten 100 ms tool calls in flight at once', 'native (call_async, wait_all)', 'ms', parallel)
 
 -- HTTP -----------------------------------------------------------------------
+-- Each server measured with its own keep-alive floor in this run:
+-- bench/http_rtt, a C client that reuses one connection and does nothing
+-- with a reply but read it to its end. The minimal C server is measured in
+-- both placements, as the stdio races are; server-everything (node, which
+-- runs threads of its own) unpinned.
 io.stderr:write('HTTP\n')
+local HTTP_ECHO = root .. '/target/bench/http_echo_server'
+local HTTP_RTT = root .. '/target/bench/http_rtt'
+local function http_floor(port, path, prefix)
+  local xs = {}
+  for i = 1, reps(5) do
+    xs[i] = first_number(run_cmd(prefix .. HTTP_RTT .. ' ' .. port .. ' ' .. path .. ' ' .. reps(5000)))
+  end
+  return xs
+end
+local function count_lines(path)
+  local _, n = (H.slurp(path) or ''):gsub('\n', '')
+  return n
+end
+local function ts_calls(prefix, url, args, n)
+  local out_file = os.tmpname()
+  run_cmd(string.format("%snode %s/bench/ts_client.mjs http '%s' echo '%s' %d %s", prefix, root, url,
+    trace.encode(args), n, out_file))
+  local out = assert(trace.decode(H.slurp(out_file) or ''), 'the TS client failed')
+  os.remove(out_file)
+  return out.calls_us
+end
+
+local http_placed = {}
+for _, place in ipairs({ { 'one CPU', 'taskset -c 0 ' }, { 'split CPUs', 'taskset -c 1 ' } }) do
+  local name, server_prefix = place[1], place[2]
+  if name == 'split CPUs' and cpus < 2 then break end
+  local port = 38000 + math.random(0, 999)
+  local _, stop = H.start(server_prefix .. HTTP_ECHO .. ' ' .. port, 'listening on')
+  local url = 'http://127.0.0.1:' .. port .. '/mcp'
+  local section = 'HTTP per call, minimal C server, ' .. name
+  local r = { floor = record(section, 'keep-alive round trip (floor)', 'us', http_floor(port, '/mcp', 'taskset -c 0 ')) }
+  local xs = {}
+  for i = 1, reps(5) do
+    xs[i] = first_number(run_cmd('taskset -c 0 lua5.4 ' .. root .. '/bench/race.lua ' .. reps(5000) .. ' ' .. url))
+  end
+  r.native = record(section, 'native', 'us/call', xs)
+  r.ts = record(section, 'TypeScript SDK', 'us/call', ts_calls('taskset -c 0 ', url, {}, reps(5000)))
+  stop()
+  http_placed[name] = r
+end
+
 local port = 39000 + math.random(0, 999)
-local _, stop_http = H.start('PORT=' .. port .. ' node --require ' .. root .. '/spec/servers/loopback.cjs '
-  .. H.EVERYTHING .. ' streamableHttp', 'listening on port')
+local connection_log = os.tmpname()
+local _, stop_http = H.start('CONNECTION_LOG=' .. connection_log .. ' PORT=' .. port .. ' node --require '
+  .. root .. '/spec/servers/loopback.cjs ' .. H.EVERYTHING .. ' streamableHttp', 'listening on port')
 local url = 'http://127.0.0.1:' .. port .. '/mcp'
 local http = {}
-http.native = record('HTTP per call, server-everything echo', 'native', 'us/call',
-  lua_calls(native, { url = url }, 'echo', { message = 'hi' }, reps(2000)))
+local section = 'HTTP per call, server-everything echo'
+http.floor = record(section, 'keep-alive round trip (floor)', 'us', http_floor(port, '/mcp', ''))
+local connections_before = count_lines(connection_log)
+http.native = record(section, 'native', 'us/call', lua_calls(native, { url = url }, 'echo', { message = 'hi' }, reps(2000)))
+-- The native client's session: its handshake, discover and every call.
+http.connections = count_lines(connection_log) - connections_before
+record(section, 'native: connections opened for discover + ' .. reps(2000) .. ' calls (and the session\'s DELETE)',
+  'connections', { http.connections })
 if os.execute('command -v curl >/dev/null') then
-  http.pure = record('HTTP per call, server-everything echo', 'pure-Lua reference (curl)', 'us/call',
+  http.pure = record(section, 'pure-Lua reference (curl)', 'us/call',
     lua_calls(reference, { url = url }, 'echo', { message = 'hi' }, reps(100)))
 end
-http.ts = record('HTTP per call, server-everything echo', 'TypeScript SDK', 'us/call',
-  ts('http', url, 'echo', { message = 'hi' }, reps(2000)).calls_us)
+http.ts = record(section, 'TypeScript SDK', 'us/call', ts_calls('', url, { message = 'hi' }, reps(2000)))
+os.remove(connection_log)
 
 -- time to the tool list --------------------------------------------------------
 io.stderr:write('time to the tool list\n')
@@ -211,7 +264,7 @@ local function process_script(which, with_rss)
     or string.format('%q', shell_line(EVERYTHING))
   return load .. '\n' .. 'local c = mcp.new({ command = ' .. command .. ' })\n'
     .. 'c:discover()\nfor i = 1, 10 do c:call("echo", { message = "hi" }) end\n'
-    .. (with_rss and 'local f = io.open("/proc/self/status"); print(f:read('*a'):match("VmHWM:%s*(%d+)"))\n' or '')
+    .. (with_rss and 'local f = io.open("/proc/self/status"); print(f:read("*a"):match("VmHWM:%s*(%d+)"))\n' or '')
 end
 local function time_process(source, n)
   local path = os.tmpname() .. '.lua'
@@ -257,7 +310,7 @@ local function large(which, bytes)
     .. 'c:discover()\nlocal t0 = clock()\n'
     .. string.format('local text = c:call("echo", { bytes = %d })\n', bytes)
     .. 'local took = clock() - t0\nassert(#text == ' .. bytes .. ')\n'
-    .. 'local f = io.open("/proc/self/status"); print(took * 1000, f:read('*a'):match("VmHWM:%s*(%d+)"))\n'
+    .. 'local f = io.open("/proc/self/status"); print(took * 1000, f:read("*a"):match("VmHWM:%s*(%d+)"))\n'
   local path = os.tmpname() .. '.lua'
   local f = io.open(path, 'w')
   f:write(source)
@@ -309,8 +362,17 @@ for _, r in ipairs({
   { 'pure / native per call (C server)', c_echo.pure / c_echo.native, '' },
   { 'TS SDK / native per call (server-everything)', everything.ts / everything.native, 'target > 1' },
   { 'pure / native per call (server-everything)', everything.pure / everything.native, '' },
-  { 'TS SDK / native per call (HTTP)', http.ts / http.native, 'target >= 2' },
+  { 'native per call / keep-alive floor (HTTP, server-everything)', http.native / http.floor, '' },
+  { 'TS SDK / native per call (HTTP, server-everything)', http.ts / http.native, 'target >= 4' },
 }) do ratios[#ratios + 1] = r end
+for _, name in ipairs({ 'one CPU', 'split CPUs' }) do
+  local r = http_placed[name]
+  if r then
+    ratios[#ratios + 1] = { 'native per call / keep-alive floor (HTTP, C server), ' .. name, r.native / r.floor,
+      'target <= 2' }
+    ratios[#ratios + 1] = { 'TS SDK / native per call (HTTP, C server), ' .. name, r.ts / r.native, '' }
+  end
+end
 if http.pure then ratios[#ratios + 1] = { 'pure / native per call (HTTP)', http.pure / http.native, 'target >= 5' } end
 for _, r in ipairs(codec_rows) do
   ratios[#ratios + 1] = { 'pure / native, ' .. r[1], r[4], r[1] == 'discover: a 1 MB tool list' and 'target >= 20' or '' }

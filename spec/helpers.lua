@@ -331,9 +331,12 @@ H.COUNTER = H.LUA .. ' ' .. H.ROOT .. '/lua/servers/counter.lua'
 
 -- server-everything in streamableHttp mode on 127.0.0.1 (a --require
 -- preload keeps it off other interfaces): its /mcp URL and a stop function.
-function H.everything_http()
+-- With `connection_log`, the server writes a line there for every
+-- connection it accepts.
+function H.everything_http(connection_log)
   local port = H.port()
-  local _, stop = H.start('PORT=' .. port .. ' node --require ' .. H.ROOT .. '/spec/servers/loopback.cjs '
+  local env = connection_log and ('CONNECTION_LOG=' .. connection_log .. ' ') or ''
+  local _, stop = H.start(env .. 'PORT=' .. port .. ' node --require ' .. H.ROOT .. '/spec/servers/loopback.cjs '
     .. H.EVERYTHING .. ' streamableHttp', 'listening on port')
   return 'http://127.0.0.1:' .. port .. '/mcp', stop
 end

@@ -172,8 +172,73 @@ describe('HTTP transport quirks', function()
     assert.is_false(ok)
     assert.equal('MCP transport failed (401): the server at ' .. base .. '/auth refused the request (HTTP 401,'
       .. ' WWW-Authenticate: Bearer resource_metadata="http://127.0.0.1:' .. port
-      .. '/.well-known/oauth-protected-resource"); it needs credentials, e.g. opts.headers.Authorization', err)
+      .. '/.well-known/oauth-protected-resource"); it needs credentials: set opts.auth.token (or opts.headers.Authorization)', err)
     client:close()
+  end)
+
+  it('opts.auth.token goes as a bearer token on every request: POST, the GET stream, DELETE', function()
+    log()
+    local client = mcp.new({ url = base .. '/bearer', auth = { token = 'right' } })
+    client:discover()
+    assert.equal('Echo: hi', (client:call('echo', { message = 'hi' })))
+    stream_opened('/bearer')
+    client:close()
+    local entries = requests(log(), nil, '/bearer')
+    local methods = {}
+    for _, r in ipairs(entries) do
+      methods[r.method] = true
+      assert.equal('Bearer right', r.headers.authorization, r.method .. ' ' .. r.body)
+      -- uncompressed: a compressor holds events back
+      if r.method ~= 'DELETE' then assert.equal('identity', r.headers['accept-encoding']) end
+    end
+    assert.same({ POST = true, GET = true, DELETE = true }, methods)
+  end)
+
+  it('a token function is asked before each call, so a rotated token is used', function()
+    log()
+    local asked = 0
+    local client = mcp.new({ url = base .. '/bearer', auth = { token = function()
+      asked = asked + 1
+      return 'right-' .. asked
+    end } })
+    client:discover()
+    client:call('echo', { message = 'a' })
+    client:call('echo', { message = 'b' })
+    client:close()
+    assert.equal(3, asked)
+    local seen = {}
+    for _, r in ipairs(requests(log(), 'POST', '/bearer')) do
+      local m = trace.decode(r.body)
+      if m.method == 'tools/call' then seen[#seen + 1] = m.params.arguments.message .. ' ' .. r.headers.authorization end
+    end
+    assert.same({ 'a Bearer right-2', 'b Bearer right-3' }, seen)
+  end)
+
+  it('a token the server refuses, and auth options that cannot be used, say so without quoting the token', function()
+    local client = mcp.new({ url = base .. '/bearer', auth = { token = 'wrong-secret' } })
+    local ok, err = pcall(client.discover, client)
+    assert.is_false(ok)
+    assert.equal('MCP transport failed (401): the server at ' .. base .. '/bearer refused the request (HTTP 401,'
+      .. ' WWW-Authenticate: Bearer error="invalid_token"); the token in opts.auth.token was not accepted', err)
+    client:close()
+    local cases = {
+      { { auth = { token = 'x' }, headers = { authorization = 'Bearer y' } },
+        'mcp.new: give opts.auth.token or opts.headers.Authorization, not both' },
+      { { auth = { authorize = function() end } },
+        'mcp.new: opts.auth.authorize is not supported: this version takes a bearer token (opts.auth.token) and does not log in with OAuth' },
+      { { auth = { token = 42 } }, 'mcp.new: opts.auth.token must be a string or a function returning one' },
+      { { auth = { token = 'line\nbreak-secret' } }, 'mcp: opts.auth.token must be a non-empty token without control bytes' },
+      { { auth = 'x' }, 'mcp.new: opts.auth must be a table' },
+    }
+    for _, case in ipairs(cases) do
+      case[1].url = base .. '/bearer'
+      ok, err = pcall(mcp.new, case[1])
+      assert.is_false(ok)
+      assert.equal(case[2], err)
+    end
+    client = mcp.new({ url = base .. '/bearer', auth = { token = function() return nil end } })
+    ok, err = pcall(client.discover, client)
+    assert.equal('mcp: the opts.auth.token function must return a string, got nil', err)
   end)
 
   it('a 403 without a challenge says credentials are needed', function()
@@ -181,7 +246,7 @@ describe('HTTP transport quirks', function()
     local ok, err = pcall(client.discover, client)
     assert.is_false(ok)
     assert.equal('MCP transport failed (403): the server at ' .. base .. '/forbidden refused the request (HTTP 403);'
-      .. ' it needs credentials, e.g. opts.headers.Authorization', err)
+      .. ' it needs credentials: set opts.auth.token (or opts.headers.Authorization)', err)
     client:close()
   end)
 

@@ -20,9 +20,14 @@ describe_rocks('luarocks make', function()
       local loaded, loaded_status = H.command(string.format(
         [[lua%s -e "package.cpath = '%s/lib/lua/%s/?.so;' .. package.cpath; local mcp = require('mcp'); ]]
           .. [[print(mcp.native, mcp._VERSION, type(mcp.wait_any))"]], version, tree, version))
+      -- the command-line tool, through the wrapper LuaRocks writes
+      local called, called_status = H.command(string.format('%s/bin/lua-mcp --mcp %q call increment by=3', tree,
+        'lua' .. version .. ' ' .. H.ROOT .. '/lua/servers/counter.lua'))
       os.execute('rm -rf ' .. tree)
       assert.equal(0, loaded_status, loaded)
       assert.is_truthy(loaded:find('^true\tlua%-mcp %d+%.%d+%.%d+\tfunction\n'), loaded)
+      assert.equal(0, called_status, called)
+      assert.equal('3\n', called)
     end)
   end
 end)

@@ -76,9 +76,12 @@ pub enum Error {
     #[error("MCP {what} failed: the reply is nested deeper than {limit} levels, which this client does not read")]
     ReplyTooDeep { what: String, limit: usize },
 
-    /// An HTTP server refused us for want of credentials (401 or 403).
-    #[error("MCP transport failed ({status}): the server at {url} refused the request (HTTP {status}{challenge}); it needs credentials, e.g. opts.headers.Authorization")]
-    Unauthorized { status: u16, url: String, challenge: String },
+    /// An HTTP server refused us for want of credentials (401 or 403);
+    /// `hint` says what to set, or that the token given was refused.
+    #[error(
+        "MCP transport failed ({status}): the server at {url} refused the request (HTTP {status}{challenge}); {hint}"
+    )]
+    Unauthorized { status: u16, url: String, challenge: String, hint: &'static str },
 
     /// An HTTP server redirected us somewhere we do not follow: another
     /// origin, or too many hops.
@@ -111,6 +114,10 @@ pub enum Error {
     /// An option of the wrong type or value, named by `what`.
     #[error("{0}")]
     BadInput(String),
+
+    /// A replayed client sent a request its recording has no reply for.
+    #[error("MCP replay: no recorded reply for {method} {params}")]
+    NotRecorded { method: String, params: String },
 
     /// The server speaks a protocol version this client does not.
     #[error("MCP initialize failed: the server chose protocol version {chosen}, which this client does not speak ({supported})")]

@@ -22,12 +22,15 @@ local mcp = {}
 ---@field cwd? string                  The server's working directory (stdio).
 ---@field max_message_bytes? integer   Largest reply accepted (default 64 MiB; at most 2^40).
 ---@field headers? table<string, string>  Sent on every HTTP request.
+---@field auth? {token: string|fun(): string}  A bearer token for HTTP (a function is asked before each call).
 ---@field ca_file? string              PEM certificates to trust instead of Mozilla's roots (HTTPS).
 ---@field on_notification? fun(msg: mcp.Message)  Called for every server notification; `lua-mcp/notifications_dropped` ({count=N}) when some were dropped unread.
 ---@field handlers? table<string, fun(params: table?): (table?, string?)>  Server requests answered from Lua.
 ---@field on_log? fun(params: {level: string, logger?: string, data: any})  notifications/message.
 ---@field on_resource_updated? fun(uri: string)  notifications/resources/updated (after client:subscribe).
 ---@field on_list_changed? fun(kind: "tools"|"resources"|"prompts")  A list the server changed.
+---@field record? string               Appends every message sent and received to this file (JSON lines; no headers).
+---@field replay? string               A recording to answer from instead of a server (see mcp.replay).
 
 ---@class mcp.Tool                      A tool as the server described it in tools/list.
 ---@field name string
@@ -339,5 +342,53 @@ function mcp.mount(registry, client, opts) end
 ---Seconds on a monotonic clock.
 ---@return number
 function mcp.clock() end
+
+---A client whose server is a recording made with `opts.record`: each request is answered
+---with the reply recorded for the same method and params.
+---@param path string
+---@param opts? mcp.Options
+---@return mcp.Client
+function mcp.replay(path, opts) end
+
+---JSON text to a Lua value, with the contract replies have (null deletes a key, integers stay integers).
+---@param text string
+---@return any
+function mcp.json_decode(text) end
+
+---A Lua value to JSON text, as arguments are encoded.
+---@param value any
+---@return string
+function mcp.json_encode(value) end
+
+---@class mcp.ServerSpec : mcp.Options    One server of a config file, as mcp.new options.
+---@field name string
+---@field disabled boolean
+---@field auto_approve string[]           Tools mounted with requires_approval = false (autoApprove, alwaysAllow).
+
+---@class mcp.ConfigOptions
+---@field env? table<string, string>      Variables instead of the process environment.
+---@field workspace? string               ${workspaceFolder}, and where relative envFile paths start.
+---@field input? fun(id: string, spec: table?): string  Supplies ${input:ID} (VS Code's inputs).
+
+---Reads an mcpServers file (Claude, Cursor, Cline, Windsurf) or a VS Code mcp.json, or such a table.
+---@param source string|table
+---@param opts? mcp.ConfigOptions
+---@return table<string, mcp.ServerSpec>
+function mcp.load_config(source, opts) end
+
+---Clients by name for the enabled servers; nothing starts until a client is used.
+---@param specs table<string, mcp.ServerSpec>
+---@param opts? mcp.Options              Given to every client, under each server's own options.
+---@return table<string, mcp.Client>
+function mcp.connect(specs, opts) end
+
+---Mounts every client's tools as NAME_tool (or opts.prefix(name) .. tool); returns the names mounted
+---and, by server name, the error of each server that failed.
+---@param registry mcp.Registry
+---@param clients table<string, mcp.Client>
+---@param opts? {prefix?: fun(name: string): string, trust?: boolean}
+---@return string[] mounted
+---@return table<string, string> failed
+function mcp.mount_all(registry, clients, opts) end
 
 return mcp

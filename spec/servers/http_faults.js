@@ -27,18 +27,28 @@
 //   /auth       a POST gets 401 with a WWW-Authenticate challenge naming the
 //               resource metadata, and the JSON body {"error":"invalid_token"}
 //   /forbidden  a POST gets 403 with no WWW-Authenticate and no body
+//   /bearer     a well-behaved server for requests with "Authorization:
+//               Bearer right" (or "Bearer right-N"); 401 with a challenge
+//               for any other
 //   /many-headers  a POST gets 200 with 200 distinct response headers
 //   /huge-header   a POST gets 200 with one response header of 100 KB
+//   /sse        answers tools/call over SSE, ending the stream after the reply
+//               (tool "slow": a comment at once, the reply after 3 s)
+//   /sse-linger as /sse, but a log notification follows the reply and the
+//               stream ends after it, each in a write of its own
+//   /sse-open   as /sse, but the stream never ends (a log notification
+//               follows the reply)
 //
 // GET /log returns every request seen (method, path, headers, body) and
 // clears it. On the GET stream the server sends a ping and a notification
 // as soon as a client opens it.
 //
-// GET /stats returns {"open": N, "paths": {PATH: N}, "streams": {PATH: N}}:
-// the connections open right now among those that carried a request to a
-// path other than /log and /stats (so the asking connection is never
-// counted), in all and by the path of the last request each carried;
-// "streams" counts those whose last request was a GET.
+// GET /stats returns {"open": N, "paths": {PATH: N}, "streams": {PATH: N},
+// "accepted": {PATH: N}}: the connections open right now among those that
+// carried a request to a path other than /log and /stats (so the asking
+// connection is never counted), in all and by the path of the last request
+// each carried; "streams" counts those whose last request was a GET;
+// "accepted" every connection ever opened, by the path of its first request.
 const http = require('http');
 const https = require('https');
 const fs = require('fs');
@@ -68,6 +78,7 @@ const [certFile, keyFile] = process.argv.slice(3);
 const tls = certFile ? { cert: fs.readFileSync(certFile), key: fs.readFileSync(keyFile) } : null;
 // Sockets that carried a request to a counted path, for /stats.
 const tracked = new Set();
+const accepted = {};
 const listener = (req, res) => {
   const first = req.url.split('?')[0];
   if (first !== '/log' && first !== '/stats') {
@@ -76,6 +87,7 @@ const listener = (req, res) => {
     sock.lastMethod = req.method;
     if (!tracked.has(sock)) {
       tracked.add(sock);
+      accepted[first] = (accepted[first] || 0) + 1;
       sock.on('close', () => tracked.delete(sock));
     }
   }
@@ -96,7 +108,7 @@ const listener = (req, res) => {
         paths[sock.lastPath] = (paths[sock.lastPath] || 0) + 1;
         if (sock.lastMethod === 'GET') streams[sock.lastPath] = (streams[sock.lastPath] || 0) + 1;
       }
-      json(res, 200, { open: tracked.size, paths, streams });
+      json(res, 200, { open: tracked.size, paths, streams, accepted });
       return;
     }
     log.push({ method: req.method, path, headers: req.headers, body });
@@ -128,6 +140,9 @@ function handle(path, req, res, body) {
       'WWW-Authenticate': `Bearer resource_metadata="http://127.0.0.1:${port}/.well-known/oauth-protected-resource"`,
     });
   }
+  if (path === '/bearer' && !/^Bearer right(-\d+)?$/.test(req.headers.authorization || '')) {
+    return json(res, 401, { error: 'invalid_token' }, { 'WWW-Authenticate': 'Bearer error="invalid_token"' });
+  }
   if (req.method === 'POST' && path === '/forbidden') {
     res.writeHead(403);
     res.end();
@@ -151,7 +166,7 @@ function handle(path, req, res, body) {
       setTimeout(() => { res.writeHead(200); res.end(); }, 3000);
       return;
     }
-    res.writeHead(path === '/plain' || path === '/landing' ? 200 : 405);
+    res.writeHead(path === '/plain' || path === '/landing' || path === '/bearer' ? 200 : 405);
     res.end();
     return;
   }
@@ -225,6 +240,7 @@ function handle(path, req, res, body) {
       { name: 'whoami', description: 'Session id and request count', inputSchema: { type: 'object' } },
     ] }));
   }
+  if (msg.method === 'ping') return json(res, 200, result(msg.id, {}));
   if (msg.method !== 'tools/call') {
     return json(res, 200, { jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'Method not found' } });
   }
@@ -250,6 +266,27 @@ function handle(path, req, res, body) {
     res.writeHead(200, { 'Content-Type': 'text/event-stream' });
     res.write('id: evt-1\nretry: 200\ndata: \n\n');
     res.end();
+    return;
+  }
+  if (path === '/sse' || path === '/sse-linger' || path === '/sse-open') {
+    res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+    if (name === 'slow') {
+      res.write(': working\n\n');
+      setTimeout(() => { res.write(`data: ${JSON.stringify(reply)}\n\n`); res.end(); }, 3000);
+      return;
+    }
+    res.write(`data: ${JSON.stringify(reply)}\n\n`);
+    const after = { jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: `after ${msg.id}` } };
+    if (path === '/sse') {
+      res.end();
+    } else if (path === '/sse-linger') {
+      setImmediate(() => {
+        res.write(`data: ${JSON.stringify(after)}\n\n`);
+        setImmediate(() => res.end());
+      });
+    } else {
+      res.write(`data: ${JSON.stringify(after)}\n\n`);
+    }
     return;
   }
   json(res, 200, reply);

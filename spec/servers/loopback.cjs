@@ -12,3 +12,14 @@ net.Server.prototype.listen = function (...args) {
   }
   return listen.apply(this, args);
 };
+
+// With CONNECTION_LOG set, every connection the server accepts appends a
+// line to that file: the specs count the connections a client opened.
+if (process.env.CONNECTION_LOG) {
+  const fs = require('fs');
+  const emit = net.Server.prototype.emit;
+  net.Server.prototype.emit = function (event, ...args) {
+    if (event === 'connection') fs.appendFileSync(process.env.CONNECTION_LOG, 'connection\n');
+    return emit.call(this, event, ...args);
+  };
+}

@@ -25,6 +25,17 @@ pub(super) fn launch_of(command: &Value) -> Outcome<Launch> {
 }
 
 pub(super) fn open_transport(client: &Table, options: &TransportOptions) -> Outcome<Box<dyn Transport>> {
+    let transport = open_server(client, options)?;
+    Ok(match &options.record {
+        Some(path) => Box::new(Recording::open(transport, path, options.made)?),
+        None => transport,
+    })
+}
+
+fn open_server(client: &Table, options: &TransportOptions) -> Outcome<Box<dyn Transport>> {
+    if let Some(recorded) = &options.replay {
+        return Ok(Box::new(Replay::new(recorded.clone(), Some(options.doorbell()?))));
+    }
     if let Value::String(url) = client.get::<Value>("url")? {
         let http_options = http::Options {
             url: url.to_str()?.to_string(),
@@ -32,6 +43,7 @@ pub(super) fn open_transport(client: &Table, options: &TransportOptions) -> Outc
             timeout: options.timeout,
             max_message_bytes: options.max_message_bytes,
             ca_pem: options.ca_pem.clone(),
+            bearer: options.bearer.clone(),
             forward: options.forward.clone(),
             doorbell: Some(options.doorbell()?),
         };
@@ -82,7 +94,22 @@ fn borrow_client<T>(
     let Some(beside) = state_of(lua, client)? else {
         return Err(Error::BadInput("MCP: this client was not made by mcp.new".into()).into());
     };
+    // A token managed elsewhere is asked for before each call, before the
+    // client is borrowed (the function may look at the client).
+    let fresh_token = match beside.entry.raw_get::<Value>(AUTH_TOKEN)? {
+        Value::Function(f) => match f.call::<Value>(())? {
+            Value::String(token) => Some(bearer_text(&token.to_str()?, "the opts.auth.token function's answer")?),
+            other => {
+                let why = format!("mcp: the opts.auth.token function must return a string, got {}", lua_type(&other));
+                return Err(Error::BadInput(why).into());
+            }
+        },
+        _ => None,
+    };
     let mut state = beside.state.borrow_mut::<ClientState>().map_err(|_| busy())?;
+    if let Some(token) = fresh_token {
+        *state.options.bearer.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
+    }
     let ClientState { options, client: core, forgotten, schemas } = &mut *state;
     // Handles collected since the last call: nobody takes their outcome.
     let gone = std::mem::take(&mut *forgotten.borrow_mut());

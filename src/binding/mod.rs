@@ -13,7 +13,7 @@
 
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mlua::{AnyUserData, Function, IntoLuaMulti, Lua, MultiValue, Table, UserData, Value};
@@ -28,6 +28,7 @@ use crate::schema::{OutputSchemas, TOOL_SCHEMAS};
 use crate::session::Peer;
 use crate::transport::doorbell::Doorbell;
 use crate::transport::http::{self, Http};
+use crate::transport::record::{open_for_recording, Recorded, Recording, Replay};
 use crate::transport::stdio::{self, Launch, Stdio};
 use crate::transport::Transport;
 
@@ -37,6 +38,7 @@ mod encode;
 mod fields;
 mod fixture;
 mod handles;
+mod json;
 mod live;
 mod options;
 mod registry;
@@ -48,6 +50,7 @@ use encode::*;
 use fields::*;
 use fixture::*;
 use handles::*;
+use json::*;
 use live::*;
 use options::*;
 use registry::*;
@@ -125,6 +128,8 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     native.set("initialize_msg", export(lua, &cell, initialize_msg)?)?;
     native.set("handshake", export(lua, &cell, handshake)?)?;
     native.set("exchange", export(lua, &cell, exchange)?)?;
+    native.set("json_decode", export(lua, &cell, json_decode)?)?;
+    native.set("json_encode", export(lua, &cell, json_encode)?)?;
     native.set("version", concat!("lua-mcp ", env!("CARGO_PKG_VERSION")))?;
     native.set("supported_versions", protocol::SUPPORTED_VERSIONS.to_vec())?;
     let started = std::time::Instant::now();
@@ -175,7 +180,9 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     if lua.named_registry_value::<Value>(REAPERS_KEY)?.is_nil() {
         lua.set_named_registry_value(REAPERS_KEY, lua.create_userdata(Reapers)?)?;
     }
-    lua.load(include_str!("prelude.lua")).set_name("=mcp").call(native)
+    let module: Table = lua.load(include_str!("prelude.lua")).set_name("=mcp").call(native)?;
+    lua.load(include_str!("config.lua")).set_name("=mcp.config").call::<()>(module.clone())?;
+    Ok(module)
 }
 
 const REAPERS_KEY: &str = "lua-mcp.reapers";
@@ -357,7 +364,7 @@ fn new(lua: &Cx, args: MultiValue) -> Outcome {
     let command: Value = opts.get("command")?;
     let url: Value = opts.get("url")?;
     let transport: Value = opts.get("transport")?;
-    if !truthy(&command) && !truthy(&transport) && !truthy(&url) {
+    if !truthy(&command) && !truthy(&transport) && !truthy(&url) && !truthy(&opts.get::<Value>("replay")?) {
         return Err(Error::NoEndpoint.into());
     }
     let state = read_options(&opts)?;
@@ -380,6 +387,9 @@ fn new(lua: &Cx, args: MultiValue) -> Outcome {
     entry.raw_set(3, opts.get::<Value>("handlers")?)?;
     entry.raw_set(CALLBACKS, callbacks_of(lua, &opts)?)?;
     entry.raw_set(PROGRESS, lua.create_table()?)?;
+    if let Value::Function(f) = auth_token(&opts)? {
+        entry.raw_set(AUTH_TOKEN, f)?;
+    }
     g.states.raw_set(client.clone(), entry)?;
     Ok(MultiValue::from_vec(vec![Value::Table(client)]))
 }

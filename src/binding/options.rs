@@ -26,6 +26,15 @@ pub(super) struct TransportOptions {
     pub(super) forward: Vec<String>,
     /// Made on first use: by the first transport, or by `client:fd()`.
     pub(super) doorbell: OnceCell<Arc<Doorbell>>,
+    /// `opts.record`: the file every message is appended to.
+    pub(super) record: Option<String>,
+    /// When `mcp.new` made the client: a recording's times count from it.
+    pub(super) made: Instant,
+    /// `opts.replay` (`mcp.replay`): the recording that plays the server.
+    pub(super) replay: Option<Arc<Mutex<Recorded>>>,
+    /// `opts.auth.token`: what HTTP requests carry as `Authorization:
+    /// Bearer`. A function's answer is put here before each call.
+    pub(super) bearer: Arc<Mutex<Option<String>>>,
 }
 
 impl TransportOptions {
@@ -129,6 +138,15 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
             .into());
         }
     }
+    let bearer = match auth_token(opts)? {
+        Value::String(token) => Some(bearer_text(&token.to_str()?, "opts.auth.token")?),
+        _ => None,
+    };
+    let has_token = bearer.is_some() || matches!(auth_token(opts)?, Value::Function(_));
+    if has_token && headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("authorization")) {
+        let why = "mcp.new: give opts.auth.token or opts.headers.Authorization, not both";
+        return Err(Error::BadInput(why.into()).into());
+    }
     let forward = handler_methods(opts)?;
     match opts.get::<Value>("on_notification")? {
         Value::Nil | Value::Function(_) => {}
@@ -140,8 +158,37 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
     capabilities.sort_by(|a, b| a.0.cmp(b.0));
     capabilities.dedup_by(|a, b| a.0 == b.0);
     let client = Client::new(timeout, Json::object(capabilities));
-    let options =
-        TransportOptions { timeout, headers, ca_pem, env, cwd, max_message_bytes, forward, doorbell: OnceCell::new() };
+    let record = match opts.get::<Value>("record")? {
+        Value::Nil => None,
+        // Opened now as well, so that a path that cannot be written fails
+        // here rather than at the first call.
+        Value::String(path) => {
+            let path = path.to_str()?.to_string();
+            open_for_recording(&path)?;
+            Some(path)
+        }
+        _ => return Err(Error::BadInput("mcp.new: opts.record must be a file path".into()).into()),
+    };
+    // Read now, so that a missing or damaged recording fails here.
+    let replay = match opts.get::<Value>("replay")? {
+        Value::Nil => None,
+        Value::String(path) => Some(Arc::new(Mutex::new(Recorded::read(&path.to_str()?)?))),
+        _ => return Err(Error::BadInput("mcp.replay: the recording must be a file path".into()).into()),
+    };
+    let options = TransportOptions {
+        timeout,
+        headers,
+        ca_pem,
+        env,
+        cwd,
+        max_message_bytes,
+        forward,
+        doorbell: OnceCell::new(),
+        record,
+        made: Instant::now(),
+        replay,
+        bearer: Arc::new(Mutex::new(bearer)),
+    };
     Ok(ClientState { options, client, forgotten: Rc::default(), schemas: OutputSchemas::default() })
 }
 
@@ -210,6 +257,48 @@ pub(super) fn string_map(opts: &Table, field: &str) -> Outcome<Vec<(String, Stri
     }
     Ok(out)
 }
+
+/// `opts.auth.token`: a string, a function returning one, or nil. The
+/// rest of OAuth (logging a user in, machine credentials) is not here yet,
+/// and its options are refused rather than ignored.
+pub(super) fn auth_token(opts: &Table) -> Outcome<Value> {
+    let auth = match opts.get::<Value>("auth")? {
+        Value::Nil => return Ok(Value::Nil),
+        Value::Table(t) => t,
+        _ => return Err(Error::BadInput("mcp.new: opts.auth must be a table".into()).into()),
+    };
+    for pair in auth.pairs::<Value, Value>() {
+        let (key, _) = pair?;
+        if !matches!(&key, Value::String(k) if k.as_bytes() == b"token") {
+            let name = match &key {
+                Value::String(k) => k.to_str()?.to_string(),
+                other => lua_type(other).to_string(),
+            };
+            return Err(Error::BadInput(format!(
+                "mcp.new: opts.auth.{name} is not supported: this version takes a bearer token (opts.auth.token) and does not log in with OAuth"
+            ))
+            .into());
+        }
+    }
+    match auth.get::<Value>("token")? {
+        v @ (Value::String(_) | Value::Function(_)) => Ok(v),
+        _ => {
+            Err(Error::BadInput("mcp.new: opts.auth.token must be a string or a function returning one".into()).into())
+        }
+    }
+}
+
+/// A token as it may go into a header: no CR, LF or other control byte,
+/// and never quoted in the refusal (it is a secret).
+pub(super) fn bearer_text(token: &str, what: &str) -> Outcome<String> {
+    if token.is_empty() || token.bytes().any(|b| b < 0x20 || b == 0x7f) {
+        return Err(Error::BadInput(format!("mcp: {what} must be a non-empty token without control bytes")).into());
+    }
+    Ok(token.to_string())
+}
+
+/// Where a client's entry keeps `opts.auth.token` when it is a function.
+pub(super) const AUTH_TOKEN: i64 = 10;
 
 /// Where a client's entry keeps the callbacks for particular
 /// notifications (`on_log`, `on_resource_updated`, `on_list_changed`).

@@ -32,6 +32,26 @@ function mcp.new(opts)
   return raise_unless(native.new(opts))
 end
 
+function mcp.json_decode(text)
+  return raise_unless(native.json_decode(text))
+end
+
+function mcp.json_encode(value)
+  return raise_unless(native.json_encode(value))
+end
+
+-- A client whose server is a recording made with `opts.record`: the same
+-- API, answered from the file (see transport/record.rs for the matching).
+function mcp.replay(path, opts)
+  if type(path) ~= "string" then
+    error("mcp.replay: the recording must be a file path, got " .. type(path), 2)
+  end
+  local o = {}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  o.replay, o.command, o.url, o.transport = path, nil, nil, nil
+  return mcp.new(o)
+end
+
 function Client:discover()
   return raise_unless(native.discover(self))
 end

@@ -11,6 +11,25 @@
 //! stdio reader does. It is opened from that thread too: a server that
 //! accepts the GET and never answers it must not hold the Lua thread.
 //!
+//! READING ON THE WAITING THREAD
+//!
+//! A reply that comes as an SSE stream is read by the Lua thread that
+//! waits for it, with no hand-off to another thread. Once the reply is in,
+//! the rest of the stream (normally only its end) is read before the next
+//! POST, so that its connection goes back to ureq's pool: a stream dropped
+//! unread closes its connection, and against server-everything discover
+//! plus 320 calls opened 325 connections that way. A stream still open
+//! [`FOREGROUND_DRAIN`] after its reply goes on on a thread of its own.
+//!
+//! The Lua thread reads only until the session wants it back (its receive
+//! deadline, at most `interrupt::SLICE` away): the wait for input then
+//! stops with [`Pause`], which ureq passes up without closing anything, and
+//! the next receive reads on. Meanwhile what the server's own stream brought
+//! waits in the inbox for that long at most.
+//!
+//! A server's name is looked up once per client (see
+//! [`RememberingResolver`]).
+//!
 //! ENDING WITH THE CLIENT
 //!
 //! A stream that only sends keep-alive comments never gives its thread a
@@ -40,16 +59,20 @@
 //! turned into a GET means nothing; one to another origin is refused with
 //! its Location in the error, for the user to decide.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use ureq::config::Config;
 use ureq::http::Response;
+use ureq::http::Uri;
 use ureq::tls::{parse_pem, PemItem, RootCerts, TlsConfig};
-use ureq::unversioned::resolver::DefaultResolver;
+use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::time::Duration as WireDuration;
 use ureq::unversioned::transport::{
     Buffers, ConnectProxyConnector, ConnectionDetails, Connector, NextTimeout, RustlsConnector, TcpConnector,
@@ -77,6 +100,9 @@ pub struct Options {
     /// PEM certificates to trust instead of the bundled Mozilla roots
     /// (a private CA, a self-signed server).
     pub ca_pem: Option<Vec<u8>>,
+    /// `Authorization: Bearer` for every request, when set; the binding
+    /// may change it between calls (a token managed elsewhere).
+    pub bearer: Arc<Mutex<Option<String>>>,
     /// Server requests Lua answers (`opts.handlers`).
     pub forward: Vec<String>,
     /// Rung when something is queued for Lua (`client:fd()`).
@@ -102,6 +128,13 @@ const NOTICE_TIMEOUT: Duration = Duration::from_secs(2);
 /// that closing, which waits for stream threads, waits this long at most
 /// for one that is still connecting.
 const STREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the Lua thread waits, once its reply is in, for the rest of
+/// the reply stream (normally just its end, already on the way).
+const FOREGROUND_DRAIN: Duration = Duration::from_millis(5);
+/// How long a stream thread reads a reply stream past its reply, and how
+/// many do at once; past either, the stream is dropped with its connection.
+const DRAIN_LIMIT: Duration = Duration::from_secs(1);
+const MAX_DRAINING: usize = 4;
 
 /// The three kinds of request this transport makes.
 #[derive(Clone, Copy)]
@@ -134,6 +167,9 @@ struct Shared {
     /// (each POST has its own connection, so they can overtake).
     posting: Mutex<Vec<IdKey>>,
     posted: Condvar,
+    /// Stream threads reading a reply stream past its reply.
+    draining: AtomicUsize,
+    resolver: Arc<RememberingResolver>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -169,6 +205,9 @@ impl Shared {
         for (name, value) in &self.options.headers {
             req = req.header(name.as_str(), value.as_str());
         }
+        if let Some(token) = lock(&self.options.bearer).as_deref() {
+            req = req.header("Authorization", format!("Bearer {token}"));
+        }
         if let Some(id) = self.session_id() {
             req = req.header("Mcp-Session-Id", id);
         }
@@ -187,14 +226,19 @@ impl Shared {
         for hop in 0..=MAX_REDIRECTS {
             let sent = match verb {
                 Verb::Post(body) => {
+                    // Uncompressed: a compressed event stream is held back
+                    // by the compressor, and ureq's decoder would wrap the
+                    // errors our reads rely on (see `Pause`).
                     let req = agent
                         .post(&url)
                         .header("Content-Type", "application/json")
-                        .header("Accept", "application/json, text/event-stream");
+                        .header("Accept", "application/json, text/event-stream")
+                        .header("Accept-Encoding", "identity");
                     self.decorate(req).config().timeout_global(Some(timeout)).build().send(body)
                 }
                 Verb::Get { last_event_id } => {
-                    let mut req = agent.get(&url).header("Accept", "text/event-stream");
+                    let mut req =
+                        agent.get(&url).header("Accept", "text/event-stream").header("Accept-Encoding", "identity");
                     if let Some(id) = last_event_id {
                         req = req.header("Last-Event-ID", id);
                     }
@@ -243,6 +287,13 @@ impl Shared {
             },
         };
         let weird = |what: String| Error::Transport { code: "8".into(), detail: format!("the server at {url} {what}") };
+        if matches!(
+            err,
+            ureq::Error::HostNotFound | ureq::Error::ConnectionFailed | ureq::Error::Io(_) | ureq::Error::Timeout(_)
+        ) {
+            // The server may have moved: the next request looks it up again.
+            self.resolver.forget();
+        }
         match err {
             ureq::Error::Timeout(_) => Error::HttpTimeout { url: url.to_string(), seconds: seconds_text(timeout) },
             // Our own, from `SlicedWire`: the session names the request.
@@ -277,7 +328,10 @@ impl Shared {
     /// Answers a request the server sent us, on a connection of its own.
     fn answer(&self, request: &Json) {
         if let Some(answer) = answer_server_request(request) {
-            let _ = self.post(&codec::encode(&answer), self.options.timeout);
+            // Read to its end, so that the connection goes back to the pool.
+            if let Ok(response) = self.post(&codec::encode(&answer), self.options.timeout) {
+                drain_briefly(response, self.options.max_message_bytes);
+            }
         }
     }
 
@@ -322,7 +376,11 @@ impl Shared {
                 Some(value) => format!(", WWW-Authenticate: {value}"),
                 None => String::new(),
             };
-            return Err(Error::Unauthorized { status, url: self.url(), challenge });
+            let hint = match lock(&self.options.bearer).is_some() {
+                true => "the token in opts.auth.token was not accepted",
+                false => "it needs credentials: set opts.auth.token (or opts.headers.Authorization)",
+            };
+            return Err(Error::Unauthorized { status, url: self.url(), challenge, hint });
         }
         let body = read_capped(&mut response, self.options.max_message_bytes).unwrap_or_default();
         if let (Ok(reply), Some(id)) = (codec::decode(trim(&body)), id) {
@@ -354,7 +412,7 @@ impl Shared {
                 match status {
                     404 if had_session => Err(Error::SessionExpired),
                     200..=299 if is_event_stream(&response) => {
-                        read_stream(self, response, Some(key));
+                        read_stream(self, ReplyStream::new(self, response, Some(key)));
                         return;
                     }
                     200..=299 => self.json_body(status, response),
@@ -406,9 +464,13 @@ impl Shared {
 
 pub struct Http {
     shared: Arc<Shared>,
-    /// JSON bodies read on the Lua thread, not yet handed to the session.
+    /// What the Lua thread read itself (JSON bodies, the foreground
+    /// stream's events past the reply), not yet handed to the session.
     /// What stream threads read waits in the shared inbox.
-    queue: VecDeque<Incoming>,
+    queue: VecDeque<Received>,
+    /// The reply stream of the last request Lua waits on, read by the Lua
+    /// thread itself (see READING ON THE WAITING THREAD).
+    foreground: Option<ReplyStream>,
     /// The last POST ran out of time.
     timed_out: bool,
     /// The handshake is done; the server's stream opens after our next
@@ -422,6 +484,15 @@ pub struct Http {
 enum Incoming {
     Message(Json),
     TooDeep(Option<IdKey>),
+}
+
+impl Incoming {
+    fn received(self) -> Received {
+        match self {
+            Incoming::Message(msg) => Received::Message(msg),
+            Incoming::TooDeep(id) => Received::TooDeep(id),
+        }
+    }
 }
 
 impl Http {
@@ -440,6 +511,8 @@ impl Http {
             tls = tls.root_certs(RootCerts::from(certs));
         }
         let tls = tls.build();
+        let resolver = Arc::new(RememberingResolver::default());
+        let shared_resolver = SharedResolver(resolver.clone());
         let agent = |idle: usize| {
             let config = Agent::config_builder()
                 .http_status_as_error(false)
@@ -448,7 +521,7 @@ impl Http {
                 .tls_config(tls.clone())
                 .build();
             let chain = ().chain(ConnectProxyConnector::default()).chain(TcpConnector::default());
-            Agent::with_parts(config, Sliced(chain.chain(RustlsConnector::default())), DefaultResolver::default())
+            Agent::with_parts(config, Sliced(chain.chain(RustlsConnector::default())), shared_resolver.clone())
         };
         let inbox = Arc::new(Inbox::new(options.doorbell.clone()));
         let shared = Arc::new(Shared {
@@ -464,8 +537,17 @@ impl Http {
             threads: Mutex::new(Vec::new()),
             posting: Mutex::new(Vec::new()),
             posted: Condvar::new(),
+            draining: AtomicUsize::new(0),
+            resolver,
         });
-        Ok(Http { shared, queue: VecDeque::new(), timed_out: false, listen_pending: false, spare_agent: agent(0) })
+        Ok(Http {
+            shared,
+            queue: VecDeque::new(),
+            foreground: None,
+            timed_out: false,
+            listen_pending: false,
+            spare_agent: agent(0),
+        })
     }
 
     fn limit(&self) -> usize {
@@ -474,13 +556,14 @@ impl Http {
 
     /// Takes a non-stream reply body: see [`Shared::json_body`].
     fn take_json_body(&mut self, status: u16, response: Response<Body>) -> Result<()> {
-        self.queue.extend(self.shared.json_body(status, response)?);
+        self.queue.extend(self.shared.json_body(status, response)?.into_iter().map(Incoming::received));
         Ok(())
     }
 
     /// A 4xx or 5xx: see [`Shared::failure_body`].
     fn take_failure(&mut self, status: u16, response: Response<Body>, sent: &Json) -> Result<()> {
-        self.queue.extend(self.shared.failure_body(status, response, sent.get("id"))?);
+        let incoming = self.shared.failure_body(status, response, sent.get("id"))?;
+        self.queue.extend(incoming.into_iter().map(Incoming::received));
         Ok(())
     }
 
@@ -492,6 +575,70 @@ impl Http {
         let Some(key) = cancellation.get("params").and_then(|p| p.get("requestId")).and_then(id_key) else { return };
         let posting = lock(&self.shared.posting);
         let _ = self.shared.posted.wait_timeout_while(posting, within, |posting| posting.contains(&key));
+    }
+
+    /// What the session gets for an event.
+    fn received(&self, event: Event) -> Option<Received> {
+        match event {
+            Event::Message(msg) => Some(Received::Message(msg)),
+            Event::TooDeep(id) => Some(Received::TooDeep(id)),
+            // For the request whose stream carried it; the session drops it
+            // if that request is no longer waited for.
+            Event::TooLarge(Some(id)) => {
+                Some(Received::Failed(Some(id), Error::MessageTooLarge { limit: self.limit() }))
+            }
+            Event::Failed(id, e) => Some(Received::Failed(Some(id), e)),
+            Event::TooLarge(None) | Event::Ended => None,
+        }
+    }
+
+    /// Reads the foreground stream until `deadline`: its next event, or
+    /// None when the deadline or Ctrl-C came first, or when the stream
+    /// ended (let go then, to a thread of its own if it may still be
+    /// resumed).
+    fn read_foreground(&mut self, deadline: Instant) -> Option<Event> {
+        let stream = self.foreground.as_mut()?;
+        match pausing_at(deadline, || stream.next(&self.shared, false)) {
+            Step::Deliver(event, _) => Some(event),
+            Step::Paused | Step::Interrupted => None,
+            Step::Ended => {
+                let stream = self.foreground.take()?;
+                if stream.resumable(&self.shared) {
+                    self.hand_off(stream);
+                }
+                None
+            }
+        }
+    }
+
+    /// Lets go of the foreground stream once its reply is in: what is left
+    /// of it (normally only its end) is read for [`FOREGROUND_DRAIN`], so
+    /// that its connection goes back to the pool for the next POST; a
+    /// stream still open then goes on on a thread of its own. What it
+    /// brings goes to the inbox, in order with what other streams bring.
+    /// With `unanswered_too`, a stream whose reply has not come is handed
+    /// to a thread of its own as well.
+    fn finish_foreground(&mut self, unanswered_too: bool) {
+        let Some(mut stream) = self.foreground.take_if(|s| s.answered || unanswered_too) else { return };
+        if !stream.answered {
+            self.hand_off(stream);
+            return;
+        }
+        let shared = &self.shared;
+        let step = pausing_at(Instant::now() + FOREGROUND_DRAIN, || loop {
+            match stream.next(shared, false) {
+                Step::Deliver(event, size) => shared.inbox.push(event, size),
+                other => break other,
+            }
+        });
+        if matches!(step, Step::Paused) {
+            self.hand_off(stream);
+        }
+    }
+
+    /// A stream the Lua thread stops reading goes on on a thread of its own.
+    fn hand_off(&self, stream: ReplyStream) {
+        self.shared.spawn(move |shared| read_stream(&shared, stream));
     }
 
     /// Opens the server's own stream (GET) on a thread of its own; a 405
@@ -513,100 +660,193 @@ impl Http {
             if response.status().as_u16() != 200 || !is_event_stream(&response) {
                 return;
             }
-            read_stream(&shared, response, None);
+            let stream = ReplyStream::new(&shared, response, None);
+            read_stream(&shared, stream);
         });
         let (done, wake) = &*answered;
         let _ = wake.wait_timeout_while(lock(done), LISTEN_WAIT, |done| !*done);
     }
 }
 
-/// Reads one SSE stream to its end: server requests are answered here (or
-/// handed to Lua when it has a handler), everything else goes to the
-/// inbox. A stream that ends before the reply it was opened for
-/// (`awaiting`) is resumed with `Last-Event-ID` after the server's `retry:`
-/// or a bounded backoff; the server's own stream (`awaiting` = None) is
-/// resumed the same way until the client closes.
-fn read_stream(shared: &Shared, first: Response<Body>, awaiting: Option<IdKey>) {
-    // A reply stream is resumed only while its request could still be
-    // waited for: one abandoned on a timeout must not live on.
-    let resume_until = awaiting.as_ref().map(|_| Instant::now() + shared.options.timeout);
-    let limit = shared.options.max_message_bytes;
-    let inbox = &shared.inbox;
-    let mut reader = SseReader::new(first.into_body().into_reader(), limit);
-    let mut resumes = 0;
-    loop {
+/// What reading a stream gave.
+enum Step {
+    /// For the session, with the size it had on the wire.
+    Deliver(Event, usize),
+    /// The reader's pause time came (see [`pausing_at`]); the stream is
+    /// intact and can be read on, by this thread or another.
+    Paused,
+    /// Ctrl-C, on the Lua thread.
+    Interrupted,
+    /// Nothing more will come: the stream ended (and was not resumed), or
+    /// failed.
+    Ended,
+}
+
+/// One SSE stream: a POST's reply stream (`awaiting` its reply) or the
+/// server's own (awaiting nothing). Server requests are answered here, or
+/// handed to Lua when it has a handler; everything else is delivered.
+struct ReplyStream {
+    reader: SseReader,
+    awaiting: Option<IdKey>,
+    /// A reply stream is resumed only while its request could still be
+    /// waited for: one abandoned on a timeout must not live on.
+    resume_until: Option<Instant>,
+    resumes: usize,
+    /// The reply came: what follows is read only to reach the stream's
+    /// end, so that its connection goes back to the pool.
+    answered: bool,
+}
+
+impl ReplyStream {
+    fn new(shared: &Shared, response: Response<Body>, awaiting: Option<IdKey>) -> ReplyStream {
+        ReplyStream {
+            reader: SseReader::new(response.into_body().into_reader(), shared.options.max_message_bytes),
+            resume_until: awaiting.as_ref().map(|_| Instant::now() + shared.options.timeout),
+            awaiting,
+            resumes: 0,
+            answered: false,
+        }
+    }
+
+    /// The next thing to deliver. A stream that ends before its reply is
+    /// resumed with `Last-Event-ID` after the server's `retry:` or a bounded
+    /// backoff when `may_resume` (a thread of its own may sleep; the Lua
+    /// thread hands such a stream to one instead); the server's own stream
+    /// is resumed the same way until the client closes.
+    fn next(&mut self, shared: &Shared, may_resume: bool) -> Step {
         loop {
             if shared.is_stopped() {
-                return;
+                return Step::Ended;
             }
-            match reader.next_event() {
-                Ok(Some(event)) => {
-                    let text = trim(&event);
-                    let msg = match codec::decode(text) {
-                        Ok(msg) => msg,
-                        Err(e) if e.what == codec::TOO_DEEP => {
-                            let envelope = codec::peek_envelope(text);
-                            if envelope.has_method {
-                                if let Some(id) = envelope.id {
-                                    let _ = shared
-                                        .post(&codec::encode(&too_deep_request_answer(id)), shared.options.timeout);
-                                }
-                                continue;
-                            }
-                            let id = envelope.id.as_ref().and_then(id_key);
-                            let done = id.is_some() && id == awaiting;
-                            inbox.push(Event::TooDeep(id), text.len());
-                            if done {
-                                return;
-                            }
-                            continue;
-                        }
-                        Err(_) => continue,
-                    };
-                    let kind = classify(&msg);
-                    if kind == Kind::ServerRequest && !is_forwarded(&msg, &shared.options.forward) {
-                        shared.answer(&msg);
+            let event = match self.reader.next_event() {
+                Ok(Some(event)) => event,
+                Err(StreamError::TooLarge) => match &self.awaiting {
+                    Some(id) if !self.answered => {
+                        self.answered = true;
+                        return Step::Deliver(Event::TooLarge(Some(id.clone())), 0);
+                    }
+                    // On the server's own stream, or past the reply: skip
+                    // the event (the reader reads past the rest of it).
+                    _ => continue,
+                },
+                Err(StreamError::Paused) => return Step::Paused,
+                Err(StreamError::Interrupted) => return Step::Interrupted,
+                Ok(None) | Err(StreamError::Broken) => {
+                    if may_resume && self.resume(shared) {
                         continue;
                     }
-                    let done = matches!(&kind, Kind::Response(id) if Some(id) == awaiting.as_ref());
-                    inbox.push(Event::Message(msg), text.len());
-                    if done {
-                        return;
-                    }
+                    return Step::Ended;
                 }
-                Err(StreamError::TooLarge) => match &awaiting {
-                    Some(id) => {
-                        inbox.push(Event::TooLarge(Some(id.clone())), 0);
-                        return;
+            };
+            let text = trim(&event);
+            let msg = match codec::decode(text) {
+                Ok(msg) => msg,
+                Err(e) if e.what == codec::TOO_DEEP => {
+                    let envelope = codec::peek_envelope(text);
+                    if envelope.has_method {
+                        if let Some(id) = envelope.id {
+                            let answer = codec::encode(&too_deep_request_answer(id));
+                            let _ = never_pausing(|| shared.post(&answer, shared.options.timeout));
+                        }
+                        continue;
                     }
-                    // On the server's own stream: skip the event (the
-                    // reader reads past the rest of it) and go on.
-                    None => continue,
-                },
-                Ok(None) | Err(StreamError::Broken) => break,
+                    let id = envelope.id.as_ref().and_then(id_key);
+                    self.answered |= id.is_some() && id == self.awaiting;
+                    return Step::Deliver(Event::TooDeep(id), text.len());
+                }
+                Err(_) => continue,
+            };
+            let kind = classify(&msg);
+            if kind == Kind::ServerRequest && !is_forwarded(&msg, &shared.options.forward) {
+                never_pausing(|| shared.answer(&msg));
+                continue;
             }
+            self.answered |= matches!(&kind, Kind::Response(id) if Some(id) == self.awaiting.as_ref());
+            return Step::Deliver(Event::Message(msg), text.len());
         }
-        // The stream ended without what it was for.
-        let Some(last_id) = reader.last_event_id.clone() else { return };
-        if shared.is_stopped() || resumes >= MAX_RESUMES || resume_until.is_some_and(|t| Instant::now() >= t) {
-            return;
+    }
+
+    /// Whether a stream that ended without its reply can still bring it.
+    fn resumable(&self, shared: &Shared) -> bool {
+        self.reader.last_event_id.is_some()
+            && !self.answered
+            && !shared.is_stopped()
+            && self.resumes < MAX_RESUMES
+            && self.resume_until.is_none_or(|t| Instant::now() < t)
+    }
+
+    /// Reconnects with `Last-Event-ID` after a pause; false when the
+    /// stream cannot or should not be resumed.
+    fn resume(&mut self, shared: &Shared) -> bool {
+        if !self.resumable(shared) {
+            return false;
         }
-        resumes += 1;
-        let backoff = DEFAULT_RETRY * (1 << (resumes - 1)).min(8);
-        shared.pause(reader.retry.unwrap_or(backoff).min(MAX_RETRY));
+        let Some(last_id) = self.reader.last_event_id.clone() else { return false };
+        self.resumes += 1;
+        let backoff = DEFAULT_RETRY * (1 << (self.resumes - 1)).min(8);
+        shared.pause(self.reader.retry.unwrap_or(backoff).min(MAX_RETRY));
         if let Ok(r) = shared.get_stream(Some(&last_id)) {
             if r.status().as_u16() == 200 && is_event_stream(&r) {
-                let retry = reader.retry;
-                reader = SseReader::new(r.into_body().into_reader(), limit);
-                reader.last_event_id = Some(last_id);
-                reader.retry = retry;
+                let retry = self.reader.retry;
+                self.reader = SseReader::new(r.into_body().into_reader(), shared.options.max_message_bytes);
+                self.reader.last_event_id = Some(last_id);
+                self.reader.retry = retry;
             }
         }
+        // Read on: a failed reconnection ends the stream there, and the
+        // next end comes back here while resumptions are left.
+        true
+    }
+}
+
+/// Reads a stream on a thread of its own: everything goes to the inbox.
+/// After the reply the rest is read for [`DRAIN_LIMIT`] at most, and by
+/// [`MAX_DRAINING`] threads at most, so that a server that keeps its reply
+/// streams open costs a closed connection, not a thread per request.
+fn read_stream(shared: &Shared, mut stream: ReplyStream) {
+    while !stream.answered {
+        match stream.next(shared, true) {
+            Step::Deliver(event, size) => shared.inbox.push(event, size),
+            Step::Paused | Step::Interrupted | Step::Ended => return,
+        }
+    }
+    let Some(_slot) = DrainSlot::take(shared) else { return };
+    pausing_at(Instant::now() + DRAIN_LIMIT, || {
+        while let Step::Deliver(event, size) = stream.next(shared, false) {
+            shared.inbox.push(event, size);
+        }
+    });
+}
+
+/// One of the [`MAX_DRAINING`] places for a stream read past its reply.
+struct DrainSlot<'a>(&'a Shared);
+
+impl<'a> DrainSlot<'a> {
+    fn take(shared: &'a Shared) -> Option<DrainSlot<'a>> {
+        let taken = shared.draining.fetch_add(1, Ordering::Relaxed);
+        if taken >= MAX_DRAINING {
+            shared.draining.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(DrainSlot(shared))
+    }
+}
+
+impl Drop for DrainSlot<'_> {
+    fn drop(&mut self) {
+        self.0.draining.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 impl Transport for Http {
     fn send(&mut self, sent: &Json) -> Result<()> {
+        // Every POST needs a connection: the last reply stream's goes back
+        // to the pool first. One still unanswered (a request given up on,
+        // or a nested call from a handler) goes on elsewhere, unless this
+        // is our answer to a server request that came on it: the reply may
+        // follow on the same stream.
+        let is_answer = sent.get("method").is_none();
+        self.finish_foreground(!is_answer);
         let message = codec::encode(sent);
         let is_request = sent.get("id").is_some() && sent.get("method").is_some();
         let is_initialize = sent.get("method") == Some(&Json::str("initialize"));
@@ -645,10 +885,16 @@ impl Transport for Http {
         }
         match status {
             404 if had_session => Err(Error::SessionExpired),
-            200..=299 if !is_request => Ok(()),
+            200..=299 if !is_request => {
+                drain_briefly(response, self.limit());
+                Ok(())
+            }
             200..=299 if is_event_stream(&response) => {
                 let awaiting = sent.get("id").and_then(id_key);
-                self.shared.spawn(move |shared| read_stream(&shared, response, awaiting));
+                let stream = ReplyStream::new(&self.shared, response, awaiting);
+                if let Some(earlier) = self.foreground.replace(stream) {
+                    self.hand_off(earlier);
+                }
                 Ok(())
             }
             200..=299 => self.take_json_body(status, response),
@@ -660,6 +906,7 @@ impl Transport for Http {
     /// waits for a reply's headers or body; whatever comes of it reaches
     /// the session through the inbox, as stream events do.
     fn send_detached(&mut self, request: &Json, timeout: Duration) -> Result<()> {
+        self.finish_foreground(true);
         if self.shared.is_stopped() {
             return Err(Error::Closed { what: protocol::lua_text(request.get("method")) });
         }
@@ -682,31 +929,33 @@ impl Transport for Http {
     }
 
     fn receive(&mut self, deadline: Instant) -> Result<Option<Received>> {
+        // What followed the last reply on its stream is taken now, not at
+        // the next POST: a program that only waits (async handles, an
+        // event loop) must still get a notification sent after a reply.
+        self.finish_foreground(false);
         loop {
             // What the stream threads brought while Lua was elsewhere comes
             // first: it arrived before the body just read on this thread.
             let event = match self.shared.inbox.pop(Instant::now()) {
                 Some(event) => event,
                 None => match self.queue.pop_front() {
-                    Some(Incoming::Message(msg)) => return Ok(Some(Received::Message(msg))),
-                    Some(Incoming::TooDeep(id)) => return Ok(Some(Received::TooDeep(id))),
+                    Some(received) => return Ok(Some(received)),
                     None if std::mem::take(&mut self.timed_out) => return Ok(None),
+                    None if self.foreground.as_ref().is_some_and(|s| !s.answered) => {
+                        match self.read_foreground(deadline) {
+                            Some(event) => event,
+                            None if Instant::now() >= deadline || interrupt::requested() => return Ok(None),
+                            None => continue,
+                        }
+                    }
                     None => match self.shared.inbox.pop(deadline) {
                         Some(event) => event,
                         None => return Ok(None),
                     },
                 },
             };
-            match event {
-                Event::Message(msg) => return Ok(Some(Received::Message(msg))),
-                Event::TooDeep(id) => return Ok(Some(Received::TooDeep(id))),
-                // For the request whose stream carried it; the session drops
-                // it if that request is no longer waited for.
-                Event::TooLarge(Some(id)) => {
-                    return Ok(Some(Received::Failed(Some(id), Error::MessageTooLarge { limit: self.limit() })))
-                }
-                Event::Failed(id, e) => return Ok(Some(Received::Failed(Some(id), e))),
-                Event::TooLarge(None) | Event::Ended => {}
+            if let Some(received) = self.received(event) {
+                return Ok(Some(received));
             }
         }
     }
@@ -716,7 +965,8 @@ impl Transport for Http {
     }
 
     fn queued(&self) -> bool {
-        !self.queue.is_empty() || !self.shared.inbox.is_empty()
+        // An answered foreground stream may hold what followed its reply.
+        !self.queue.is_empty() || !self.shared.inbox.is_empty() || self.foreground.as_ref().is_some_and(|s| s.answered)
     }
 
     fn established(&mut self, negotiated_version: &str) {
@@ -774,6 +1024,58 @@ pub fn join_background() {
     }
 }
 
+/// Looks a server's name up once per client. ureq asks its resolver before
+/// every request, even one that goes out on a pooled connection, and its
+/// own resolver starts a thread for every lookup with a time limit (ours
+/// all have one): a thread per call, even for 127.0.0.1. An address
+/// given as numbers needs no lookup at all; a name is looked up again
+/// after a request could not connect (see `Shared::failed`).
+#[derive(Debug, Default)]
+struct RememberingResolver {
+    known: Mutex<Option<(String, ResolvedSocketAddrs)>>,
+    lookup: DefaultResolver,
+}
+
+impl RememberingResolver {
+    fn forget(&self) {
+        *lock(&self.known) = None;
+    }
+}
+
+/// The one resolver both of a client's agents share.
+#[derive(Debug, Clone)]
+struct SharedResolver(Arc<RememberingResolver>);
+
+impl Resolver for SharedResolver {
+    fn resolve(
+        &self,
+        uri: &Uri,
+        config: &Config,
+        timeout: NextTimeout,
+    ) -> std::result::Result<ResolvedSocketAddrs, ureq::Error> {
+        let this = &self.0;
+        let (Some(scheme), Some(authority)) = (uri.scheme(), uri.authority()) else {
+            return this.lookup.resolve(uri, config, timeout);
+        };
+        let Some(host_port) = DefaultResolver::host_and_port(scheme, authority) else {
+            return this.lookup.resolve(uri, config, timeout);
+        };
+        if let Ok(addr) = host_port.parse::<SocketAddr>() {
+            let mut addrs = self.empty();
+            addrs.push(addr);
+            return Ok(addrs);
+        }
+        if let Some((name, addrs)) = lock(&this.known).as_ref() {
+            if *name == host_port {
+                return Ok(addrs.clone());
+            }
+        }
+        let addrs = this.lookup.resolve(uri, config, timeout)?;
+        *lock(&this.known) = Some((host_port, addrs.clone()));
+        Ok(addrs)
+    }
+}
+
 /// What `SlicedWire` fails with when the host wants its thread back. A
 /// type of our own rather than `ErrorKind::Interrupted`, which rustls and
 /// `Read::read_to_end` retry as a mere signal.
@@ -788,12 +1090,78 @@ impl std::fmt::Display for UserInterrupt {
 
 impl std::error::Error for UserInterrupt {}
 
-/// Whether `err` is, or wraps, a [`UserInterrupt`] (ureq's body reader
+/// What `SlicedWire` fails with when this thread's [`PAUSE_AT`] comes.
+/// The connection is left as it was: ureq's body reader hands the error
+/// up and reads on at the next call.
+#[derive(Debug)]
+struct Pause;
+
+impl std::fmt::Display for Pause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("paused")
+    }
+}
+
+impl std::error::Error for Pause {}
+
+thread_local! {
+    /// When set, a wait for input on this thread stops at this instant
+    /// with [`Pause`]. The Lua thread reads its reply stream only until
+    /// the session wants its thread back (its `receive` deadline), and a
+    /// stream read past its reply only so long.
+    static PAUSE_AT: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Runs `body` with waits for input pausing at `at`.
+fn pausing_at<T>(at: Instant, body: impl FnOnce() -> T) -> T {
+    with_pause(Some(at), body)
+}
+
+/// Runs `body` without pausing: for a request of its own made while a
+/// stream is read (an answer to the server), which must not be cut off.
+fn never_pausing<T>(body: impl FnOnce() -> T) -> T {
+    with_pause(None, body)
+}
+
+fn with_pause<T>(at: Option<Instant>, body: impl FnOnce() -> T) -> T {
+    struct Restore(Option<Instant>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            PAUSE_AT.set(self.0);
+        }
+    }
+    let _restore = Restore(PAUSE_AT.replace(at));
+    body()
+}
+
+/// Whether `err` is, or wraps, an error of type `E` (ureq's body reader
 /// wraps its own errors in an `io::Error`).
-fn is_user_interrupt(err: &std::io::Error) -> bool {
+fn wraps<E: std::error::Error + 'static>(err: &std::io::Error) -> bool {
     let Some(inner) = err.get_ref() else { return false };
-    inner.is::<UserInterrupt>()
-        || matches!(inner.downcast_ref::<ureq::Error>(), Some(ureq::Error::Io(e)) if is_user_interrupt(e))
+    if inner.is::<E>() {
+        return true;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(inner);
+    while let Some(e) = source {
+        if e.is::<E>() || e.downcast_ref::<std::io::Error>().is_some_and(wraps::<E>) {
+            return true;
+        }
+        if let Some(ureq::Error::Io(io)) = e.downcast_ref::<ureq::Error>() {
+            if wraps::<E>(io) {
+                return true;
+            }
+        }
+        source = e.source();
+    }
+    false
+}
+
+fn is_user_interrupt(err: &std::io::Error) -> bool {
+    wraps::<UserInterrupt>(err)
+}
+
+fn is_pause(err: &std::io::Error) -> bool {
+    wraps::<Pause>(err)
 }
 
 /// A connector whose connections wait for input in slices (see CTRL-C),
@@ -809,37 +1177,85 @@ impl<In: Wire, C: Connector<In>> Connector<In> for Sliced<C> {
         details: &ConnectionDetails,
         chained: Option<In>,
     ) -> std::result::Result<Option<Self::Out>, ureq::Error> {
-        Ok(self.0.connect(details, chained)?.map(SlicedWire))
+        Ok(self.0.connect(details, chained)?.map(|wire| SlicedWire { wire, unsent: Vec::new() }))
     }
 }
 
+/// Also holds back what ureq transmits until it waits for input: ureq
+/// writes a request's head and its body with a write each, and two small
+/// segments cost the server two wake-ups (and us a system call) per
+/// request; held back, they leave in one write.
 #[derive(Debug)]
-struct SlicedWire<T>(T);
+struct SlicedWire<T> {
+    wire: T,
+    unsent: Vec<u8>,
+}
+
+/// Bytes held back at most before they are sent anyway.
+const HOLD_BACK_LIMIT: usize = 64 << 10;
+
+impl<T: Wire> SlicedWire<T> {
+    fn flush(&mut self, timeout: NextTimeout) -> std::result::Result<(), ureq::Error> {
+        let mut sent = 0;
+        while sent < self.unsent.len() {
+            let buffer = self.wire.buffers().output();
+            let n = buffer.len().min(self.unsent.len() - sent);
+            buffer[..n].copy_from_slice(&self.unsent[sent..sent + n]);
+            self.wire.transmit_output(n, timeout)?;
+            sent += n;
+        }
+        self.unsent.clear();
+        Ok(())
+    }
+}
 
 impl<T: Wire> Wire for SlicedWire<T> {
     fn buffers(&mut self) -> &mut dyn Buffers {
-        self.0.buffers()
+        self.wire.buffers()
     }
 
     fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> std::result::Result<(), ureq::Error> {
-        self.0.transmit_output(amount, timeout)
+        let output = self.wire.buffers().output();
+        self.unsent.extend_from_slice(&output[..amount]);
+        if self.unsent.len() >= HOLD_BACK_LIMIT {
+            self.flush(timeout)?;
+        }
+        Ok(())
     }
 
     fn await_input(&mut self, timeout: NextTimeout) -> std::result::Result<bool, ureq::Error> {
+        if !self.unsent.is_empty() {
+            self.flush(timeout)?;
+        }
+        let pause_at = PAUSE_AT.get();
         // Stream threads run no Lua call: one wait, however long.
-        if !interrupt::watched() {
-            return self.0.await_input(timeout);
+        if !interrupt::watched() && pause_at.is_none() {
+            return self.wire.await_input(timeout);
         }
         let start = Instant::now();
         loop {
             let left = timeout.after.saturating_sub(start.elapsed());
-            let slice = left.min(interrupt::SLICE);
-            let last = slice == left && !timeout.after.is_not_happening();
-            match self.0.await_input(NextTimeout { after: WireDuration::Exact(slice), ..timeout }) {
+            let mut slice = left.min(interrupt::SLICE);
+            let mut pausing = false;
+            if let Some(at) = pause_at {
+                let until = at.saturating_duration_since(Instant::now());
+                if until <= slice {
+                    // A zero wait would mean no limit at all to the socket.
+                    if until.is_zero() {
+                        return Err(ureq::Error::Io(std::io::Error::other(Pause)));
+                    }
+                    (slice, pausing) = (until, true);
+                }
+            }
+            let last = slice == left && !timeout.after.is_not_happening() && !pausing;
+            match self.wire.await_input(NextTimeout { after: WireDuration::Exact(slice), ..timeout }) {
                 // The slice ended, not the wait: nothing was read.
                 Err(ureq::Error::Timeout(_)) if !last => {
                     if interrupt::requested() {
                         return Err(ureq::Error::Io(std::io::Error::other(UserInterrupt)));
+                    }
+                    if pausing {
+                        return Err(ureq::Error::Io(std::io::Error::other(Pause)));
                     }
                 }
                 other => return other,
@@ -848,11 +1264,11 @@ impl<T: Wire> Wire for SlicedWire<T> {
     }
 
     fn is_open(&mut self) -> bool {
-        self.0.is_open()
+        self.wire.is_open()
     }
 
     fn is_tls(&self) -> bool {
-        self.0.is_tls()
+        self.wire.is_tls()
     }
 }
 
@@ -872,6 +1288,15 @@ fn is_event_stream(response: &Response<Body>) -> bool {
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"))
+}
+
+/// Reads the body of a reply nothing waits for (a 202 to a notification,
+/// the answer to our answer) to its end, so that the connection goes back
+/// to the pool; but for [`FOREGROUND_DRAIN`] at most: a body that is not
+/// there by then (a 202 without a length, a stream) is dropped with its
+/// connection rather than holding the thread.
+fn drain_briefly(mut response: Response<Body>, limit: usize) {
+    let _ = pausing_at(Instant::now() + FOREGROUND_DRAIN, || read_capped(&mut response, limit));
 }
 
 fn read_capped(response: &mut Response<Body>, limit: usize) -> Result<Vec<u8>> {
@@ -898,84 +1323,115 @@ enum StreamError {
     TooLarge,
     /// The connection failed or was cut.
     Broken,
+    /// The wait for input reached [`PAUSE_AT`]; reading can go on later.
+    Paused,
+    /// Ctrl-C while the Lua thread read.
+    Interrupted,
 }
 
 /// Reads Server-Sent Events as they arrive: `data:` lines joined with
 /// "\n", `id:` and `retry:` remembered, comments and events with empty
-/// data (priming events) skipped.
+/// data (priming events) skipped. A read that pauses keeps what it had of
+/// the line and the event, so the next call (on any thread) goes on.
 struct SseReader {
     reader: BufReader<Box<dyn Read + Send>>,
     limit: usize,
     last_event_id: Option<String>,
     retry: Option<Duration>,
+    /// The line being read, and the event's data so far.
+    line: Vec<u8>,
+    data: Option<Vec<u8>>,
 }
 
 impl SseReader {
     fn new(reader: impl Read + Send + 'static, limit: usize) -> Self {
-        SseReader { reader: BufReader::new(Box::new(reader)), limit, last_event_id: None, retry: None }
+        SseReader {
+            reader: BufReader::new(Box::new(reader)),
+            limit,
+            last_event_id: None,
+            retry: None,
+            line: Vec::new(),
+            data: None,
+        }
     }
 
     /// The next event's data; `None` when the stream ends.
     fn next_event(&mut self) -> std::result::Result<Option<Vec<u8>>, StreamError> {
-        let mut data: Option<Vec<u8>> = None;
-        let mut line = Vec::new();
         loop {
-            line.clear();
-            let n = read_line(&mut self.reader, &mut line, self.limit).map_err(|e| match e {
-                LineError::TooLarge => StreamError::TooLarge,
-                LineError::Io => StreamError::Broken,
+            let n = read_line(&mut self.reader, &mut self.line, self.limit).map_err(|e| match e {
+                LineError::TooLarge => {
+                    self.line.clear();
+                    self.data = None;
+                    StreamError::TooLarge
+                }
+                LineError::Io(e) if is_pause(&e) => StreamError::Paused,
+                LineError::Io(e) if is_user_interrupt(&e) => StreamError::Interrupted,
+                LineError::Io(_) => StreamError::Broken,
             })?;
             if n == 0 {
                 return Ok(None);
             }
-            let line = line.strip_suffix(b"\n").unwrap_or(&line);
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            if line.is_empty() {
-                match data.take() {
-                    Some(d) if !d.is_empty() => return Ok(Some(d)),
-                    _ => continue,
-                }
-            }
-            if line.starts_with(b":") {
-                continue;
-            }
-            let (field, value) = match line.iter().position(|&b| b == b':') {
-                Some(i) => (&line[..i], &line[i + 1..]),
-                None => (line, &[][..]),
-            };
-            let value = value.strip_prefix(b" ").unwrap_or(value);
-            match field {
-                b"data" => {
-                    let d = data.get_or_insert_with(Vec::new);
-                    if !d.is_empty() {
-                        d.push(b'\n');
-                    }
-                    if d.len() + value.len() > self.limit {
-                        return Err(StreamError::TooLarge);
-                    }
-                    d.extend_from_slice(value);
-                }
-                b"id" => self.last_event_id = Some(String::from_utf8_lossy(value).into_owned()),
-                b"retry" => {
-                    if let Some(ms) = std::str::from_utf8(value).ok().and_then(|s| s.trim().parse::<u64>().ok()) {
-                        self.retry = Some(Duration::from_millis(ms));
-                    }
-                }
-                _ => {}
+            let line = std::mem::take(&mut self.line);
+            let text = line.strip_suffix(b"\n").unwrap_or(&line);
+            let text = text.strip_suffix(b"\r").unwrap_or(text);
+            let event = self.take_line(text);
+            self.line = line;
+            self.line.clear();
+            match event {
+                Err(e) => return Err(e),
+                Ok(Some(event)) => return Ok(Some(event)),
+                Ok(None) => {}
             }
         }
+    }
+
+    /// One whole line: the event it ends, if it ends one.
+    fn take_line(&mut self, line: &[u8]) -> std::result::Result<Option<Vec<u8>>, StreamError> {
+        if line.is_empty() {
+            return Ok(self.data.take().filter(|d| !d.is_empty()));
+        }
+        if line.starts_with(b":") {
+            return Ok(None);
+        }
+        let (field, value) = match line.iter().position(|&b| b == b':') {
+            Some(i) => (&line[..i], &line[i + 1..]),
+            None => (line, &[][..]),
+        };
+        let value = value.strip_prefix(b" ").unwrap_or(value);
+        match field {
+            b"data" => {
+                let d = self.data.get_or_insert_with(Vec::new);
+                if !d.is_empty() {
+                    d.push(b'\n');
+                }
+                if d.len() + value.len() > self.limit {
+                    self.data = None;
+                    return Err(StreamError::TooLarge);
+                }
+                d.extend_from_slice(value);
+            }
+            b"id" => self.last_event_id = Some(String::from_utf8_lossy(value).into_owned()),
+            b"retry" => {
+                if let Some(ms) = std::str::from_utf8(value).ok().and_then(|s| s.trim().parse::<u64>().ok()) {
+                    self.retry = Some(Duration::from_millis(ms));
+                }
+            }
+            _ => {}
+        }
+        Ok(None)
     }
 }
 
 enum LineError {
     TooLarge,
-    Io,
+    Io(std::io::Error),
 }
 
-/// One line (with its "\n") into `line`, refusing lines over `limit`.
+/// One line (with its "\n") appended to `line`, refusing lines over
+/// `limit`. On an error `line` keeps what was read, for the next call.
 fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>, limit: usize) -> std::result::Result<usize, LineError> {
     loop {
-        let chunk = reader.fill_buf().map_err(|_| LineError::Io)?;
+        let chunk = reader.fill_buf().map_err(LineError::Io)?;
         if chunk.is_empty() {
             return Ok(line.len());
         }
@@ -1019,6 +1475,39 @@ mod tests {
     fn an_unfinished_event_at_the_end_is_dropped() {
         let (evs, _, _) = events("data: whole\n\ndata: half");
         assert_eq!(evs, vec!["whole".to_string()]);
+    }
+
+    /// Hands out its chunks one read at a time, with a pause between each.
+    struct Chunks(VecDeque<Option<&'static [u8]>>);
+
+    impl Read for Chunks {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            match self.0.pop_front() {
+                Some(Some(chunk)) => {
+                    buf[..chunk.len()].copy_from_slice(chunk);
+                    Ok(chunk.len())
+                }
+                Some(None) => Err(std::io::Error::other(Pause)),
+                None => Ok(0),
+            }
+        }
+    }
+
+    #[test]
+    fn a_read_that_pauses_mid_event_goes_on_where_it_stopped() {
+        let chunks = [Some(&b"id: 4\nda"[..]), None, Some(b"ta: {\"a\""), None, Some(b":1}\n"), None, Some(b"\n")];
+        let mut r = SseReader::new(Chunks(chunks.into_iter().collect()), 1 << 20);
+        let mut pauses = 0;
+        let event = loop {
+            match r.next_event() {
+                Err(StreamError::Paused) => pauses += 1,
+                other => break other,
+            }
+        };
+        assert_eq!(pauses, 3);
+        assert_eq!(event.unwrap().as_deref(), Some(&b"{\"a\":1}"[..]));
+        assert_eq!(r.last_event_id.as_deref(), Some("4"));
+        assert!(matches!(r.next_event(), Ok(None)));
     }
 
     #[test]

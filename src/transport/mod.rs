@@ -11,6 +11,7 @@ use crate::protocol::IdKey;
 pub mod doorbell;
 pub mod http;
 pub mod inbox;
+pub mod record;
 pub mod stdio;
 
 /// What a transport hands to the session.

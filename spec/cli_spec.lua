@@ -1,0 +1,122 @@
+-- bin/lua-mcp against the bundled counter and server-everything, run as a
+-- user would run it: a process, its output and its exit status.
+local H = require('helpers')
+local trace = require('trace')
+
+local CLI = H.LUA .. ' ' .. H.ROOT .. '/bin/lua-mcp'
+local COUNTER = '--mcp ' .. string.format('%q', H.COUNTER)
+local EVERYTHING = '--mcp ' .. string.format('%q', 'node ' .. H.EVERYTHING .. ' stdio')
+
+-- stdout, stderr and the exit status of one run.
+local function cli(args)
+  local err_file = H.tmpname()
+  local out, status = H.command(CLI .. ' ' .. args .. ' 2>' .. err_file)
+  local err = H.slurp(err_file) or ''
+  os.remove(err_file)
+  return out, err, status
+end
+
+describe('the lua-mcp command', function()
+  it('lists tools as a table, with required arguments starred', function()
+    local out, err, status = cli(COUNTER .. ' tools')
+    assert.equal(0, status, err)
+    assert.equal(table.concat({
+      'TOOL       ARGUMENTS  DESCRIPTION',
+      'get                   Return the counter without changing it.',
+      'increment  by         Add to the counter (by 1 unless told otherwise) and return the new value.',
+      "whoami                Return the server's process id.",
+      '',
+    }, '\n'), out)
+  end)
+
+  it('calls a tool: key=value values read as JSON when they are JSON, else as strings', function()
+    local out, err, status = cli(COUNTER .. ' call increment by=5')
+    assert.equal(0, status, err)
+    assert.equal('5\n', out)
+    out = cli(EVERYTHING .. ' call echo message=hello')
+    assert.equal('Echo: hello\n', out)
+    out = cli(EVERYTHING .. ' call get-sum a=2 --args \'{"a":1,"b":40}\'')
+    assert.equal('The sum of 2 and 40 is 42.\n', out)
+  end)
+
+  it('--json prints the raw result', function()
+    local out, err, status = cli(EVERYTHING .. ' call get-sum a=1 b=2 --json')
+    assert.equal(0, status, err)
+    assert.same({ content = { { type = 'text', text = 'The sum of 1 and 2 is 3.' } } }, trace.decode(out))
+    out = cli(COUNTER .. ' tools --json')
+    assert.equal('increment', trace.decode(out)[2].name)
+  end)
+
+  it('resources, read, prompts and prompt against server-everything #peer', function()
+    local out, err, status = cli(EVERYTHING .. ' resources')
+    assert.equal(0, status, err)
+    assert.is_truthy(out:find('^URI%s+NAME%s+TYPE\n'))
+    assert.is_truthy(out:find('demo://resource/static/document/architecture.md  architecture.md  text/markdown', 1, true))
+    out = cli(EVERYTHING .. ' read demo://resource/static/document/architecture.md')
+    assert.is_truthy(out:find('^# Everything Server'))
+    out = cli(EVERYTHING .. ' prompts')
+    assert.is_truthy(out:find('\nargs%-prompt%s+city%* state%s+A prompt with two arguments'))
+    out = cli(EVERYTHING .. ' prompt args-prompt city=Paris')
+    assert.equal("user: What's weather in Paris?\n", out)
+  end)
+
+  it('ping and info', function()
+    local out, err, status = cli(COUNTER .. ' ping')
+    assert.equal(0, status, err)
+    assert.is_truthy(out:find('^ok %([%d.]+ ms%)\n$'), out)
+    out = cli(COUNTER .. ' info')
+    assert.equal('server:       counter 1.0\nprotocol:     2025-06-18\ncapabilities: tools\n', out)
+    out = cli(COUNTER .. ' info --json')
+    assert.same({ name = 'counter', version = '1.0' }, trace.decode(out).server_info)
+  end)
+
+  it('a server from a config file', function()
+    local path = H.tmpname() .. '.json'
+    local f = assert(io.open(path, 'w'))
+    f:write(string.format('{"mcpServers": {"count": {"command": %q, "args": [%q]}}}', H.LUA,
+      H.ROOT .. '/lua/servers/counter.lua'))
+    f:close()
+    local out, err, status = cli('--config ' .. path .. ' --server count call increment')
+    assert.equal(0, status, err)
+    assert.equal('1\n', out)
+    out, err, status = cli('--config ' .. path .. ' --server other tools')
+    assert.equal(1, status)
+    assert.equal('lua-mcp: no server other in ' .. path .. ' (it has: count)\n', err)
+    os.remove(path)
+  end)
+
+  it('errors go to stderr with status 1: a tool error, a failed call, no server, a wrong command', function()
+    -- server-everything answers an unknown tool with isError
+    local out, err, status = cli(EVERYTHING .. ' call nope')
+    assert.equal(1, status)
+    assert.equal('', out)
+    assert.equal('lua-mcp: nope reported an error: MCP error -32602: Tool nope not found\n', err)
+    -- the counter, with a JSON-RPC error
+    out, err, status = cli(COUNTER .. ' call nope')
+    assert.equal(1, status)
+    assert.equal('lua-mcp: MCP tools/call nope failed: Unknown tool: nope (code -32602)\n', err)
+    out, err, status = cli('tools')
+    assert.equal(1, status)
+    assert.equal('lua-mcp: say which server: --mcp, --url or --config (see lua-mcp --help)\n', err)
+    out, err, status = cli(COUNTER .. ' frobnicate')
+    assert.equal(1, status)
+    assert.equal('lua-mcp: unknown command frobnicate (see lua-mcp --help)\n', err)
+    out, err, status = cli(COUNTER .. ' --url http://127.0.0.1:1/mcp tools')
+    assert.equal(1, status)
+    assert.equal('lua-mcp: give one server: --mcp, --url or --config\n', err)
+    out, err, status = cli('--url http://127.0.0.1:1/mcp ping')
+    assert.equal(1, status)
+    assert.equal('lua-mcp: MCP transport failed (7): cannot reach the MCP server at http://127.0.0.1:1/mcp\n', err)
+  end)
+
+  it('--help, for the tool and for each command', function()
+    local out, _, status = cli('--help')
+    assert.equal(0, status)
+    assert.is_truthy(out:find('^usage: lua%-mcp SERVER %[%-%-json%] COMMAND'))
+    for _, command in ipairs({ 'tools', 'call', 'resources', 'read', 'prompts', 'prompt', 'ping', 'info' }) do
+      out, _, status = cli(command .. ' --help')
+      assert.equal(0, status)
+      assert.is_truthy(out:find('^lua%-mcp SERVER ' .. command .. ' '), out)
+    end
+  end)
+end)
