@@ -350,7 +350,7 @@ impl Shared {
             // Nothing here: the reply may come on the server's stream.
             return Ok(Vec::new());
         }
-        match codec::decode(text) {
+        match codec::decode_message(text) {
             Ok(Json::Array(items)) => Ok(items.into_iter().map(Incoming::Message).collect()),
             Ok(msg @ Json::Object(_)) => Ok(vec![Incoming::Message(msg)]),
             Err(e) if e.what == codec::TOO_DEEP => {
@@ -739,7 +739,7 @@ impl ReplyStream {
                 }
             };
             let text = trim(&event);
-            let msg = match codec::decode(text) {
+            let msg = match codec::decode_message(text) {
                 Ok(msg) => msg,
                 Err(e) if e.what == codec::TOO_DEEP => {
                     let envelope = codec::peek_envelope(text);

@@ -204,9 +204,16 @@ impl Recorded {
     }
 }
 
-/// Params as compared between a recording and a new request.
+/// Params as compared between a recording and a new request. A request's
+/// params may be text written straight from Lua: read back as a tree, so
+/// that `_meta` can be left out of both sides alike.
 fn params_text(params: Option<&Json>) -> Vec<u8> {
-    match params {
+    let tree = match params {
+        None => return b"{}".to_vec(),
+        Some(Json::Object(_)) => None,
+        Some(other) => codec::decode(&codec::encode(other)).ok(),
+    };
+    match tree.as_ref().or(params) {
         Some(Json::Object(pairs)) => {
             let kept: Vec<_> = pairs.iter().filter(|(k, _)| k != b"_meta").cloned().collect();
             codec::encode(&Json::Object(kept))
