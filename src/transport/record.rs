@@ -369,6 +369,29 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_queued_from_the_recording_makes_the_descriptor_readable() {
+        let bell = Arc::new(Doorbell::new().unwrap());
+        let fd = bell.arm();
+        let mut replay = Replay::new(
+            recording(&[
+                r#"{"dir":"send","msg":{"jsonrpc":"2.0","id":1,"method":"ping"},"t":0}"#,
+                r#"{"dir":"recv","msg":{"jsonrpc":"2.0","id":1,"result":{}},"t":0.1}"#,
+            ]),
+            Some(bell.clone()),
+        );
+        let readable = || {
+            let mut poll = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+            // SAFETY: one live pollfd, no wait.
+            unsafe { libc::poll(&mut poll, 1, 0) == 1 }
+        };
+        assert!(!readable());
+        let ping = Json::object([("jsonrpc", Json::str("2.0")), ("id", Json::Int(5)), ("method", Json::str("ping"))]);
+        replay.send(&ping).unwrap();
+        assert!(readable());
+        assert_eq!(next(&mut replay), r#"{"jsonrpc":"2.0","id":5,"result":{}}"#);
+    }
+
+    #[test]
     fn a_request_the_recording_lacks_is_refused_with_its_method_and_params() {
         let mut replay = Replay::new(recording(&[]), None);
         let request = Json::object([
