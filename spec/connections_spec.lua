@@ -17,12 +17,7 @@ local function lines_in(path)
   return n
 end
 
-local function node_get(url)
-  local p = io.popen('node -e "fetch(\'' .. url .. '\').then(r => r.text()).then(t => process.stdout.write(t))"')
-  local text = p:read('*a')
-  p:close()
-  return assert(trace.decode(text), 'not JSON from ' .. url .. ': ' .. tostring(text))
-end
+local node_get = H.node_get
 
 describe('HTTP connections', function()
   it("discover and 300 calls to server-everything open at most three connections #peer", function()
@@ -42,11 +37,7 @@ describe('HTTP connections', function()
 
   describe('against replies over SSE', function()
     local stop, base
-    setup(function()
-      local port = H.port()
-      _, stop = H.start('node ' .. H.ROOT .. '/spec/servers/http_faults.js ' .. port, 'listening on')
-      base = 'http://127.0.0.1:' .. port
-    end)
+    setup(function() base, stop = H.fault_server() end)
     teardown(function() stop() end)
 
     local function accepted(path) return node_get(base .. '/stats').accepted[path] or 0 end

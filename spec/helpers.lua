@@ -341,6 +341,22 @@ function H.everything_http(connection_log)
   return 'http://127.0.0.1:' .. port .. '/mcp', stop
 end
 
+-- spec/servers/http_faults.js on a free port: its base URL and a stop
+-- function.
+function H.fault_server()
+  local port = H.port()
+  local _, stop = H.start('node ' .. H.ROOT .. '/spec/servers/http_faults.js ' .. port, 'listening on')
+  return 'http://127.0.0.1:' .. port, stop, port
+end
+
+-- GET url with node's fetch (never our client), decoded as JSON.
+function H.node_get(url)
+  local p = io.popen('node -e "fetch(\'' .. url .. '\').then(r => r.text()).then(t => process.stdout.write(t))"')
+  local text = p:read('*a')
+  p:close()
+  return assert(require('trace').decode(text), 'not JSON from ' .. url .. ': ' .. tostring(text))
+end
+
 -- The bundled server that works on many requests at once (luv). With a
 -- `cancel_log` path, it writes every cancellation it hears there.
 function H.sleepy(cancel_log)

@@ -10,12 +10,7 @@ local trace = require('trace')
 local mcp = H.native()
 
 -- GET base..path with node's fetch, decoded.
-local function node_get(base, path)
-  local p = io.popen('node -e "fetch(\'' .. base .. path .. '\').then(r => r.text()).then(t => process.stdout.write(t))"')
-  local text = p:read('*a')
-  p:close()
-  return assert(trace.decode(text), 'not JSON from ' .. path .. ': ' .. tostring(text))
-end
+local function node_get(base, path) return H.node_get(base .. path) end
 
 -- Calls `check` until it returns true or `seconds` pass (by mcp.clock);
 -- true when it did. Each check is a node process (some 50 ms), so no
@@ -30,11 +25,7 @@ end
 
 describe('HTTP transport quirks', function()
   local stop, base, port
-  setup(function()
-    port = H.port()
-    _, stop = H.start('node ' .. H.ROOT .. '/spec/servers/http_faults.js ' .. port, 'listening on')
-    base = 'http://127.0.0.1:' .. port
-  end)
+  setup(function() base, stop, port = H.fault_server() end)
   teardown(function() stop() end)
 
   local function stats() return node_get(base, '/stats') end
