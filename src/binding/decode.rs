@@ -29,12 +29,8 @@ use mlua::{Lua, Value};
 use crate::codec::{self, Build, Json, RawJson};
 
 /// A decoded value as the reference codec would give it to Lua: `null`
-/// dropped from objects and arrays alike.
-///
-/// Built with the raw C API inside one protected call: going through
-/// mlua's safe `Table::raw_set` costs a protected call and a reference per
-/// value, which made a 1 MB tool list several times slower to hand over
-/// than to parse.
+/// dropped from objects and arrays alike (see the module doc for why the
+/// raw C API).
 pub(super) fn to_lua(lua: &Lua, json: &Json) -> mlua::Result<Value> {
     // SAFETY: `push_json` only pushes values and sets fields on tables it
     // created, keeps the stack balanced (one value left per call), and

@@ -62,10 +62,16 @@ impl Recording {
     /// crash ends at a message boundary. A write that fails (a full disk)
     /// is not the session's failure, and is skipped.
     fn write(&mut self, direction: &str, msg: &Json) {
+        // Written around the message's own encoding: no copy of it.
         let t = (self.start.elapsed().as_micros() as f64) / 1e6;
-        let line = Json::object([("dir", Json::str(direction)), ("msg", msg.clone()), ("t", Json::Float(t))]);
-        let mut text = codec::encode(&line);
-        text.push(b'\n');
+        let mut text = Vec::with_capacity(64);
+        text.extend_from_slice(b"{\"dir\":");
+        codec::encode_string(direction.as_bytes(), &mut text);
+        text.extend_from_slice(b",\"msg\":");
+        codec::encode_into(msg, &mut text);
+        text.extend_from_slice(b",\"t\":");
+        codec::write_float(t, &mut text);
+        text.extend_from_slice(b"}\n");
         let _ = self.file.write_all(&text);
     }
 }
