@@ -39,7 +39,22 @@ pub trait Host: Peer {
 
     /// A handshake succeeded: its result, and the session id a server gave.
     fn established(&mut self, result: &Json, session_id: Option<String>) -> Result<(), Self::Error>;
+
+    /// The server refused a request for want of credentials
+    /// ([`Error::Unauthorized`]). True when new credentials are in place
+    /// and the request is worth sending again; `again` says this request
+    /// was refused before with credentials got this way. A holder
+    /// without a way to log in says no, and the refusal stands.
+    fn authorize(&mut self, refusal: &Error, again: bool) -> Result<bool, Self::Error> {
+        let _ = (refusal, again);
+        Ok(false)
+    }
 }
+
+/// How often one request (or handshake) is sent again after new
+/// credentials: a server that keeps asking for more scope, or refuses
+/// every token it is given, is not followed round for ever.
+pub const MAX_AUTHORIZATIONS: usize = 3;
 
 /// Pages of a list are followed while the server hands out a new cursor;
 /// a server that repeats its cursor is not followed round again, and one
@@ -351,7 +366,19 @@ impl Client {
             self.retire(|what| Error::NoResponse { what: what.to_string() });
         }
         if self.session.is_none() {
-            let session = self.handshake(host)?;
+            let mut authorizations = 0;
+            let session = loop {
+                match self.handshake(host) {
+                    Ok(session) => break session,
+                    Err(Failure::Refused(refusal)) if authorizations < MAX_AUTHORIZATIONS => {
+                        if !host.authorize(&refusal, authorizations > 0)? {
+                            return Err(refusal.into());
+                        }
+                        authorizations += 1;
+                    }
+                    Err(failure) => return Err(failure.into_error()),
+                }
+            };
             self.session_number += 1;
             self.session = Some(session);
         }
@@ -411,8 +438,29 @@ impl Client {
     }
 
     /// One try of `message` (its id set here), on the current session or a
-    /// new one if there is none or it broke.
+    /// new one if there is none or it broke; sent again when the server
+    /// refused it and the holder got new credentials.
     fn attempt<H: Host>(&mut self, host: &mut H, message: &mut Json, what: &str) -> Result<Json, Failure<H::Error>> {
+        let mut authorizations = 0;
+        loop {
+            match self.attempt_once(host, message, what) {
+                Err(Failure::Refused(refusal)) if authorizations < MAX_AUTHORIZATIONS => {
+                    if !host.authorize(&refusal, authorizations > 0).map_err(Failure::Other)? {
+                        return Err(Failure::Refused(refusal));
+                    }
+                    authorizations += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn attempt_once<H: Host>(
+        &mut self,
+        host: &mut H,
+        message: &mut Json,
+        what: &str,
+    ) -> Result<Json, Failure<H::Error>> {
         self.ready(host).map_err(Failure::Other)?;
         if let Some(Json::Str(method)) = message.get("method") {
             self.check_capability(&String::from_utf8_lossy(method)).map_err(|e| Failure::Other(e.into()))?;
@@ -423,6 +471,7 @@ impl Client {
         match session.request(&id, message, self.timeout, what, host) {
             Ok(reply) => result_of(Some(reply), what).map_err(|e| Failure::Other(e.into())),
             Err(Error::SessionExpired) => Err(Failure::Expired),
+            Err(e @ Error::Unauthorized { .. }) => Err(Failure::Refused(e)),
             Err(e) => Err(Failure::Other(e.into())),
         }
     }
@@ -435,13 +484,18 @@ impl Client {
 
     /// A new session: transport opened, initialize answered and its
     /// version checked, initialized sent.
-    fn handshake<H: Host>(&mut self, host: &mut H) -> Result<Session, H::Error> {
-        let mut session = Session::new(host.open()?);
-        let id = host.next_id()?;
-        let init = host.initialize_request(id.clone(), self.capabilities.clone())?;
-        let reply = session.request(&id, &init, self.timeout, "initialize", host)?;
-        let result = result_of(Some(reply), "initialize")?;
-        check_version(&result)?;
+    fn handshake<H: Host>(&mut self, host: &mut H) -> Result<Session, Failure<H::Error>> {
+        let mut session = Session::new(host.open().map_err(Failure::Other)?);
+        let id = host.next_id().map_err(Failure::Other)?;
+        let init = host.initialize_request(id.clone(), self.capabilities.clone()).map_err(Failure::Other)?;
+        let reply = match session.request(&id, &init, self.timeout, "initialize", host) {
+            Ok(reply) => reply,
+            Err(e @ Error::Unauthorized { .. }) => return Err(Failure::Refused(e)),
+            Err(e) => return Err(Failure::Other(e.into())),
+        };
+        let other = |e: Error| Failure::Other(e.into());
+        let result = result_of(Some(reply), "initialize").map_err(other)?;
+        check_version(&result).map_err(other)?;
         self.initialized = Some(result.clone());
         // The transport first: over HTTP the notification below carries
         // the version. The holder last: its fields must not say "ready"
@@ -449,8 +503,8 @@ impl Client {
         if let Some(Json::Str(version)) = result.get("protocolVersion") {
             session.established(&String::from_utf8_lossy(version));
         }
-        session.notify(&protocol::initialized())?;
-        host.established(&result, session.session_id())?;
+        session.notify(&protocol::initialized()).map_err(other)?;
+        host.established(&result, session.session_id()).map_err(Failure::Other)?;
         Ok(session)
     }
 }
@@ -478,9 +532,11 @@ pub fn check_version(result: &Json) -> Result<(), Error> {
 }
 
 /// Why one try of a request failed: the server forgot the session (worth
-/// one more try on a new one), or anything else.
+/// one more try on a new one), it wants credentials (worth one after the
+/// holder got them), or anything else.
 enum Failure<E> {
     Expired,
+    Refused(Error),
     Other(E),
 }
 
@@ -488,6 +544,7 @@ impl<E: From<Error>> Failure<E> {
     fn into_error(self) -> E {
         match self {
             Failure::Expired => Error::SessionExpired.into(),
+            Failure::Refused(e) => e.into(),
             Failure::Other(e) => e,
         }
     }

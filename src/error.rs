@@ -81,7 +81,18 @@ pub enum Error {
     #[error(
         "MCP transport failed ({status}): the server at {url} refused the request (HTTP {status}{challenge}); {hint}"
     )]
-    Unauthorized { status: u16, url: String, challenge: String, hint: &'static str },
+    Unauthorized { status: u16, url: String, challenge: String, hint: &'static str, www_authenticate: Option<String> },
+
+    /// Logging in to an HTTP server failed: its metadata could not be
+    /// found or was refused, the authorization server refused a request,
+    /// or the login came back wrong. `detail` never holds a secret.
+    #[error("MCP authorization for {url} failed: {detail}")]
+    Authorization { url: String, detail: String },
+
+    /// Nobody came back to the loopback redirect URI within
+    /// `opts.auth.login_timeout`.
+    #[error("MCP authorization failed: no browser came back to {redirect_uri} in time (open the authorization URL given to opts.auth.authorize, or raise opts.auth.login_timeout)")]
+    LoginTimedOut { redirect_uri: String },
 
     /// An HTTP server redirected us somewhere we do not follow: another
     /// origin, or too many hops.

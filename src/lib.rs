@@ -32,6 +32,7 @@
 //! on purpose: it reproduces the reference's batched exchange byte for
 //! byte, because users test their agents with it and it must not drift.
 
+pub mod auth;
 pub mod client;
 pub mod codec;
 pub mod error;

@@ -19,7 +19,39 @@ local function accept_defaults(params)
   return { action = 'accept', content = content }
 end
 
-local client = mcp.new({ url = url, timeout = 20, handlers = { ['elicitation/create'] = accept_defaults } })
+-- A headless login: the suite's authorization server sends the browser
+-- straight back to the redirect URI, so GETting the authorization URL
+-- without following the redirect gives the URL a browser would have
+-- come back to.
+local function follow_once(authorization_url)
+  local quoted = "'" .. authorization_url:gsub("'", "'\\''") .. "'"
+  local curl = assert(io.popen("curl -s -o /dev/null -w '%{redirect_url}' " .. quoted))
+  local location = curl:read('*a')
+  curl:close()
+  return location ~= '' and location or nil
+end
+
+-- Credentials the scenario hands out (pre-registered clients, machine
+-- credentials) come in MCP_CONFORMANCE_CONTEXT.
+local context = {}
+if os.getenv('MCP_CONFORMANCE_CONTEXT') then
+  context = mcp.json_decode(os.getenv('MCP_CONFORMANCE_CONTEXT'))
+end
+local auth = {
+  authorize = follow_once,
+  -- The suite's stand-in for a client that publishes its metadata.
+  client_metadata_url = 'https://conformance-test.local/client-metadata.json',
+}
+local machine = (context.name or ''):match('^auth/client%-credentials') ~= nil
+if machine then
+  auth = { grant = 'client_credentials', client_id = context.client_id,
+           client_secret = context.client_secret, private_key_pem = context.private_key_pem }
+elseif context.client_id then
+  auth.client_id, auth.client_secret = context.client_id, context.client_secret
+end
+
+local client = mcp.new({ url = url, timeout = 20, auth = auth,
+                         handlers = { ['elicitation/create'] = accept_defaults } })
 
 local samples = { number = 2, integer = 3, string = 'conformance', boolean = true }
 local tools = client:discover()

@@ -2,6 +2,7 @@
 //! restarted when the transport dies or the HTTP session expires.
 
 use super::*;
+use crate::auth::store::Store;
 
 pub(super) fn launch_of(command: &Value) -> Outcome<Launch> {
     let bad = || Raise::Mcp(Error::BadInput("mcp: command must be a string or an array of strings".into()));
@@ -44,6 +45,7 @@ fn open_server(client: &Table, options: &TransportOptions) -> Outcome<Box<dyn Tr
             max_message_bytes: options.max_message_bytes,
             ca_pem: options.ca_pem.clone(),
             bearer: options.bearer.clone(),
+            login: options.login.is_some(),
             forward: options.forward.clone(),
             doorbell: Some(options.doorbell()?),
         };
@@ -111,6 +113,9 @@ fn borrow_client<T>(
         *state.options.bearer.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
     }
     let ClientState { options, client: core, forgotten, schemas } = &mut *state;
+    if let Some(login) = &options.login {
+        refresh_before_call(lua, &beside.entry, &mut login.borrow_mut())?;
+    }
     // Handles collected since the last call: nobody takes their outcome.
     let gone = std::mem::take(&mut *forgotten.borrow_mut());
     for ticket in &gone {
@@ -200,6 +205,31 @@ impl LuaHost<'_, '_> {
 
 impl Host for LuaHost<'_, '_> {
     type Error = Raise;
+
+    /// Runs the login `opts.auth` describes (see `crate::auth`).
+    fn authorize(&mut self, refusal: &Error, again: bool) -> Outcome<bool> {
+        let (Error::Unauthorized { status, www_authenticate, .. }, Some(login)) = (refusal, &self.options.login) else {
+            return Ok(false);
+        };
+        let mut login = login.borrow_mut();
+        let Login { authorizer, file } = &mut *login;
+        let mut user = LuaUser { lua: self.lua, authorize: self.entry.raw_get(AUTH_AUTHORIZE)?, raised: None };
+        let mut table = match self.entry.raw_get::<Option<Table>>(AUTH_STORE)? {
+            Some(table) => Some(LuaStore { lua: self.lua, table, raised: None }),
+            None => None,
+        };
+        let store: Option<&mut dyn Store> = match (file.as_mut(), table.as_mut()) {
+            (Some(file), _) => Some(file),
+            (None, Some(table)) => Some(table),
+            (None, None) => None,
+        };
+        let outcome = authorizer.recover(*status, www_authenticate.as_deref(), again, &mut user, store);
+        // What a callback raised goes back to the caller unchanged.
+        if let Some(raised) = user.raised.take().or_else(|| table.and_then(|mut t| t.raised.take())) {
+            return Err(raised);
+        }
+        Ok(outcome?)
+    }
 
     fn next_id(&mut self) -> Outcome<Json> {
         next_id(self.table)
@@ -456,6 +486,18 @@ pub(super) fn close_session(lua: &Cx, client: &Table) -> Outcome<()> {
         if let Ok(mut state) = beside.state.borrow_mut::<ClientState>() {
             state.client.close();
         }
+    }
+    Ok(())
+}
+
+/// A token about to expire is refreshed before the call rather than
+/// refused during it (a refusal of an async request cannot be retried).
+fn refresh_before_call(lua: &Cx, entry: &Table, login: &mut Login) -> Outcome<()> {
+    let Login { authorizer, file } = login;
+    match (file.as_mut(), entry.raw_get::<Option<Table>>(AUTH_STORE)?) {
+        (Some(file), _) => authorizer.refresh_if_expiring(Some(file)),
+        (None, Some(table)) => authorizer.refresh_if_expiring(Some(&mut LuaStore { lua, table, raised: None })),
+        (None, None) => authorizer.refresh_if_expiring(None),
     }
     Ok(())
 }

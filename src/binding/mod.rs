@@ -32,6 +32,7 @@ use crate::transport::record::{open_for_recording, Recorded, Recording, Replay};
 use crate::transport::stdio::{self, Launch, Stdio};
 use crate::transport::Transport;
 
+mod auth;
 mod convert;
 mod decode;
 mod encode;
@@ -44,6 +45,7 @@ mod options;
 mod registry;
 mod surface;
 
+use auth::*;
 use convert::*;
 use decode::*;
 use encode::*;
@@ -387,9 +389,7 @@ fn new(lua: &Cx, args: MultiValue) -> Outcome {
     entry.raw_set(3, opts.get::<Value>("handlers")?)?;
     entry.raw_set(CALLBACKS, callbacks_of(lua, &opts)?)?;
     entry.raw_set(PROGRESS, lua.create_table()?)?;
-    if let Value::Function(f) = auth_token(&opts)? {
-        entry.raw_set(AUTH_TOKEN, f)?;
-    }
+    keep_auth_callbacks(&opts, &entry)?;
     g.states.raw_set(client.clone(), entry)?;
     Ok(MultiValue::from_vec(vec![Value::Table(client)]))
 }

@@ -35,6 +35,8 @@ pub(super) struct TransportOptions {
     /// `opts.auth.token`: what HTTP requests carry as `Authorization:
     /// Bearer`. A function's answer is put here before each call.
     pub(super) bearer: Arc<Mutex<Option<String>>>,
+    /// `opts.auth` as a login: run when the server refuses a request.
+    pub(super) login: Option<RefCell<Login>>,
 }
 
 impl TransportOptions {
@@ -147,6 +149,8 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
         let why = "mcp.new: give opts.auth.token or opts.headers.Authorization, not both";
         return Err(Error::BadInput(why.into()).into());
     }
+    let bearer = Arc::new(Mutex::new(bearer));
+    let login = read_login(opts, timeout, &ca_pem, &bearer)?.map(RefCell::new);
     let forward = handler_methods(opts)?;
     match opts.get::<Value>("on_notification")? {
         Value::Nil | Value::Function(_) => {}
@@ -187,7 +191,8 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
         record,
         made: Instant::now(),
         replay,
-        bearer: Arc::new(Mutex::new(bearer)),
+        bearer,
+        login,
     };
     Ok(ClientState { options, client, forgotten: Rc::default(), schemas: OutputSchemas::default() })
 }
@@ -258,36 +263,6 @@ pub(super) fn string_map(opts: &Table, field: &str) -> Outcome<Vec<(String, Stri
     Ok(out)
 }
 
-/// `opts.auth.token`: a string, a function returning one, or nil. The
-/// rest of OAuth (logging a user in, machine credentials) is not here yet,
-/// and its options are refused rather than ignored.
-pub(super) fn auth_token(opts: &Table) -> Outcome<Value> {
-    let auth = match opts.get::<Value>("auth")? {
-        Value::Nil => return Ok(Value::Nil),
-        Value::Table(t) => t,
-        _ => return Err(Error::BadInput("mcp.new: opts.auth must be a table".into()).into()),
-    };
-    for pair in auth.pairs::<Value, Value>() {
-        let (key, _) = pair?;
-        if !matches!(&key, Value::String(k) if k.as_bytes() == b"token") {
-            let name = match &key {
-                Value::String(k) => k.to_str()?.to_string(),
-                other => lua_type(other).to_string(),
-            };
-            return Err(Error::BadInput(format!(
-                "mcp.new: opts.auth.{name} is not supported: this version takes a bearer token (opts.auth.token) and does not log in with OAuth"
-            ))
-            .into());
-        }
-    }
-    match auth.get::<Value>("token")? {
-        v @ (Value::String(_) | Value::Function(_)) => Ok(v),
-        _ => {
-            Err(Error::BadInput("mcp.new: opts.auth.token must be a string or a function returning one".into()).into())
-        }
-    }
-}
-
 /// A token as it may go into a header: no CR, LF or other control byte,
 /// and never quoted in the refusal (it is a secret).
 pub(super) fn bearer_text(token: &str, what: &str) -> Outcome<String> {
@@ -296,9 +271,6 @@ pub(super) fn bearer_text(token: &str, what: &str) -> Outcome<String> {
     }
     Ok(token.to_string())
 }
-
-/// Where a client's entry keeps `opts.auth.token` when it is a function.
-pub(super) const AUTH_TOKEN: i64 = 10;
 
 /// Where a client's entry keeps the callbacks for particular
 /// notifications (`on_log`, `on_resource_updated`, `on_list_changed`).

@@ -103,6 +103,8 @@ pub struct Options {
     /// `Authorization: Bearer` for every request, when set; the binding
     /// may change it between calls (a token managed elsewhere).
     pub bearer: Arc<Mutex<Option<String>>>,
+    /// The bearer comes from a login (`opts.auth` without a token).
+    pub login: bool,
     /// Server requests Lua answers (`opts.handlers`).
     pub forward: Vec<String>,
     /// Rung when something is queued for Lua (`client:fd()`).
@@ -372,15 +374,17 @@ impl Shared {
     /// the body.
     fn failure_body(&self, status: u16, mut response: Response<Body>, id: Option<&Json>) -> Result<Vec<Incoming>> {
         if status == 401 || status == 403 {
-            let challenge = match header(&response, "www-authenticate") {
+            let www_authenticate = header(&response, "www-authenticate").map(str::to_string);
+            let challenge = match &www_authenticate {
                 Some(value) => format!(", WWW-Authenticate: {value}"),
                 None => String::new(),
             };
-            let hint = match lock(&self.options.bearer).is_some() {
-                true => "the token in opts.auth.token was not accepted",
-                false => "it needs credentials: set opts.auth.token (or opts.headers.Authorization)",
+            let hint = match (self.options.login, lock(&self.options.bearer).is_some()) {
+                (true, _) => "the token the login gave was not accepted",
+                (false, true) => "the token in opts.auth.token was not accepted",
+                (false, false) => "it needs credentials: set opts.auth.token (or opts.headers.Authorization)",
             };
-            return Err(Error::Unauthorized { status, url: self.url(), challenge, hint });
+            return Err(Error::Unauthorized { status, url: self.url(), challenge, hint, www_authenticate });
         }
         let body = read_capped(&mut response, self.options.max_message_bytes).unwrap_or_default();
         if let (Ok(reply), Some(id)) = (codec::decode(trim(&body)), id) {
@@ -497,20 +501,7 @@ impl Incoming {
 
 impl Http {
     pub fn connect(options: Options) -> Result<Http> {
-        let mut tls = TlsConfig::builder();
-        if let Some(pem) = &options.ca_pem {
-            let certs: Vec<_> = parse_pem(pem)
-                .filter_map(|item| match item {
-                    Ok(PemItem::Certificate(cert)) => Some(cert),
-                    _ => None,
-                })
-                .collect();
-            if certs.is_empty() {
-                return Err(Error::BadInput("mcp: opts.ca_file holds no PEM certificate".into()));
-            }
-            tls = tls.root_certs(RootCerts::from(certs));
-        }
-        let tls = tls.build();
+        let tls = tls_config(options.ca_pem.as_deref())?;
         let resolver = Arc::new(RememberingResolver::default());
         let shared_resolver = SharedResolver(resolver.clone());
         let agent = |idle: usize| {
@@ -1156,12 +1147,52 @@ fn wraps<E: std::error::Error + 'static>(err: &std::io::Error) -> bool {
     false
 }
 
+/// Whether a request on a [`side_agent`] stopped for Ctrl-C.
+pub fn interrupted(err: &ureq::Error) -> bool {
+    matches!(err, ureq::Error::Io(e) if is_user_interrupt(e))
+}
+
 fn is_user_interrupt(err: &std::io::Error) -> bool {
     wraps::<UserInterrupt>(err)
 }
 
 fn is_pause(err: &std::io::Error) -> bool {
     wraps::<Pause>(err)
+}
+
+/// Trusts the bundled Mozilla roots, or only the PEM certificates given
+/// (`opts.ca_file`).
+fn tls_config(ca_pem: Option<&[u8]>) -> Result<TlsConfig> {
+    let mut tls = TlsConfig::builder();
+    if let Some(pem) = ca_pem {
+        let certs: Vec<_> = parse_pem(pem)
+            .filter_map(|item| match item {
+                Ok(PemItem::Certificate(cert)) => Some(cert),
+                _ => None,
+            })
+            .collect();
+        if certs.is_empty() {
+            return Err(Error::BadInput("mcp: opts.ca_file holds no PEM certificate".into()));
+        }
+        tls = tls.root_certs(RootCerts::from(certs));
+    }
+    Ok(tls.build())
+}
+
+/// An agent for requests beside the session's (authorization metadata,
+/// token endpoints): the same trust and the same Ctrl-C slices, no
+/// redirects followed (a token request redirected elsewhere would carry
+/// its secrets along), no pooled connections kept.
+pub fn side_agent(ca_pem: Option<&[u8]>, timeout: Duration) -> Result<Agent> {
+    let config = Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .max_idle_connections(0)
+        .timeout_global(Some(timeout))
+        .tls_config(tls_config(ca_pem)?)
+        .build();
+    let chain = ().chain(ConnectProxyConnector::default()).chain(TcpConnector::default());
+    Ok(Agent::with_parts(config, Sliced(chain.chain(RustlsConnector::default())), DefaultResolver::default()))
 }
 
 /// A connector whose connections wait for input in slices (see CTRL-C),

@@ -1,0 +1,167 @@
+//! The loopback redirect (RFC 8252): when nobody hands the module the
+//! URL the browser was sent back to, it listens on 127.0.0.1 for the
+//! browser's request itself. The listener is bound before the login
+//! starts, since its port is part of the redirect URI the client
+//! registers; it answers only its own path, one request per connection,
+//! and gives up at the login's deadline or at Ctrl-C.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use url::Url;
+
+use crate::error::{Error, Result};
+use crate::interrupt;
+
+/// A browser's request is small; anything longer is not one.
+const MAX_REQUEST: usize = 16 << 10;
+/// How long one connection may take to send its request: a browser's
+/// speculative connection that sends nothing must not hold the login.
+const REQUEST_WAIT: Duration = Duration::from_secs(2);
+/// How often the idle listener looks for a connection, Ctrl-C and the
+/// deadline.
+const POLL: Duration = Duration::from_millis(20);
+
+const DONE_PAGE: &str =
+    "<!doctype html><title>Logged in</title><p>The login is complete. You can close this window.</p>";
+
+pub struct Listener {
+    socket: TcpListener,
+    /// The redirect URI, with the port the socket got.
+    pub redirect_uri: String,
+    path: String,
+}
+
+impl Listener {
+    /// Listens where `redirect_uri` points, which must be a loopback
+    /// `http` address (port 0 or none: any free port). None for any
+    /// other redirect URI: the caller's `authorize` must then return
+    /// where the browser went.
+    pub fn bind(redirect_uri: &str) -> Result<Option<Listener>> {
+        let Ok(mut url) = Url::parse(redirect_uri) else {
+            return Err(Error::BadInput(format!("mcp.new: opts.auth.redirect_uri is not a URL: {redirect_uri}")));
+        };
+        let loopback = matches!(url.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
+        if url.scheme() != "http" || !loopback {
+            return Ok(None);
+        }
+        let host = match url.host_str() {
+            Some("[::1]") => "[::1]",
+            _ => "127.0.0.1",
+        };
+        let port = url.port().unwrap_or(0);
+        let socket = TcpListener::bind(format!("{host}:{port}")).map_err(|e| {
+            Error::BadInput(format!("mcp: cannot listen on {host}:{port} for the login's redirect: {e}"))
+        })?;
+        socket
+            .set_nonblocking(true)
+            .map_err(|e| Error::BadInput(format!("mcp: cannot listen for the login's redirect: {e}")))?;
+        let bound = socket.local_addr().map(|a| a.port()).unwrap_or(port);
+        let _ = url.set_port(Some(bound));
+        let path = url.path().to_string();
+        Ok(Some(Listener { socket, redirect_uri: url.to_string(), path }))
+    }
+
+    /// Waits for the browser's request to the redirect path and returns
+    /// the whole URL it asked for (its query holds the code, or the
+    /// error). Other requests (a favicon) get a 404 and the wait goes on.
+    pub fn wait(&self, deadline: Instant) -> Result<String> {
+        loop {
+            match self.socket.accept() {
+                Ok((stream, _)) => {
+                    if let Some(target) = self.serve(stream) {
+                        let base = Url::parse(&self.redirect_uri).expect("made by bind");
+                        return Ok(base.join(&target).map(String::from).unwrap_or(target));
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::BadInput(format!("mcp: listening for the login's redirect failed: {e}"))),
+            }
+            if interrupt::requested() {
+                return Err(Error::Interrupted { what: "login".into() });
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::LoginTimedOut { redirect_uri: self.redirect_uri.clone() });
+            }
+            thread::sleep(POLL.min(deadline - now));
+        }
+    }
+
+    /// One connection: the request target when it is our path.
+    fn serve(&self, mut stream: TcpStream) -> Option<String> {
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.set_read_timeout(Some(REQUEST_WAIT));
+        let mut request = Vec::new();
+        let mut chunk = [0u8; 2048];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < MAX_REQUEST {
+            match stream.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => request.extend_from_slice(&chunk[..n]),
+            }
+        }
+        let line = request.split(|&b| b == b'\n').next().unwrap_or_default();
+        let line = String::from_utf8_lossy(line);
+        let mut words = line.split_whitespace();
+        let target = match (words.next(), words.next()) {
+            (Some("GET"), Some(target)) => target.to_string(),
+            _ => return None,
+        };
+        let path = target.split('?').next().unwrap_or_default();
+        let (status, body) = match path == self.path {
+            true => ("200 OK", DONE_PAGE),
+            false => ("404 Not Found", "Not found"),
+        };
+        let reply = format!(
+            "HTTP/1.1 {status}\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = stream.write_all(reply.as_bytes());
+        (path == self.path).then_some(target)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(port: u16, target: &str) -> String {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(s, "GET {target} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).unwrap();
+        reply
+    }
+
+    #[test]
+    fn the_browser_request_to_the_redirect_path_ends_the_wait_and_others_do_not() {
+        let listener = Listener::bind("http://127.0.0.1/callback").unwrap().unwrap();
+        let port = Url::parse(&listener.redirect_uri).unwrap().port().unwrap();
+        assert_eq!(listener.redirect_uri, format!("http://127.0.0.1:{port}/callback"));
+        let browser = thread::spawn(move || {
+            let favicon = get(port, "/favicon.ico");
+            let done = get(port, "/callback?code=abc&state=xyz");
+            (favicon, done)
+        });
+        let url = listener.wait(Instant::now() + Duration::from_secs(10)).unwrap();
+        assert_eq!(url, format!("http://127.0.0.1:{port}/callback?code=abc&state=xyz"));
+        let (favicon, done) = browser.join().unwrap();
+        assert!(favicon.starts_with("HTTP/1.1 404"), "{favicon}");
+        assert!(done.starts_with("HTTP/1.1 200") && done.contains("close this window"), "{done}");
+    }
+
+    #[test]
+    fn nobody_coming_back_ends_at_the_deadline_naming_the_redirect() {
+        let listener = Listener::bind("http://localhost:0/cb").unwrap().unwrap();
+        let e = listener.wait(Instant::now() + Duration::from_millis(100)).unwrap_err();
+        assert!(e.to_string().contains(&listener.redirect_uri), "{e}");
+    }
+
+    #[test]
+    fn a_redirect_uri_that_is_not_loopback_http_is_not_listened_on() {
+        assert!(Listener::bind("https://app.example/callback").unwrap().is_none());
+        assert!(Listener::bind("http://192.0.2.1/callback").unwrap().is_none());
+    }
+}

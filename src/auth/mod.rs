@@ -1,0 +1,823 @@
+//! Logging in to an MCP server behind OAuth 2.1, as the MCP authorization
+//! spec lays it out: when the server refuses a request (401, or 403 for
+//! want of scope), find who issues its tokens (`discovery`), get a client
+//! identity there, get a token (a user's login with PKCE, or a machine's
+//! own credentials), keep it (`store`), and put it where every HTTP
+//! request reads it (the transport's bearer cell). The session core then
+//! sends the refused request again.
+//!
+//! Everything here runs on the Lua thread that made the refused request:
+//! a user's login needs the caller's `authorize` callback, and the
+//! waits (each request, the loopback listener) honour Ctrl-C the way the
+//! transport's do.
+//!
+//! What a real deployment taught, and the conformance suite pins:
+//! * the refusal of `initialize` is the usual first contact, so the
+//!   login happens inside the handshake;
+//! * a 403 asking for scope we already asked for will never be met by
+//!   asking again (a server can say so for ever): only new scope is
+//!   worth a second login;
+//! * a 2025-03-26 server has no protected-resource metadata and may serve
+//!   authorization-server metadata whose issuer is not its origin, so
+//!   the issuer is checked only against a protected resource's word.
+
+pub mod assertion;
+pub mod discovery;
+pub mod loopback;
+pub mod pkce;
+pub mod store;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use p256::ecdsa::SigningKey;
+use ureq::Agent;
+use url::form_urlencoded;
+use url::Url;
+
+use crate::codec::{self, Json};
+use crate::error::{Error, Result};
+use crate::protocol::SUPPORTED_VERSIONS;
+use crate::transport::http::{interrupted, side_agent};
+use discovery::{parse_challenge, text, texts, Challenge, Fetched};
+use loopback::Listener;
+use pkce::Pkce;
+use store::Store;
+
+/// How a token is got.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Grant {
+    /// A user logs in in a browser (authorization code with PKCE).
+    AuthorizationCode,
+    /// A machine uses its own credentials: a secret or a signing key.
+    ClientCredentials,
+}
+
+/// `opts.auth`, read by the binding.
+pub struct Settings {
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    /// A Client ID Metadata Document's URL, used as the client id where
+    /// the authorization server supports that.
+    pub client_metadata_url: Option<String>,
+    pub client_name: String,
+    /// Where the browser is sent back; a loopback `http` address is
+    /// listened on (port 0: any free one).
+    pub redirect_uri: String,
+    pub grant: Grant,
+    /// `private_key_jwt`: the machine's key.
+    pub signing_key: Option<SigningKey>,
+    /// How long a user's login may take.
+    pub login_timeout: Duration,
+    /// Each request to the authorization server.
+    pub timeout: Duration,
+    pub ca_pem: Option<Vec<u8>>,
+}
+
+/// The default redirect URI: loopback, any free port.
+pub const DEFAULT_REDIRECT_URI: &str = "http://127.0.0.1/callback";
+
+/// A token about to expire within this is refreshed before a request
+/// rather than after the server refuses it.
+const REFRESH_MARGIN_SECONDS: i64 = 60;
+
+/// The scope that asks for a refresh token (SEP-2207): requested only
+/// where the authorization server lists it.
+const OFFLINE_ACCESS: &str = "offline_access";
+
+/// The person at the keyboard, or whoever stands in for them.
+pub trait User {
+    /// Sends the user to the authorization URL. Returns the URL the
+    /// browser was sent back to, or None when the module is to wait for
+    /// the browser at its loopback redirect URI.
+    fn authorize(&mut self, url: &str) -> Result<Option<String>>;
+}
+
+/// The authorization server, as its metadata (or the 2025-03-26
+/// fallback) describes it.
+#[derive(Clone, Debug)]
+struct Issuer {
+    issuer: String,
+    authorization_endpoint: String,
+    token_endpoint: String,
+    registration_endpoint: Option<String>,
+    auth_methods: Vec<String>,
+    challenge_methods: Vec<String>,
+    scopes_supported: Vec<String>,
+    client_metadata_documents: bool,
+    /// False for the fallback endpoints: nothing was advertised.
+    from_metadata: bool,
+}
+
+/// Who we are at the authorization server.
+#[derive(Clone, Debug)]
+struct ClientIdentity {
+    client_id: String,
+    client_secret: Option<String>,
+    /// `client_secret_basic`, `client_secret_post`, `private_key_jwt` or
+    /// `none`.
+    method: String,
+    /// The redirect URI it was registered with (dynamic registration).
+    redirect_uri: Option<String>,
+    /// Registered here, dynamically: kept in the store with the tokens.
+    registered: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Tokens {
+    access: String,
+    refresh: Option<String>,
+    /// Unix seconds.
+    expires_at: Option<i64>,
+    scope: Option<String>,
+}
+
+/// How the current access token was got: a refused one is worth a
+/// refresh only if it did not come from one.
+#[derive(Clone, Copy, PartialEq)]
+enum Origin {
+    Stored,
+    Refreshed,
+    LoggedIn,
+}
+
+pub struct Authorizer {
+    settings: Settings,
+    agent: Agent,
+    server: Url,
+    /// What requests carry as `Authorization: Bearer`.
+    bearer: Arc<Mutex<Option<String>>>,
+    /// The `resource` parameter (RFC 8707): the protected resource's own
+    /// identifier, else the server's URL.
+    resource: String,
+    /// Where the protected-resource metadata was read from, so that a
+    /// challenge naming another one is followed.
+    metadata_url: Option<String>,
+    resource_scopes: Vec<String>,
+    issuer: Option<Issuer>,
+    client: Option<ClientIdentity>,
+    tokens: Option<Tokens>,
+    origin: Origin,
+    /// The scope of the last login, to tell a step-up from a loop.
+    requested_scope: Vec<String>,
+    /// The store was read for this issuer.
+    loaded: bool,
+}
+
+fn now_seconds() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+}
+
+fn words(scope: &str) -> Vec<String> {
+    scope.split_whitespace().map(str::to_string).collect()
+}
+
+impl Authorizer {
+    pub fn new(settings: Settings, server_url: &str, bearer: Arc<Mutex<Option<String>>>) -> Result<Authorizer> {
+        let server = Url::parse(server_url)
+            .map_err(|e| Error::BadInput(format!("mcp.new: opts.url is not a URL ({e}): {server_url}")))?;
+        let agent = side_agent(settings.ca_pem.as_deref(), settings.timeout)?;
+        let mut resource = server.clone();
+        resource.set_fragment(None);
+        Ok(Authorizer {
+            settings,
+            agent,
+            resource: resource.to_string(),
+            server,
+            bearer,
+            metadata_url: None,
+            resource_scopes: Vec::new(),
+            issuer: None,
+            client: None,
+            tokens: None,
+            origin: Origin::Stored,
+            requested_scope: Vec::new(),
+            loaded: false,
+        })
+    }
+
+    fn fail(&self, detail: impl Into<String>) -> Error {
+        Error::Authorization { url: self.server.to_string(), detail: detail.into() }
+    }
+
+    /// Before a request: a token that expires within a minute is
+    /// refreshed now, when there is a refresh token. A failure here is
+    /// left for the server's refusal to deal with.
+    pub fn refresh_if_expiring(&mut self, mut store: Option<&mut dyn Store>) {
+        let expiring = self.tokens.as_ref().is_some_and(|t| {
+            t.refresh.is_some() && t.expires_at.is_some_and(|at| at - now_seconds() < REFRESH_MARGIN_SECONDS)
+        });
+        if expiring && self.refresh().is_ok() {
+            let _ = self.save(&mut store);
+        }
+    }
+
+    /// The server refused a request: `status` and its `WWW-Authenticate`.
+    /// True when a new token is in place; false when no new token would
+    /// change the answer (a 403 that is not about scope, a step-up to
+    /// scope already asked for, a token just issued refused again).
+    pub fn recover(
+        &mut self,
+        status: u16,
+        www_authenticate: Option<&str>,
+        again: bool,
+        user: &mut dyn User,
+        mut store: Option<&mut dyn Store>,
+    ) -> Result<bool> {
+        let challenge = www_authenticate.map(parse_challenge).unwrap_or_default();
+        let step_up = status == 403;
+        if step_up && challenge.error.as_deref() != Some("insufficient_scope") {
+            return Ok(false);
+        }
+        if !step_up && again && self.origin == Origin::LoggedIn {
+            // A token the authorization server just issued was refused:
+            // another login would end the same way.
+            return Ok(false);
+        }
+        self.discover(&challenge)?;
+        if !self.loaded {
+            self.loaded = true;
+            self.load(&mut store)?;
+            if !step_up && self.offer_loaded() {
+                return Ok(true);
+            }
+        }
+        // A refused token is refreshed, unless it came from a refresh
+        // and was refused again already.
+        let refreshed_and_refused = again && self.origin == Origin::Refreshed;
+        if !step_up && !refreshed_and_refused && self.refresh().is_ok() {
+            self.save(&mut store)?;
+            return Ok(true);
+        }
+        let scope = self.scope_for(&challenge, step_up);
+        if step_up && scope.iter().all(|s| self.requested_scope.contains(s) || self.granted(s)) {
+            return Ok(false);
+        }
+        self.log_in(scope, user)?;
+        self.save(&mut store)?;
+        Ok(true)
+    }
+
+    /// The scope to ask for: the challenge's, else everything the
+    /// protected resource lists, else none; for a step-up, the union of
+    /// what was asked before and what the challenge names.
+    fn scope_for(&self, challenge: &Challenge, step_up: bool) -> Vec<String> {
+        let mut scope = match &challenge.scope {
+            Some(s) => words(s),
+            None => self.resource_scopes.clone(),
+        };
+        if step_up {
+            let mut union = self.requested_scope.clone();
+            union.extend(scope.into_iter().filter(|s| !self.requested_scope.contains(s)));
+            scope = union;
+        }
+        scope
+    }
+
+    fn granted(&self, scope: &str) -> bool {
+        self.tokens.as_ref().and_then(|t| t.scope.as_deref()).is_some_and(|s| s.split_whitespace().any(|g| g == scope))
+    }
+
+    /// Reads the protected-resource metadata (unless already read from
+    /// the same place) and the authorization server's.
+    fn discover(&mut self, challenge: &Challenge) -> Result<()> {
+        if self.issuer.is_some()
+            && (challenge.resource_metadata.is_none() || challenge.resource_metadata == self.metadata_url)
+        {
+            return Ok(());
+        }
+        let version = SUPPORTED_VERSIONS[0];
+        let timeout = self.settings.timeout;
+        let candidates = match &challenge.resource_metadata {
+            Some(url) => vec![url.clone()],
+            None => discovery::resource_metadata_urls(&self.server),
+        };
+        let mut found = None;
+        for url in candidates {
+            if let Fetched::Found(doc) = discovery::fetch(&self.agent, &url, version, timeout)? {
+                found = Some((url, doc));
+                break;
+            }
+        }
+        let Some((metadata_url, doc)) = found else {
+            // A server from before protected-resource metadata is its own
+            // authorization server.
+            let origin = Url::parse(&discovery::origin_of(&self.server)).map_err(|e| self.fail(e.to_string()))?;
+            self.issuer = Some(self.server_metadata(&origin, false)?);
+            return Ok(());
+        };
+        if let Some(resource) = text(&doc, "resource") {
+            if !discovery::resource_covers(&resource, &self.server) {
+                return Err(self.fail(format!(
+                    "its protected-resource metadata ({metadata_url}) is for {resource}, not for this server; no token is asked for a resource that does not match"
+                )));
+            }
+            self.resource = resource;
+        }
+        self.resource_scopes = texts(&doc, "scopes_supported");
+        let Some(issuer) = texts(&doc, "authorization_servers").into_iter().next() else {
+            return Err(
+                self.fail(format!("its protected-resource metadata ({metadata_url}) names no authorization server"))
+            );
+        };
+        let issuer_url = Url::parse(&issuer).map_err(|_| {
+            self.fail(format!(
+                "its protected-resource metadata names an authorization server that is not a URL: {issuer}"
+            ))
+        })?;
+        self.metadata_url = Some(metadata_url);
+        self.issuer = Some(self.server_metadata(&issuer_url, true)?);
+        Ok(())
+    }
+
+    /// The authorization server's metadata; for a server that advertised
+    /// none, the 2025-03-26 fixed endpoints at its origin. `named` says a
+    /// protected resource named this issuer: its metadata must then say
+    /// the same issuer.
+    fn server_metadata(&self, issuer: &Url, named: bool) -> Result<Issuer> {
+        let version = SUPPORTED_VERSIONS[0];
+        let issuer_text = issuer.as_str().trim_end_matches('/').to_string();
+        for url in discovery::server_metadata_urls(issuer) {
+            let Fetched::Found(doc) = discovery::fetch(&self.agent, &url, version, self.settings.timeout)? else {
+                continue;
+            };
+            let said = text(&doc, "issuer").unwrap_or_default();
+            if named && said.trim_end_matches('/') != issuer_text {
+                return Err(self.fail(format!(
+                    "the authorization server metadata at {url} names the issuer {said}, not {issuer_text}"
+                )));
+            }
+            let endpoint = |field: &str| {
+                text(&doc, field)
+                    .ok_or_else(|| self.fail(format!("the authorization server metadata at {url} has no {field}")))
+            };
+            return Ok(Issuer {
+                issuer: if said.is_empty() { issuer_text.clone() } else { said.clone() },
+                authorization_endpoint: endpoint("authorization_endpoint")?,
+                token_endpoint: endpoint("token_endpoint")?,
+                registration_endpoint: text(&doc, "registration_endpoint"),
+                auth_methods: texts(&doc, "token_endpoint_auth_methods_supported"),
+                challenge_methods: texts(&doc, "code_challenge_methods_supported"),
+                scopes_supported: texts(&doc, "scopes_supported"),
+                client_metadata_documents: matches!(
+                    doc.get("client_id_metadata_document_supported"),
+                    Some(Json::Bool(true))
+                ),
+                from_metadata: true,
+            });
+        }
+        if named {
+            return Err(self.fail(format!("the authorization server {issuer_text} publishes no metadata")));
+        }
+        Ok(Issuer {
+            issuer: issuer_text.clone(),
+            authorization_endpoint: format!("{issuer_text}/authorize"),
+            token_endpoint: format!("{issuer_text}/token"),
+            registration_endpoint: Some(format!("{issuer_text}/register")),
+            auth_methods: Vec::new(),
+            challenge_methods: Vec::new(),
+            scopes_supported: Vec::new(),
+            client_metadata_documents: false,
+            from_metadata: false,
+        })
+    }
+
+    fn issuer(&self) -> &Issuer {
+        self.issuer.as_ref().expect("discovered before use")
+    }
+
+    fn store_key(&self) -> String {
+        store::key(&self.issuer().issuer, &self.resource)
+    }
+
+    /// A saved login for this issuer and resource: its registration and
+    /// tokens.
+    fn load(&mut self, store: &mut Option<&mut dyn Store>) -> Result<()> {
+        let Some(store) = store else { return Ok(()) };
+        let Some(record) = store.load(&self.store_key())? else { return Ok(()) };
+        if let Some(client) = record.get("client") {
+            if let (Some(client_id), Some(method)) = (text(client, "client_id"), text(client, "method")) {
+                self.client = Some(ClientIdentity {
+                    client_id,
+                    client_secret: text(client, "client_secret"),
+                    method,
+                    redirect_uri: text(client, "redirect_uri"),
+                    registered: true,
+                });
+            }
+        }
+        if let Some(access) = text(&record, "access_token") {
+            self.tokens = Some(Tokens {
+                access,
+                refresh: text(&record, "refresh_token"),
+                expires_at: match record.get("expires_at") {
+                    Some(Json::Int(at)) => Some(*at),
+                    _ => None,
+                },
+                scope: text(&record, "scope"),
+            });
+            self.origin = Origin::Stored;
+        }
+        Ok(())
+    }
+
+    /// Puts a loaded token in place if it is not the one just refused and
+    /// has not expired.
+    fn offer_loaded(&mut self) -> bool {
+        let Some(tokens) = &self.tokens else { return false };
+        let current = self.bearer.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let fresh = tokens.expires_at.is_none_or(|at| at - now_seconds() > REFRESH_MARGIN_SECONDS);
+        if current.as_deref() == Some(tokens.access.as_str()) || !fresh {
+            return false;
+        }
+        self.set_bearer();
+        true
+    }
+
+    fn save(&self, store: &mut Option<&mut dyn Store>) -> Result<()> {
+        let (Some(store), Some(tokens)) = (store, &self.tokens) else { return Ok(()) };
+        let mut record = vec![("access_token", Json::str(&tokens.access))];
+        if let Some(client) = self.client.as_ref().filter(|c| c.registered) {
+            let mut fields = vec![("client_id", Json::str(&client.client_id)), ("method", Json::str(&client.method))];
+            if let Some(secret) = &client.client_secret {
+                fields.push(("client_secret", Json::str(secret)));
+            }
+            if let Some(uri) = &client.redirect_uri {
+                fields.push(("redirect_uri", Json::str(uri)));
+            }
+            record.push(("client", Json::object(fields)));
+        }
+        if let Some(at) = tokens.expires_at {
+            record.push(("expires_at", Json::Int(at)));
+        }
+        record.push(("issuer", Json::str(&self.issuer().issuer)));
+        if let Some(refresh) = &tokens.refresh {
+            record.push(("refresh_token", Json::str(refresh)));
+        }
+        record.push(("resource", Json::str(&self.resource)));
+        if let Some(scope) = &tokens.scope {
+            record.push(("scope", Json::str(scope)));
+        }
+        store.save(&self.store_key(), &Json::object(record))
+    }
+
+    fn set_bearer(&self) {
+        let access = self.tokens.as_ref().map(|t| t.access.clone());
+        *self.bearer.lock().unwrap_or_else(|p| p.into_inner()) = access;
+    }
+
+    /// A new access token from the refresh token.
+    fn refresh(&mut self) -> Result<()> {
+        let refresh =
+            self.tokens.as_ref().and_then(|t| t.refresh.clone()).ok_or_else(|| self.fail("no refresh token"))?;
+        let client = self.client.clone().ok_or_else(|| self.fail("no client identity to refresh with"))?;
+        let form = vec![
+            ("grant_type", "refresh_token".to_string()),
+            ("refresh_token", refresh.clone()),
+            ("resource", self.resource.clone()),
+        ];
+        let mut tokens = self.token_request(form, &client)?;
+        // A server that does not rotate refresh tokens keeps the old one
+        // good (RFC 6749 section 6).
+        tokens.refresh = tokens.refresh.or(Some(refresh));
+        self.tokens = Some(tokens);
+        self.origin = Origin::Refreshed;
+        self.set_bearer();
+        Ok(())
+    }
+
+    /// A new login with `scope`, by the configured grant.
+    fn log_in(&mut self, mut scope: Vec<String>, user: &mut dyn User) -> Result<()> {
+        self.requested_scope = scope.clone();
+        let tokens = match self.settings.grant {
+            Grant::ClientCredentials => self.client_credentials(&scope)?,
+            Grant::AuthorizationCode => {
+                if self.issuer().scopes_supported.iter().any(|s| s == OFFLINE_ACCESS)
+                    && !scope.iter().any(|s| s == OFFLINE_ACCESS)
+                {
+                    scope.push(OFFLINE_ACCESS.to_string());
+                }
+                self.authorization_code(&scope, user)?
+            }
+        };
+        self.tokens = Some(tokens);
+        self.origin = Origin::LoggedIn;
+        self.set_bearer();
+        Ok(())
+    }
+
+    /// A machine's token: `client_credentials` with its secret (HTTP
+    /// Basic, or in the body where the server takes only that) or its
+    /// signed assertion.
+    fn client_credentials(&mut self, scope: &[String]) -> Result<Tokens> {
+        let Some(client_id) = self.settings.client_id.clone() else {
+            return Err(self.fail("opts.auth.grant = \"client_credentials\" needs opts.auth.client_id"));
+        };
+        let method = match (&self.settings.signing_key, &self.settings.client_secret) {
+            (Some(_), _) => "private_key_jwt".to_string(),
+            (None, Some(_)) => self.secret_method(),
+            (None, None) => return Err(self.fail(
+                "opts.auth.grant = \"client_credentials\" needs opts.auth.client_secret or opts.auth.private_key_pem",
+            )),
+        };
+        let client = ClientIdentity {
+            client_id,
+            client_secret: self.settings.client_secret.clone(),
+            method,
+            redirect_uri: None,
+            registered: false,
+        };
+        let mut form = vec![("grant_type", "client_credentials".to_string())];
+        if !scope.is_empty() {
+            form.push(("scope", scope.join(" ")));
+        }
+        form.push(("resource", self.resource.clone()));
+        let tokens = self.token_request(form, &client)?;
+        self.client = Some(client);
+        Ok(tokens)
+    }
+
+    /// How a secret goes to the token endpoint: Basic unless the server
+    /// lists only the body (RFC 8414's default is Basic).
+    fn secret_method(&self) -> String {
+        let methods = &self.issuer().auth_methods;
+        match methods.iter().any(|m| m == "client_secret_post") && !methods.iter().any(|m| m == "client_secret_basic") {
+            true => "client_secret_post".into(),
+            false => "client_secret_basic".into(),
+        }
+    }
+
+    /// A user's login: PKCE, the browser sent to the authorization
+    /// endpoint, the code it came back with exchanged for tokens.
+    fn authorization_code(&mut self, scope: &[String], user: &mut dyn User) -> Result<Tokens> {
+        let issuer = self.issuer().clone();
+        if issuer.from_metadata && !issuer.challenge_methods.iter().any(|m| m == "S256") {
+            return Err(self.fail(format!(
+                "the authorization server {} does not advertise PKCE with S256 (code_challenge_methods_supported), which this client requires",
+                issuer.issuer
+            )));
+        }
+        let listener = self.listen()?;
+        let redirect_uri = match &listener {
+            Some(listener) => listener.redirect_uri.clone(),
+            None => self.settings.redirect_uri.clone(),
+        };
+        let client = self.identify(&redirect_uri)?;
+        let pkce = Pkce::new()?;
+        let state = pkce::random_text(16)?;
+        let mut url = Url::parse(&issuer.authorization_endpoint).map_err(|_| {
+            self.fail(format!("its authorization endpoint is not a URL: {}", issuer.authorization_endpoint))
+        })?;
+        {
+            let mut query = url.query_pairs_mut();
+            query
+                .append_pair("response_type", "code")
+                .append_pair("client_id", &client.client_id)
+                .append_pair("redirect_uri", &redirect_uri)
+                .append_pair("code_challenge", &pkce.challenge)
+                .append_pair("code_challenge_method", "S256")
+                .append_pair("state", &state)
+                .append_pair("resource", &self.resource);
+            if !scope.is_empty() {
+                query.append_pair("scope", &scope.join(" "));
+            }
+        }
+        let came_back = match (user.authorize(url.as_str())?, &listener) {
+            (Some(came_back), _) => came_back,
+            (None, Some(listener)) => listener.wait(Instant::now() + self.settings.login_timeout)?,
+            (None, None) => {
+                return Err(self.fail(format!(
+                    "opts.auth.authorize returned nothing, and the redirect URI {redirect_uri} is not a loopback http address this module can listen on; return the URL the browser was sent back to"
+                )))
+            }
+        };
+        drop(listener);
+        let code = self.code_from(&came_back, &state)?;
+        let form = vec![
+            ("grant_type", "authorization_code".to_string()),
+            ("code", code),
+            ("redirect_uri", redirect_uri),
+            ("code_verifier", pkce.verifier),
+            ("resource", self.resource.clone()),
+        ];
+        let tokens = self.token_request(form, &client)?;
+        self.client = Some(client);
+        Ok(tokens)
+    }
+
+    /// The loopback listener for the redirect, on the port a saved
+    /// registration was made with when it is free (the registration
+    /// names it), else where `opts.auth.redirect_uri` says.
+    fn listen(&mut self) -> Result<Option<Listener>> {
+        let registered = self.client.as_ref().filter(|c| c.registered).and_then(|c| c.redirect_uri.clone());
+        if self.settings.redirect_uri == DEFAULT_REDIRECT_URI {
+            if let Some(uri) = registered {
+                if let Ok(Some(listener)) = Listener::bind(&uri) {
+                    return Ok(Some(listener));
+                }
+            }
+        }
+        Listener::bind(&self.settings.redirect_uri)
+    }
+
+    /// The code in the URL the browser came back to, after checking that
+    /// it answers this login (`state`) and is not an error.
+    fn code_from(&self, came_back: &str, state: &str) -> Result<String> {
+        let url = Url::parse(came_back)
+            .map_err(|_| self.fail(format!("the login came back to an address that is not a URL: {came_back}")))?;
+        let field = |name: &str| url.query_pairs().find(|(k, _)| k == name).map(|(_, v)| v.into_owned());
+        if let Some(error) = field("error") {
+            let description = field("error_description").map(|d| format!(" ({d})")).unwrap_or_default();
+            return Err(self.fail(format!("the authorization server refused the login: {error}{description}")));
+        }
+        if field("state").as_deref() != Some(state) {
+            return Err(self.fail("the login came back with a state that is not this login's; it was not used"));
+        }
+        field("code").ok_or_else(|| self.fail("the login came back without a code"))
+    }
+
+    /// Who we are: pre-registered (`opts.auth.client_id`), a Client ID
+    /// Metadata Document where the server takes one, a registration kept
+    /// from before for this redirect URI, else a new dynamic registration
+    /// (RFC 7591).
+    fn identify(&mut self, redirect_uri: &str) -> Result<ClientIdentity> {
+        let issuer = self.issuer().clone();
+        if let Some(client_id) = &self.settings.client_id {
+            let method = match &self.settings.client_secret {
+                Some(_) => self.secret_method(),
+                None => "none".into(),
+            };
+            let secret = self.settings.client_secret.clone();
+            return Ok(ClientIdentity {
+                client_id: client_id.clone(),
+                client_secret: secret,
+                method,
+                redirect_uri: None,
+                registered: false,
+            });
+        }
+        if let (true, Some(url)) = (issuer.client_metadata_documents, &self.settings.client_metadata_url) {
+            return Ok(ClientIdentity {
+                client_id: url.clone(),
+                client_secret: None,
+                method: "none".into(),
+                redirect_uri: None,
+                registered: false,
+            });
+        }
+        if let Some(client) =
+            self.client.as_ref().filter(|c| c.registered && c.redirect_uri.as_deref() == Some(redirect_uri))
+        {
+            return Ok(client.clone());
+        }
+        let Some(endpoint) = issuer.registration_endpoint.clone() else {
+            return Err(self.fail(format!(
+                "the authorization server {} takes no dynamic client registration; register a client there and set opts.auth.client_id (and client_secret)",
+                issuer.issuer
+            )));
+        };
+        // Ask for the first way of authenticating the server lists that a
+        // registration can give us; a public client ("none") needs no secret.
+        let wanted = issuer
+            .auth_methods
+            .iter()
+            .find(|m| matches!(m.as_str(), "none" | "client_secret_basic" | "client_secret_post"));
+        let mut fields = vec![
+            ("client_name", Json::str(&self.settings.client_name)),
+            ("grant_types", Json::Array(vec![Json::str("authorization_code"), Json::str("refresh_token")])),
+            ("redirect_uris", Json::Array(vec![Json::str(redirect_uri)])),
+            ("response_types", Json::Array(vec![Json::str("code")])),
+        ];
+        if let Some(method) = wanted {
+            fields.push(("token_endpoint_auth_method", Json::str(method)));
+        }
+        let body = codec::encode(&Json::object(fields));
+        let response = self
+            .agent
+            .post(&endpoint)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json")
+            .send(&body[..]);
+        let (status, reply) = self.read_reply(&endpoint, response)?;
+        if !(200..300).contains(&status) {
+            return Err(self.fail(format!(
+                "the client registration at {endpoint} was refused (HTTP {status}{})",
+                oauth_error(&reply)
+            )));
+        }
+        let client_id = text(&reply, "client_id")
+            .ok_or_else(|| self.fail(format!("the client registration at {endpoint} gave no client_id")))?;
+        let client_secret = text(&reply, "client_secret");
+        let method = text(&reply, "token_endpoint_auth_method").unwrap_or_else(|| match (&client_secret, wanted) {
+            (_, Some(m)) => m.clone(),
+            (Some(_), None) => "client_secret_basic".into(),
+            (None, None) => "none".into(),
+        });
+        let client = ClientIdentity {
+            client_id,
+            client_secret,
+            method,
+            redirect_uri: Some(redirect_uri.to_string()),
+            registered: true,
+        };
+        self.client = Some(client.clone());
+        Ok(client)
+    }
+
+    /// A token endpoint request, authenticated as `client` says.
+    fn token_request(&self, mut form: Vec<(&str, String)>, client: &ClientIdentity) -> Result<Tokens> {
+        let endpoint = self.issuer().token_endpoint.clone();
+        let mut basic = None;
+        match client.method.as_str() {
+            "client_secret_basic" => {
+                let encode = |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+                let secret = client.client_secret.as_deref().unwrap_or_default();
+                let pair = format!("{}:{}", encode(&client.client_id), encode(secret));
+                basic = Some(format!("Basic {}", STANDARD.encode(pair)));
+            }
+            "client_secret_post" => {
+                form.push(("client_id", client.client_id.clone()));
+                form.push(("client_secret", client.client_secret.clone().unwrap_or_default()));
+            }
+            "private_key_jwt" => {
+                let key = self
+                    .settings
+                    .signing_key
+                    .as_ref()
+                    .ok_or_else(|| self.fail("private_key_jwt needs opts.auth.private_key_pem"))?;
+                form.push(("client_id", client.client_id.clone()));
+                form.push(("client_assertion_type", assertion::ASSERTION_TYPE.to_string()));
+                // The audience is the authorization server's issuer
+                // (RFC 7523 as the MCP extension profiles it).
+                form.push((
+                    "client_assertion",
+                    assertion::client_assertion(key, &client.client_id, &self.issuer().issuer)?,
+                ));
+            }
+            _ => form.push(("client_id", client.client_id.clone())),
+        }
+        let body: String = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form.iter().map(|(k, v)| (*k, v.as_str())))
+            .finish();
+        let mut request = self
+            .agent
+            .post(&endpoint)
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .header("Accept", "application/json");
+        if let Some(basic) = basic {
+            request = request.header("Authorization", basic);
+        }
+        let (status, reply) = self.read_reply(&endpoint, request.send(body.as_bytes()))?;
+        if status != 200 {
+            return Err(self.fail(format!(
+                "the token endpoint {endpoint} refused the request (HTTP {status}{})",
+                oauth_error(&reply)
+            )));
+        }
+        let access = text(&reply, "access_token")
+            .ok_or_else(|| self.fail(format!("the token endpoint {endpoint} gave no access_token")))?;
+        let token_type = text(&reply, "token_type").unwrap_or_else(|| "Bearer".into());
+        if !token_type.eq_ignore_ascii_case("bearer") {
+            return Err(self.fail(format!(
+                "the token endpoint {endpoint} gave a {token_type} token; this client sends Bearer tokens only"
+            )));
+        }
+        let expires_at = match reply.get("expires_in") {
+            Some(Json::Int(seconds)) => Some(now_seconds().saturating_add(*seconds)),
+            Some(Json::Float(seconds)) if seconds.is_finite() => Some(now_seconds().saturating_add(*seconds as i64)),
+            _ => None,
+        };
+        Ok(Tokens { access, refresh: text(&reply, "refresh_token"), expires_at, scope: text(&reply, "scope") })
+    }
+
+    /// Status and JSON body of an authorization server's reply (an empty
+    /// object when the body is not JSON).
+    fn read_reply(
+        &self,
+        endpoint: &str,
+        response: std::result::Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Result<(u16, Json)> {
+        let mut response = response.map_err(|e| match e {
+            e if interrupted(&e) => Error::Interrupted { what: "login".into() },
+            e => self.fail(format!("the request to {endpoint} failed ({e})")),
+        })?;
+        let status = response.status().as_u16();
+        let body = response.body_mut().with_config().limit(1 << 20).read_to_vec().unwrap_or_default();
+        let reply = match codec::decode(&body) {
+            Ok(doc @ Json::Object(_)) => doc,
+            _ => Json::Object(Vec::new()),
+        };
+        Ok((status, reply))
+    }
+}
+
+/// `: error (description)` of an OAuth error reply, for a message.
+fn oauth_error(reply: &Json) -> String {
+    match (text(reply, "error"), text(reply, "error_description")) {
+        (Some(e), Some(d)) => format!(": {e} ({d})"),
+        (Some(e), None) => format!(": {e}"),
+        _ => String::new(),
+    }
+}
