@@ -215,8 +215,8 @@ describe('HTTP transport quirks', function()
     local cases = {
       { { auth = { token = 'x' }, headers = { authorization = 'Bearer y' } },
         'mcp.new: give opts.auth.token or opts.headers.Authorization, not both' },
-      { { auth = { authorize = function() end } },
-        'mcp.new: opts.auth.authorize is not supported: this version takes a bearer token (opts.auth.token) and does not log in with OAuth' },
+      { { auth = { token = 'x', authorize = function() end } },
+        'mcp.new: give opts.auth.token or a login (opts.auth.authorize and the like), not both' },
       { { auth = { token = 42 } }, 'mcp.new: opts.auth.token must be a string or a function returning one' },
       { { auth = { token = 'line\nbreak-secret' } }, 'mcp: opts.auth.token must be a non-empty token without control bytes' },
       { { auth = 'x' }, 'mcp.new: opts.auth must be a table' },

@@ -151,6 +151,10 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
     }
     let bearer = Arc::new(Mutex::new(bearer));
     let login = read_login(opts, timeout, &ca_pem, &bearer)?.map(RefCell::new);
+    if login.is_some() && headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("authorization")) {
+        let why = "mcp.new: give opts.auth or opts.headers.Authorization, not both";
+        return Err(Error::BadInput(why.into()).into());
+    }
     let forward = handler_methods(opts)?;
     match opts.get::<Value>("on_notification")? {
         Value::Nil | Value::Function(_) => {}

@@ -1,0 +1,236 @@
+-- Logging in to an MCP server behind OAuth, against spec/servers/oauth.js:
+-- a server whose authorization server issues refresh tokens and, on
+-- demand, expires, revokes or refuses them, which the conformance suite's
+-- mocks never do. What the server saw is read back with node, never
+-- through our client.
+local H = require('helpers')
+local trace = require('trace')
+
+local mcp = H.native()
+
+describe('OAuth login', function()
+  local base, stop, store
+
+  before_each(function()
+    local port = H.port()
+    local _
+    _, stop = H.start('node ' .. H.ROOT .. '/spec/servers/oauth.js ' .. port, 'listening on')
+    base = 'http://127.0.0.1:' .. port
+    store = H.tmpname()
+  end)
+  after_each(function()
+    stop()
+    os.remove(store)
+  end)
+
+  local function stats() return H.node_get(base .. '/stats') end
+  local function control(query) H.node_get(base .. '/control?' .. query) end
+
+  -- A browser: opened on the authorization URL, it follows the redirect
+  -- to wherever it points (our loopback listener), a moment later.
+  local function browser(url)
+    os.execute("(sleep 0.2; curl -s -L -o /dev/null '" .. url:gsub("'", '') .. "') &")
+  end
+
+  -- Headless: the URL the server sends the browser back to.
+  local function headless(url)
+    local p = io.popen("curl -s -o /dev/null -w '%{redirect_url}' '" .. url:gsub("'", '') .. "'")
+    local location = p:read('*a')
+    p:close()
+    return location
+  end
+
+  local function never(_) error('the user was asked to log in again') end
+
+  local function client(auth)
+    return mcp.new({ url = base .. '/mcp', timeout = 10, auth = auth })
+  end
+
+  local function saved()
+    local f = assert(io.open(store))
+    local text = f:read('*a')
+    f:close()
+    return trace.decode(text)[base .. ' ' .. base .. '/mcp']
+  end
+
+  it('a login nobody hands the URL back from waits at the loopback redirect for the browser', function()
+    local c = client({ authorize = browser, store = store })
+    local tools = c:discover()
+    assert.equal('whoami', tools[1].name)
+    local token = c:call('whoami', {})
+    local s = stats()
+    assert.equal(1, s.authorize)
+    assert.equal(1, s.register)
+    assert.equal(1, s.token.authorization_code)
+    assert.equal(token, saved().access_token)
+    local mode = H.command('stat -c %a ' .. store)
+    assert.equal('600', mode:match('%d+'))
+    c:close()
+  end)
+
+  it('a saved login is used by the next client without asking the user', function()
+    local first = client({ authorize = headless, store = store })
+    first:discover()
+    first:close()
+    local second = client({ authorize = never, store = store })
+    assert.equal(saved().access_token, second:call('whoami', {}))
+    assert.equal(1, stats().authorize)
+    second:close()
+  end)
+
+  it('a token about to expire is refreshed before the call, not after a refusal', function()
+    control('expires_in=30')
+    local c = client({ authorize = headless, store = store })
+    c:discover()
+    local token = c:call('whoami', {})
+    local s = stats()
+    assert.equal(1, s.authorize)
+    assert.is_true(s.token.refresh_token >= 1)
+    assert.equal(0, s.refused - 1) -- only the first, tokenless request
+    assert.equal(saved().access_token, token)
+    c:close()
+  end)
+
+  it('a refused token is refreshed once and the request sent again', function()
+    local c = client({ authorize = headless })
+    local before = c:call('whoami', {})
+    control('revoke=1')
+    local after = c:call('whoami', {})
+    assert.are_not.equal(before, after)
+    local s = stats()
+    assert.equal(1, s.authorize)
+    assert.equal(1, s.token.refresh_token)
+    c:close()
+  end)
+
+  it('a server that refuses the refreshed token gets a new login, and one that refuses every token an error', function()
+    control('reject_refreshed=1')
+    local c = client({ authorize = headless })
+    c:call('whoami', {})
+    control('revoke=1')
+    c:call('whoami', {})
+    local s = stats()
+    assert.equal(2, s.authorize)
+    assert.equal(1, s.token.refresh_token)
+    control('revoke=1')
+    control('expires_in=-1')
+    local ok, err = pcall(c.call, c, 'whoami', {})
+    assert.is_false(ok)
+    assert.equal('MCP transport failed (401): the server at ' .. base .. '/mcp refused the request (HTTP 401,'
+      .. ' WWW-Authenticate: Bearer error="invalid_token", resource_metadata="' .. base
+      .. '/.well-known/oauth-protected-resource/mcp"); the token the login gave was not accepted', err)
+    assert.equal(3, stats().authorize)
+    c:close()
+  end)
+
+  it('a refresh the authorization server refuses falls back to a new login', function()
+    local c = client({ authorize = headless })
+    c:call('whoami', {})
+    control('refuse_refresh=1')
+    control('revoke=1')
+    c:call('whoami', {})
+    assert.equal(2, stats().authorize)
+    c:close()
+  end)
+
+  it('a token store that is not JSON is refused by name, not overwritten', function()
+    local f = assert(io.open(store, 'w'))
+    f:write('my notes')
+    f:close()
+    local c = client({ authorize = headless, store = store })
+    local ok, err = pcall(c.discover, c)
+    assert.is_false(ok)
+    assert.equal('mcp: the token store ' .. store .. ' is not a JSON object of saved logins; delete it'
+      .. ' (the next login writes it anew) or set opts.auth.store to another path', err)
+    assert.equal('my notes', H.slurp(store))
+    assert.equal(0, stats().authorize)
+    c:close()
+  end)
+
+  it('a store table keeps the login as JSON text under the issuer and the resource', function()
+    local kept = {}
+    local table_store = {
+      load = function(key) return kept[key] end,
+      save = function(key, text) kept[key] = text end,
+    }
+    local first = client({ authorize = headless, store = table_store })
+    local token = first:call('whoami', {})
+    first:close()
+    local record = trace.decode(kept[base .. ' ' .. base .. '/mcp'])
+    assert.equal(token, record.access_token)
+    assert.equal(base, record.issuer)
+    assert.equal(base .. '/mcp', record.resource)
+    assert.is_string(record.refresh_token)
+    assert.is_string(record.client.client_secret)
+    local second = client({ authorize = never, store = table_store })
+    assert.equal(token, second:call('whoami', {}))
+    second:close()
+  end)
+
+  it('nobody coming back to the redirect within login_timeout ends the login saying what to do', function()
+    local port = H.port()
+    local c = client({ authorize = function() end, login_timeout = 0.3,
+                       redirect_uri = 'http://127.0.0.1:' .. port .. '/done' })
+    local ok, err = pcall(c.discover, c)
+    assert.is_false(ok)
+    assert.equal('MCP authorization failed: no browser came back to http://127.0.0.1:' .. port .. '/done in time'
+      .. ' (open the authorization URL given to opts.auth.authorize, or raise opts.auth.login_timeout)', err)
+    c:close()
+  end)
+
+  it('an authorization server without S256 is refused before anyone is sent to it', function()
+    control('no_pkce=1')
+    local c = client({ authorize = never })
+    local ok, err = pcall(c.discover, c)
+    assert.is_false(ok)
+    assert.equal('MCP authorization for ' .. base .. '/mcp failed: the authorization server ' .. base
+      .. ' does not advertise PKCE with S256 (code_challenge_methods_supported), which this client requires', err)
+    assert.equal(0, stats().authorize)
+    c:close()
+  end)
+
+  it('what authorize raises reaches the caller unchanged', function()
+    local reason = { reason = 'the user closed the window' }
+    local c = client({ authorize = function() error(reason) end })
+    local ok, err = pcall(c.discover, c)
+    assert.is_false(ok)
+    assert.equal(reason, err)
+    c:close()
+  end)
+
+  it('a refusal from the token endpoint names the error and never the secret', function()
+    local c = client({ grant = 'client_credentials', client_id = 'machine', client_secret = 's3cret-value' })
+    local ok, err = pcall(c.discover, c)
+    assert.is_false(ok)
+    assert.equal('MCP authorization for ' .. base .. '/mcp failed: the token endpoint ' .. base
+      .. '/token refused the request (HTTP 401: invalid_client)', err)
+    c:close()
+  end)
+
+  it('login options are checked at mcp.new', function()
+    local cases = {
+      { { auth = { client_secrt = 'x' } },
+        'mcp.new: opts.auth.client_secrt is not an option (opts.auth takes token, or a login: authorize, client_id,'
+          .. ' client_metadata_url, client_name, client_secret, grant, login_timeout, private_key_pem, redirect_uri, store)' },
+      { { auth = { grant = 'password' } },
+        'mcp.new: opts.auth.grant must be "authorization_code" or "client_credentials", got "password"' },
+      { { auth = { grant = 'client_credentials', client_id = 'm' } },
+        'mcp.new: opts.auth.grant = "client_credentials" needs opts.auth.client_id and either client_secret or private_key_pem' },
+      { { auth = { private_key_pem = 'not a key' } },
+        'mcp.new: opts.auth.private_key_pem is not an EC P-256 private key in PEM (PKCS #8 or SEC1)' },
+      { { auth = { store = { load = print } } },
+        'mcp.new: opts.auth.store must be a file path or a table with load and save functions' },
+      { { auth = {}, headers = { Authorization = 'Bearer x' } },
+        'mcp.new: give opts.auth or opts.headers.Authorization, not both' },
+      { { auth = {}, url = false, command = 'true' },
+        'mcp.new: opts.auth logs in to an HTTP server; give it with opts.url' },
+    }
+    for _, case in ipairs(cases) do
+      local opts = case[1]
+      if opts.url == nil then opts.url = base .. '/mcp' elseif opts.url == false then opts.url = nil end
+      local ok, err = pcall(mcp.new, opts)
+      assert.is_false(ok)
+      assert.equal(case[2], err)
+    end
+  end)
+end)

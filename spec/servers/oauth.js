@@ -1,0 +1,158 @@
+// oauth.js PORT - an MCP server behind OAuth on 127.0.0.1, with its own
+// authorization server on the same origin, for what the conformance
+// suite's mocks never do: issue refresh tokens, expire and revoke tokens,
+// refuse a refreshed token, refuse a refresh, drop PKCE.
+//
+//   /.well-known/oauth-protected-resource/mcp   the resource's metadata
+//   /.well-known/oauth-authorization-server     the issuer's metadata
+//   /register   dynamic registration: a client with a secret (Basic)
+//   /authorize  sends the browser straight back with a code
+//   /token      authorization_code (PKCE and the secret checked) and
+//               refresh_token (rotated)
+//   /mcp        stateless JSON replies; tool "whoami" returns the token;
+//               401 for a token not issued here, revoked or expired
+//   /control?K=V&...  expires_in=N, reject_refreshed=1, refuse_refresh=1,
+//               no_pkce=1 (metadata without S256), revoke=1 (every access
+//               token issued so far)
+//   /stats      {"authorize", "register", "token": {GRANT: N}, "refused"}
+const http = require('http');
+const crypto = require('crypto');
+
+const port = Number(process.argv[2] || 0);
+const base = `http://127.0.0.1:${port}`;
+const config = { expires_in: 3600, reject_refreshed: false, refuse_refresh: false, no_pkce: false };
+const stats = { authorize: 0, register: 0, token: {}, refused: 0 };
+const clients = new Map(); // id -> secret
+const codes = new Map(); // code -> { challenge, redirect_uri, client_id, scope }
+const access = new Map(); // token -> { refreshed, expires, revoked }
+const refresh = new Map(); // token -> client_id
+let counter = 0;
+
+function json(res, status, body, headers = {}) {
+  res.writeHead(status, { 'Content-Type': 'application/json', ...headers });
+  res.end(JSON.stringify(body));
+}
+
+function basicClient(req) {
+  const auth = req.headers.authorization || '';
+  if (!auth.startsWith('Basic ')) return null;
+  const [id, secret] = Buffer.from(auth.slice(6), 'base64').toString().split(':').map(decodeURIComponent);
+  return clients.get(id) === secret ? id : null;
+}
+
+function issue(res, client_id, refreshed, scope) {
+  const token = `at-${++counter}`;
+  const rt = `rt-${counter}`;
+  access.set(token, { refreshed, expires: Date.now() + config.expires_in * 1000, revoked: false });
+  refresh.set(rt, client_id);
+  json(res, 200, { access_token: token, token_type: 'Bearer', expires_in: config.expires_in, refresh_token: rt, scope });
+}
+
+function mcp(req, res, body) {
+  const token = (req.headers.authorization || '').replace(/^Bearer /, '');
+  const known = access.get(token);
+  const good = known && !known.revoked && known.expires > Date.now() && !(config.reject_refreshed && known.refreshed);
+  if (!good) {
+    stats.refused++;
+    return json(res, 401, { error: 'invalid_token' }, {
+      'WWW-Authenticate': `Bearer error="invalid_token", resource_metadata="${base}/.well-known/oauth-protected-resource/mcp"`,
+    });
+  }
+  const msg = JSON.parse(body);
+  if (msg.id === undefined) { res.writeHead(202); return res.end(); }
+  const reply = (result) => json(res, 200, { jsonrpc: '2.0', id: msg.id, result });
+  switch (msg.method) {
+    case 'initialize':
+      return reply({ protocolVersion: msg.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'oauth', version: '1' } });
+    case 'tools/list':
+      return reply({ tools: [{ name: 'whoami', inputSchema: { type: 'object' } }] });
+    case 'tools/call':
+      return reply({ content: [{ type: 'text', text: token }] });
+    default:
+      return json(res, 200, { jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'no such method' } });
+  }
+}
+
+function token(req, res, body) {
+  const form = new URLSearchParams(body);
+  const grant = form.get('grant_type');
+  stats.token[grant] = (stats.token[grant] || 0) + 1;
+  const client_id = basicClient(req);
+  if (!client_id) return json(res, 401, { error: 'invalid_client' });
+  if (grant === 'authorization_code') {
+    const code = codes.get(form.get('code'));
+    codes.delete(form.get('code'));
+    const verifier = form.get('code_verifier') || '';
+    const challenge = crypto.createHash('sha256').update(verifier).digest('base64url');
+    if (!code || code.challenge !== challenge || code.redirect_uri !== form.get('redirect_uri') || code.client_id !== client_id) {
+      return json(res, 400, { error: 'invalid_grant', error_description: 'code, verifier or redirect_uri wrong' });
+    }
+    return issue(res, client_id, false, code.scope);
+  }
+  if (grant === 'refresh_token') {
+    const rt = form.get('refresh_token');
+    if (config.refuse_refresh || refresh.get(rt) !== client_id) {
+      return json(res, 400, { error: 'invalid_grant', error_description: 'refresh token not accepted' });
+    }
+    refresh.delete(rt);
+    return issue(res, client_id, true, 'mcp');
+  }
+  json(res, 400, { error: 'unsupported_grant_type' });
+}
+
+const server = http.createServer((req, res) => {
+  let body = '';
+  req.on('data', (c) => { body += c; });
+  req.on('end', () => {
+    const url = new URL(req.url, base);
+    const path = url.pathname;
+    if (path === '/.well-known/oauth-protected-resource/mcp') {
+      return json(res, 200, { resource: `${base}/mcp`, authorization_servers: [base], scopes_supported: ['mcp'] });
+    }
+    if (path === '/.well-known/oauth-authorization-server') {
+      return json(res, 200, {
+        issuer: base,
+        authorization_endpoint: `${base}/authorize`,
+        token_endpoint: `${base}/token`,
+        registration_endpoint: `${base}/register`,
+        response_types_supported: ['code'],
+        grant_types_supported: ['authorization_code', 'refresh_token'],
+        token_endpoint_auth_methods_supported: ['client_secret_basic'],
+        code_challenge_methods_supported: config.no_pkce ? ['plain'] : ['S256'],
+      });
+    }
+    if (path === '/register' && req.method === 'POST') {
+      stats.register++;
+      const id = `client-${++counter}`;
+      const secret = `secret-${counter}`;
+      clients.set(id, secret);
+      const asked = JSON.parse(body);
+      return json(res, 201, { client_id: id, client_secret: secret, token_endpoint_auth_method: 'client_secret_basic', redirect_uris: asked.redirect_uris });
+    }
+    if (path === '/authorize') {
+      stats.authorize++;
+      const q = url.searchParams;
+      const code = `code-${++counter}`;
+      codes.set(code, { challenge: q.get('code_challenge'), redirect_uri: q.get('redirect_uri'), client_id: q.get('client_id'), scope: q.get('scope') });
+      const back = new URL(q.get('redirect_uri'));
+      back.searchParams.set('code', code);
+      back.searchParams.set('state', q.get('state'));
+      res.writeHead(302, { Location: back.toString() });
+      return res.end();
+    }
+    if (path === '/token' && req.method === 'POST') return token(req, res, body);
+    if (path === '/mcp' && req.method === 'POST') return mcp(req, res, body);
+    if (path === '/control') {
+      for (const [k, v] of url.searchParams) {
+        if (k === 'revoke') for (const t of access.values()) t.revoked = true;
+        else if (k === 'expires_in') config.expires_in = Number(v);
+        else config[k] = v === '1';
+      }
+      return json(res, 200, config);
+    }
+    if (path === '/stats') return json(res, 200, stats);
+    res.writeHead(405);
+    res.end();
+  });
+});
+server.listen(port, '127.0.0.1', () => console.log(`listening on ${port}`));
