@@ -211,9 +211,13 @@ describe('OAuth login', function()
     local cases = {
       { { auth = { client_secrt = 'x' } },
         'mcp.new: opts.auth.client_secrt is not an option (opts.auth takes token, or a login: authorize, client_id,'
-          .. ' client_metadata_url, client_name, client_secret, grant, login_timeout, private_key_pem, redirect_uri, store)' },
+          .. ' client_metadata_url, client_name, client_secret, grant, idp, login_timeout, private_key_pem, redirect_uri, store)' },
       { { auth = { grant = 'password' } },
-        'mcp.new: opts.auth.grant must be "authorization_code" or "client_credentials", got "password"' },
+        'mcp.new: opts.auth.grant must be "authorization_code", "client_credentials" or "identity_assertion", got "password"' },
+      { { auth = { grant = 'identity_assertion', client_id = 'c' } },
+        'mcp.new: opts.auth.grant = "identity_assertion" needs opts.auth.client_id and opts.auth.idp (token_endpoint, id_token)' },
+      { { auth = { idp = { token_endpoint = 'http://idp/token' } } },
+        'mcp.new: opts.auth.idp.id_token must be a string (cross-app access needs it)' },
       { { auth = { grant = 'client_credentials', client_id = 'm' } },
         'mcp.new: opts.auth.grant = "client_credentials" needs opts.auth.client_id and either client_secret or private_key_pem' },
       { { auth = { private_key_pem = 'not a key' } },

@@ -43,7 +43,13 @@ local auth = {
   client_metadata_url = 'https://conformance-test.local/client-metadata.json',
 }
 local machine = (context.name or ''):match('^auth/client%-credentials') ~= nil
-if machine then
+if context.name == 'auth/cross-app-access-complete-flow' then
+  -- The user logged in to the enterprise identity provider already; its
+  -- ID token stands for them.
+  auth = { grant = 'identity_assertion', client_id = context.client_id, client_secret = context.client_secret,
+           idp = { token_endpoint = context.idp_token_endpoint, id_token = context.idp_id_token,
+                   client_id = context.idp_client_id } }
+elseif machine then
   auth = { grant = 'client_credentials', client_id = context.client_id,
            client_secret = context.client_secret, private_key_pem = context.private_key_pem }
 elseif context.client_id then

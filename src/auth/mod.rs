@@ -53,6 +53,19 @@ pub enum Grant {
     AuthorizationCode,
     /// A machine uses its own credentials: a secret or a signing key.
     ClientCredentials,
+    /// The user's enterprise identity provider vouches for them
+    /// (cross-app access): see [`Authorizer::identity_assertion`].
+    IdentityAssertion,
+}
+
+/// The enterprise identity provider of cross-app access.
+#[derive(Clone)]
+pub struct IdentityProvider {
+    pub token_endpoint: String,
+    /// The user's ID token from that provider.
+    pub id_token: String,
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
 }
 
 /// `opts.auth`, read by the binding.
@@ -69,6 +82,8 @@ pub struct Settings {
     pub grant: Grant,
     /// `private_key_jwt`: the machine's key.
     pub signing_key: Option<SigningKey>,
+    /// Cross-app access: the identity provider.
+    pub identity: Option<IdentityProvider>,
     /// How long a user's login may take.
     pub login_timeout: Duration,
     /// Each request to the authorization server.
@@ -493,6 +508,7 @@ impl Authorizer {
         self.requested_scope = scope.clone();
         let tokens = match self.settings.grant {
             Grant::ClientCredentials => self.client_credentials(&scope)?,
+            Grant::IdentityAssertion => self.identity_assertion(&scope)?,
             Grant::AuthorizationCode => {
                 if self.issuer().scopes_supported.iter().any(|s| s == OFFLINE_ACCESS)
                     && !scope.iter().any(|s| s == OFFLINE_ACCESS)
@@ -758,24 +774,7 @@ impl Authorizer {
             }
             _ => form.push(("client_id", client.client_id.clone())),
         }
-        let body: String = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(form.iter().map(|(k, v)| (*k, v.as_str())))
-            .finish();
-        let mut request = self
-            .agent
-            .post(&endpoint)
-            .header("Content-Type", "application/x-www-form-urlencoded")
-            .header("Accept", "application/json");
-        if let Some(basic) = basic {
-            request = request.header("Authorization", basic);
-        }
-        let (status, reply) = self.read_reply(&endpoint, request.send(body.as_bytes()))?;
-        if status != 200 {
-            return Err(self.fail(format!(
-                "the token endpoint {endpoint} refused the request (HTTP {status}{})",
-                oauth_error(&reply)
-            )));
-        }
+        let reply = self.post_form(&endpoint, &form, basic)?;
         let access = text(&reply, "access_token")
             .ok_or_else(|| self.fail(format!("the token endpoint {endpoint} gave no access_token")))?;
         let token_type = text(&reply, "token_type").unwrap_or_else(|| "Bearer".into());
@@ -790,6 +789,84 @@ impl Authorizer {
             _ => None,
         };
         Ok(Tokens { access, refresh: text(&reply, "refresh_token"), expires_at, scope: text(&reply, "scope") })
+    }
+
+    /// A form POSTed to a token endpoint; its JSON reply, which must come
+    /// with a 200.
+    fn post_form(&self, endpoint: &str, form: &[(&str, String)], basic: Option<String>) -> Result<Json> {
+        let body: String = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form.iter().map(|(k, v)| (*k, v.as_str())))
+            .finish();
+        let mut request = self
+            .agent
+            .post(endpoint)
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .header("Accept", "application/json");
+        if let Some(basic) = basic {
+            request = request.header("Authorization", basic);
+        }
+        let (status, reply) = self.read_reply(endpoint, request.send(body.as_bytes()))?;
+        if status != 200 {
+            return Err(self.fail(format!(
+                "the token endpoint {endpoint} refused the request (HTTP {status}{})",
+                oauth_error(&reply)
+            )));
+        }
+        Ok(reply)
+    }
+
+    /// Cross-app access (SEP-990): the enterprise identity provider
+    /// trades the user's ID token for an identity assertion grant (RFC
+    /// 8693 token exchange) naming this authorization server and
+    /// resource, which the authorization server then takes as a JWT
+    /// bearer grant (RFC 7523) from this client. No browser: the user
+    /// logged in to the identity provider already.
+    fn identity_assertion(&mut self, scope: &[String]) -> Result<Tokens> {
+        let (Some(idp), Some(client_id)) = (self.settings.identity.clone(), self.settings.client_id.clone()) else {
+            return Err(self.fail("cross-app access needs opts.auth.client_id and opts.auth.idp"));
+        };
+        let mut exchange = vec![
+            ("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange".to_string()),
+            ("requested_token_type", "urn:ietf:params:oauth:token-type:id-jag".to_string()),
+            ("subject_token", idp.id_token.clone()),
+            ("subject_token_type", "urn:ietf:params:oauth:token-type:id_token".to_string()),
+            ("audience", self.issuer().issuer.clone()),
+            ("resource", self.resource.clone()),
+        ];
+        if !scope.is_empty() {
+            exchange.push(("scope", scope.join(" ")));
+        }
+        if let Some(idp_client) = &idp.client_id {
+            exchange.push(("client_id", idp_client.clone()));
+        }
+        if let Some(idp_secret) = &idp.client_secret {
+            exchange.push(("client_secret", idp_secret.clone()));
+        }
+        let reply = self.post_form(&idp.token_endpoint, &exchange, None)?;
+        let grant = text(&reply, "access_token").ok_or_else(|| {
+            self.fail(format!(
+                "the identity provider's token endpoint {} gave no identity assertion",
+                idp.token_endpoint
+            ))
+        })?;
+        let client = ClientIdentity {
+            client_id,
+            client_secret: self.settings.client_secret.clone(),
+            method: match self.settings.client_secret {
+                Some(_) => self.secret_method(),
+                None => "none".into(),
+            },
+            redirect_uri: None,
+            registered: false,
+        };
+        let mut form =
+            vec![("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer".to_string()), ("assertion", grant)];
+        if !scope.is_empty() {
+            form.push(("scope", scope.join(" ")));
+        }
+        let tokens = self.token_request(form, &client)?;
+        self.client = Some(client);
+        Ok(tokens)
     }
 
     /// Status and JSON body of an authorization server's reply (an empty

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::auth::store::{FileStore, Store};
-use crate::auth::{assertion, Authorizer, Grant, Settings, User, DEFAULT_REDIRECT_URI};
+use crate::auth::{assertion, Authorizer, Grant, IdentityProvider, Settings, User, DEFAULT_REDIRECT_URI};
 
 /// Where a client's entry keeps `opts.auth.token` when it is a function.
 pub(super) const AUTH_TOKEN: i64 = 10;
@@ -18,13 +18,14 @@ const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The options a login reads; anything else in `opts.auth` is refused,
 /// not ignored (a misspelt `client_secret` must not fail silently).
-const LOGIN_OPTIONS: [&str; 10] = [
+const LOGIN_OPTIONS: [&str; 11] = [
     "authorize",
     "client_id",
     "client_metadata_url",
     "client_name",
     "client_secret",
     "grant",
+    "idp",
     "login_timeout",
     "private_key_pem",
     "redirect_uri",
@@ -110,12 +111,35 @@ pub(super) fn read_login(
     let grant = match optional_text(&auth, "grant")?.as_deref() {
         None | Some("authorization_code") => Grant::AuthorizationCode,
         Some("client_credentials") => Grant::ClientCredentials,
+        Some("identity_assertion") => Grant::IdentityAssertion,
         Some(other) => {
             return Err(bad(format!(
-                "mcp.new: opts.auth.grant must be \"authorization_code\" or \"client_credentials\", got {other:?}"
+                "mcp.new: opts.auth.grant must be \"authorization_code\", \"client_credentials\" or \"identity_assertion\", got {other:?}"
             )))
         }
     };
+    let identity = match auth.get::<Value>("idp")? {
+        Value::Nil => None,
+        Value::Table(idp) => {
+            let need = |field: &str| -> Outcome<String> {
+                optional_text(&idp, field)?.ok_or_else(|| {
+                    bad(format!("mcp.new: opts.auth.idp.{field} must be a string (cross-app access needs it)"))
+                })
+            };
+            Some(IdentityProvider {
+                token_endpoint: need("token_endpoint")?,
+                id_token: need("id_token")?,
+                client_id: optional_text(&idp, "client_id")?,
+                client_secret: optional_text(&idp, "client_secret")?,
+            })
+        }
+        _ => return Err(bad("mcp.new: opts.auth.idp must be a table".into())),
+    };
+    if grant == Grant::IdentityAssertion && (identity.is_none() || optional_text(&auth, "client_id")?.is_none()) {
+        return Err(bad(
+            "mcp.new: opts.auth.grant = \"identity_assertion\" needs opts.auth.client_id and opts.auth.idp (token_endpoint, id_token)".into(),
+        ));
+    }
     let signing_key = match optional_text(&auth, "private_key_pem")? {
         Some(pem) => Some(assertion::signing_key(&pem)?),
         None => None,
@@ -165,6 +189,7 @@ pub(super) fn read_login(
         redirect_uri: optional_text(&auth, "redirect_uri")?.unwrap_or_else(|| DEFAULT_REDIRECT_URI.into()),
         grant,
         signing_key,
+        identity,
         login_timeout,
         timeout,
         ca_pem: ca_pem.clone(),
