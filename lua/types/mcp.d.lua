@@ -22,7 +22,7 @@ local mcp = {}
 ---@field cwd? string                  The server's working directory (stdio).
 ---@field max_message_bytes? integer   Largest reply accepted (default 64 MiB; at most 2^40).
 ---@field headers? table<string, string>  Sent on every HTTP request.
----@field auth? {token: string|fun(): string}  A bearer token for HTTP (a function is asked before each call).
+---@field auth? mcp.Auth                 Credentials for HTTP: a token, a user's login, or a machine's (README: Authorization).
 ---@field ca_file? string              PEM certificates to trust instead of Mozilla's roots (HTTPS).
 ---@field on_notification? fun(msg: mcp.Message)  Called for every server notification; `lua-mcp/notifications_dropped` ({count=N}) when some were dropped unread.
 ---@field handlers? table<string, fun(params: table?): (table?, string?)>  Server requests answered from Lua.
@@ -31,6 +31,20 @@ local mcp = {}
 ---@field on_list_changed? fun(kind: "tools"|"resources"|"prompts")  A list the server changed.
 ---@field record? string               Appends every message sent and received to this file (JSON lines; no headers).
 ---@field replay? string               A recording to answer from instead of a server (see mcp.replay).
+
+---@class mcp.Auth                      opts.auth: `token` alone, or the fields of a login.
+---@field token? string|fun(): string   A bearer token (a function is asked before each call).
+---@field authorize? fun(url: string): string?  Sends the user to log in; returns the URL the browser came back to, or nil to wait at the loopback redirect.
+---@field grant? "authorization_code"|"client_credentials"|"identity_assertion"
+---@field client_id? string             A client registered with the authorization server beforehand.
+---@field client_secret? string
+---@field client_metadata_url? string   A Client ID Metadata Document, used where the server supports them.
+---@field client_name? string           Sent in a dynamic registration (default "lua-mcp").
+---@field redirect_uri? string          Default http://127.0.0.1:<free port>/callback.
+---@field login_timeout? number         Seconds to wait for the browser (default 300).
+---@field private_key_pem? string       EC P-256 key (PKCS #8 or SEC1) for private_key_jwt.
+---@field idp? {token_endpoint: string, id_token: string, client_id?: string, client_secret?: string}  Cross-app access.
+---@field store? string|{load: fun(key: string): string?, save: fun(key: string, text: string)}  Where logins are kept (a file is written 0600).
 
 ---@class mcp.Tool                      A tool as the server described it in tools/list.
 ---@field name string
