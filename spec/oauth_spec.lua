@@ -189,6 +189,39 @@ describe('OAuth login', function()
     c:close()
   end)
 
+  it('a server that names another authorization server gets none of the first one\'s tokens or secrets', function()
+    local c = client({ authorize = headless })
+    local first = c:call('whoami', {})
+    control('second=1')
+    control('revoke=1')
+    local again = c:call('whoami', {})
+    assert.are_not.equal(first, again)
+    local s = stats()
+    assert.equal(0, s.second_refresh)
+    assert.equal(1, s.second['/register'])
+    assert.equal(1, s.second['/authorize'])
+    assert.equal(0, s.token.refresh_token or 0)
+    c:close()
+  end)
+
+  it('resource metadata without a resource, and an endpoint that is not HTTPS, stop the login', function()
+    control('no_resource=1')
+    local c = client({ authorize = never })
+    local ok, err = pcall(c.discover, c)
+    assert.is_false(ok)
+    assert.equal('MCP authorization for ' .. base .. '/mcp failed: its protected-resource metadata (' .. base
+      .. '/.well-known/oauth-protected-resource/mcp) names no resource (RFC 9728 requires it)', err)
+    c:close()
+    control('no_resource=0&insecure=1')
+    c = client({ authorize = never })
+    ok, err = pcall(c.discover, c)
+    assert.is_false(ok)
+    assert.equal('MCP authorization for ' .. base .. '/mcp failed: the authorization server\'s endpoint'
+      .. ' http://192.0.2.1/token is not HTTPS; codes and secrets are not sent over it', err)
+    assert.equal(0, stats().authorize)
+    c:close()
+  end)
+
   it('what authorize raises reaches the caller unchanged', function()
     local reason = { reason = 'the user closed the window' }
     local c = client({ authorize = function() error(reason) end })
@@ -220,6 +253,10 @@ describe('OAuth login', function()
         'mcp.new: opts.auth.idp.id_token must be a string (cross-app access needs it)' },
       { { auth = { grant = 'client_credentials', client_id = 'm' } },
         'mcp.new: opts.auth.grant = "client_credentials" needs opts.auth.client_id and either client_secret or private_key_pem' },
+      { { auth = { login_timeout = math.huge } },
+        'mcp.new: opts.auth.login_timeout must be a number of seconds above 0 and below 1e7' },
+      { { auth = { login_timeout = 2 ^ 53 } },
+        'mcp.new: opts.auth.login_timeout must be a number of seconds above 0 and below 1e7' },
       { { auth = { private_key_pem = 'not a key' } },
         'mcp.new: opts.auth.private_key_pem is not an EC P-256 private key in PEM (PKCS #8 or SEC1)' },
       { { auth = { store = { load = print } } },

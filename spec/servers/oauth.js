@@ -13,15 +13,20 @@
 //               401 for a token not issued here, revoked or expired
 //   /control?K=V&...  expires_in=N, reject_refreshed=1, refuse_refresh=1,
 //               no_pkce=1 (metadata without S256), revoke=1 (every access
-//               token issued so far)
-//   /stats      {"authorize", "register", "token": {GRANT: N}, "refused"}
+//               token issued so far), insecure=1 (a plain-HTTP token
+//               endpoint elsewhere), no_resource=1 (resource metadata
+//               without "resource"), second=1 (401s name other resource
+//               metadata, whose issuer is BASE/second: the same endpoints
+//               under /second/)
+//   /stats      {"authorize", "register", "token": {GRANT: N}, "refused",
+//               "second": {PATH: N}, "second_refresh"}
 const http = require('http');
 const crypto = require('crypto');
 
 const port = Number(process.argv[2] || 0);
 const base = `http://127.0.0.1:${port}`;
 const config = { expires_in: 3600, reject_refreshed: false, refuse_refresh: false, no_pkce: false };
-const stats = { authorize: 0, register: 0, token: {}, refused: 0 };
+const stats = { authorize: 0, register: 0, token: {}, refused: 0, second: {}, second_refresh: 0 };
 const clients = new Map(); // id -> secret
 const codes = new Map(); // code -> { challenge, redirect_uri, client_id, scope }
 const access = new Map(); // token -> { refreshed, expires, revoked }
@@ -54,8 +59,9 @@ function mcp(req, res, body) {
   const good = known && !known.revoked && known.expires > Date.now() && !(config.reject_refreshed && known.refreshed);
   if (!good) {
     stats.refused++;
+    const metadata = config.second ? 'second' : 'mcp';
     return json(res, 401, { error: 'invalid_token' }, {
-      'WWW-Authenticate': `Bearer error="invalid_token", resource_metadata="${base}/.well-known/oauth-protected-resource/mcp"`,
+      'WWW-Authenticate': `Bearer error="invalid_token", resource_metadata="${base}/.well-known/oauth-protected-resource/${metadata}"`,
     });
   }
   const msg = JSON.parse(body);
@@ -73,9 +79,10 @@ function mcp(req, res, body) {
   }
 }
 
-function token(req, res, body) {
+function token(req, res, body, second) {
   const form = new URLSearchParams(body);
   const grant = form.get('grant_type');
+  if (second && grant === 'refresh_token') stats.second_refresh++;
   stats.token[grant] = (stats.token[grant] || 0) + 1;
   const client_id = basicClient(req);
   if (!client_id) return json(res, 401, { error: 'invalid_client' });
@@ -105,16 +112,25 @@ const server = http.createServer((req, res) => {
   req.on('data', (c) => { body += c; });
   req.on('end', () => {
     const url = new URL(req.url, base);
-    const path = url.pathname;
-    if (path === '/.well-known/oauth-protected-resource/mcp') {
-      return json(res, 200, { resource: `${base}/mcp`, authorization_servers: [base], scopes_supported: ['mcp'] });
+    let path = url.pathname;
+    const second = path.startsWith('/second/');
+    if (second) {
+      path = path.slice('/second'.length);
+      stats.second[path] = (stats.second[path] || 0) + 1;
     }
-    if (path === '/.well-known/oauth-authorization-server') {
+    if (path === '/.well-known/oauth-protected-resource/mcp' || path === '/.well-known/oauth-protected-resource/second') {
+      const issuer = path.endsWith('second') ? `${base}/second` : base;
+      const doc = { resource: `${base}/mcp`, authorization_servers: [issuer], scopes_supported: ['mcp'] };
+      if (config.no_resource) delete doc.resource;
+      return json(res, 200, doc);
+    }
+    if (path === '/.well-known/oauth-authorization-server' || path === '/.well-known/oauth-authorization-server/second') {
+      const issuer = path.endsWith('second') ? `${base}/second` : base;
       return json(res, 200, {
-        issuer: base,
-        authorization_endpoint: `${base}/authorize`,
-        token_endpoint: `${base}/token`,
-        registration_endpoint: `${base}/register`,
+        issuer,
+        authorization_endpoint: `${issuer}/authorize`,
+        token_endpoint: config.insecure ? 'http://192.0.2.1/token' : `${issuer}/token`,
+        registration_endpoint: `${issuer}/register`,
         response_types_supported: ['code'],
         grant_types_supported: ['authorization_code', 'refresh_token'],
         token_endpoint_auth_methods_supported: ['client_secret_basic'],
@@ -140,7 +156,7 @@ const server = http.createServer((req, res) => {
       res.writeHead(302, { Location: back.toString() });
       return res.end();
     }
-    if (path === '/token' && req.method === 'POST') return token(req, res, body);
+    if (path === '/token' && req.method === 'POST') return token(req, res, body, second);
     if (path === '/mcp' && req.method === 'POST') return mcp(req, res, body);
     if (path === '/control') {
       for (const [k, v] of url.searchParams) {

@@ -64,14 +64,16 @@ impl Listener {
         Ok(Some(Listener { socket, redirect_uri: url.to_string(), path }))
     }
 
-    /// Waits for the browser's request to the redirect path and returns
-    /// the whole URL it asked for (its query holds the code, or the
-    /// error). Other requests (a favicon) get a 404 and the wait goes on.
-    pub fn wait(&self, deadline: Instant) -> Result<String> {
+    /// Waits for the browser's request to the redirect path carrying
+    /// this login's `state`, and returns the whole URL it asked for (its
+    /// query holds the code, or the error). Other requests (a favicon, a
+    /// page on this machine guessing the port) get a 404 or a 400 and the
+    /// wait goes on.
+    pub fn wait(&self, deadline: Instant, state: &str) -> Result<String> {
         loop {
             match self.socket.accept() {
                 Ok((stream, _)) => {
-                    if let Some(target) = self.serve(stream) {
+                    if let Some(target) = self.serve(stream, state, deadline) {
                         let base = Url::parse(&self.redirect_uri).expect("made by bind");
                         return Ok(base.join(&target).map(String::from).unwrap_or(target));
                     }
@@ -90,14 +92,22 @@ impl Listener {
         }
     }
 
-    /// One connection: the request target when it is our path.
-    fn serve(&self, mut stream: TcpStream) -> Option<String> {
+    /// One connection: the request target when it is our path with our
+    /// state. The connection gets [`REQUEST_WAIT`] in all (not per read:
+    /// a byte now and then must not hold the login).
+    fn serve(&self, mut stream: TcpStream, state: &str, deadline: Instant) -> Option<String> {
         let _ = stream.set_nonblocking(false);
-        let _ = stream.set_read_timeout(Some(REQUEST_WAIT));
+        let until = deadline.min(Instant::now() + REQUEST_WAIT);
         let mut request = Vec::new();
         let mut chunk = [0u8; 2048];
         while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < MAX_REQUEST {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || interrupt::requested() {
+                break;
+            }
+            let _ = stream.set_read_timeout(Some(left.min(interrupt::SLICE)));
             match stream.read(&mut chunk) {
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
                 Ok(0) | Err(_) => break,
                 Ok(n) => request.extend_from_slice(&chunk[..n]),
             }
@@ -110,16 +120,20 @@ impl Listener {
             _ => return None,
         };
         let path = target.split('?').next().unwrap_or_default();
-        let (status, body) = match path == self.path {
-            true => ("200 OK", DONE_PAGE),
-            false => ("404 Not Found", "Not found"),
+        let ours = Url::parse("http://loopback")
+            .and_then(|base| base.join(&target))
+            .is_ok_and(|url| url.query_pairs().any(|(k, v)| k == "state" && v == state));
+        let (status, body) = match (path == self.path, ours) {
+            (true, true) => ("200 OK", DONE_PAGE),
+            (true, false) => ("400 Bad Request", "Not this login's answer"),
+            (false, _) => ("404 Not Found", "Not found"),
         };
         let reply = format!(
             "HTTP/1.1 {status}\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         );
         let _ = stream.write_all(reply.as_bytes());
-        (path == self.path).then_some(target)
+        (path == self.path && ours).then_some(target)
     }
 }
 
@@ -142,21 +156,42 @@ mod tests {
         assert_eq!(listener.redirect_uri, format!("http://127.0.0.1:{port}/callback"));
         let browser = thread::spawn(move || {
             let favicon = get(port, "/favicon.ico");
+            let forged = get(port, "/callback?error=access_denied&state=guess");
             let done = get(port, "/callback?code=abc&state=xyz");
-            (favicon, done)
+            (favicon, forged, done)
         });
-        let url = listener.wait(Instant::now() + Duration::from_secs(10)).unwrap();
+        let url = listener.wait(Instant::now() + Duration::from_secs(10), "xyz").unwrap();
         assert_eq!(url, format!("http://127.0.0.1:{port}/callback?code=abc&state=xyz"));
-        let (favicon, done) = browser.join().unwrap();
+        let (favicon, forged, done) = browser.join().unwrap();
         assert!(favicon.starts_with("HTTP/1.1 404"), "{favicon}");
+        assert!(forged.starts_with("HTTP/1.1 400"), "{forged}");
         assert!(done.starts_with("HTTP/1.1 200") && done.contains("close this window"), "{done}");
     }
 
     #[test]
     fn nobody_coming_back_ends_at_the_deadline_naming_the_redirect() {
         let listener = Listener::bind("http://localhost:0/cb").unwrap().unwrap();
-        let e = listener.wait(Instant::now() + Duration::from_millis(100)).unwrap_err();
+        let e = listener.wait(Instant::now() + Duration::from_millis(100), "s").unwrap_err();
         assert!(e.to_string().contains(&listener.redirect_uri), "{e}");
+    }
+
+    #[test]
+    fn a_connection_that_trickles_bytes_does_not_hold_the_login_past_its_deadline() {
+        let listener = Listener::bind("http://127.0.0.1/cb").unwrap().unwrap();
+        let port = Url::parse(&listener.redirect_uri).unwrap().port().unwrap();
+        let trickle = thread::spawn(move || {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            for _ in 0..40 {
+                if s.write_all(b"G").is_err() {
+                    break;
+                }
+                thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let start = Instant::now();
+        assert!(listener.wait(Instant::now() + Duration::from_millis(700), "s").is_err());
+        assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+        trickle.join().unwrap();
     }
 
     #[test]

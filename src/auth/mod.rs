@@ -98,6 +98,9 @@ pub const DEFAULT_REDIRECT_URI: &str = "http://127.0.0.1/callback";
 /// rather than after the server refuses it.
 const REFRESH_MARGIN_SECONDS: i64 = 60;
 
+/// How long a failed refresh before a call rests before the next try.
+const REFRESH_BACKOFF: Duration = Duration::from_secs(60);
+
 /// The scope that asks for a refresh token (SEP-2207): requested only
 /// where the authorization server lists it.
 const OFFLINE_ACCESS: &str = "offline_access";
@@ -179,6 +182,8 @@ pub struct Authorizer {
     requested_scope: Vec<String>,
     /// The store was read for this issuer.
     loaded: bool,
+    /// When a refresh before a call last failed.
+    refresh_failed: Option<Instant>,
 }
 
 fn now_seconds() -> i64 {
@@ -210,6 +215,7 @@ impl Authorizer {
             origin: Origin::Stored,
             requested_scope: Vec::new(),
             loaded: false,
+            refresh_failed: None,
         })
     }
 
@@ -224,8 +230,18 @@ impl Authorizer {
         let expiring = self.tokens.as_ref().is_some_and(|t| {
             t.refresh.is_some() && t.expires_at.is_some_and(|at| at - now_seconds() < REFRESH_MARGIN_SECONDS)
         });
-        if expiring && self.refresh().is_ok() {
-            let _ = self.save(&mut store);
+        let resting = self.refresh_failed.is_some_and(|at| at.elapsed() < REFRESH_BACKOFF);
+        if !expiring || resting {
+            return;
+        }
+        match self.refresh() {
+            Ok(()) => {
+                self.refresh_failed = None;
+                let _ = self.save(&mut store);
+            }
+            // Not tried again before every call: a server that is down
+            // would cost each call a token request's timeout.
+            Err(_) => self.refresh_failed = Some(Instant::now()),
         }
     }
 
@@ -266,7 +282,7 @@ impl Authorizer {
             self.save(&mut store)?;
             return Ok(true);
         }
-        let scope = self.scope_for(&challenge, step_up);
+        let scope = self.scope_for(&challenge);
         if step_up && scope.iter().all(|s| self.requested_scope.contains(s) || self.granted(s)) {
             return Ok(false);
         }
@@ -278,17 +294,16 @@ impl Authorizer {
     /// The scope to ask for: the challenge's, else everything the
     /// protected resource lists, else none; for a step-up, the union of
     /// what was asked before and what the challenge names.
-    fn scope_for(&self, challenge: &Challenge, step_up: bool) -> Vec<String> {
-        let mut scope = match &challenge.scope {
+    fn scope_for(&self, challenge: &Challenge) -> Vec<String> {
+        let scope = match &challenge.scope {
             Some(s) => words(s),
             None => self.resource_scopes.clone(),
         };
-        if step_up {
-            let mut union = self.requested_scope.clone();
-            union.extend(scope.into_iter().filter(|s| !self.requested_scope.contains(s)));
-            scope = union;
-        }
-        scope
+        // What was asked before stays asked for: a login after a step-up
+        // that dropped the stepped-up scope would only be refused again.
+        let mut union = self.requested_scope.clone();
+        union.extend(scope.into_iter().filter(|s| !self.requested_scope.contains(s)));
+        union
     }
 
     fn granted(&self, scope: &str) -> bool {
@@ -320,17 +335,21 @@ impl Authorizer {
             // A server from before protected-resource metadata is its own
             // authorization server.
             let origin = Url::parse(&discovery::origin_of(&self.server)).map_err(|e| self.fail(e.to_string()))?;
-            self.issuer = Some(self.server_metadata(&origin, false)?);
+            let issuer = self.server_metadata(&origin, false)?;
+            self.adopt_issuer(issuer);
             return Ok(());
         };
-        if let Some(resource) = text(&doc, "resource") {
-            if !discovery::resource_covers(&resource, &self.server) {
-                return Err(self.fail(format!(
-                    "its protected-resource metadata ({metadata_url}) is for {resource}, not for this server; no token is asked for a resource that does not match"
-                )));
-            }
-            self.resource = resource;
+        let Some(resource) = text(&doc, "resource") else {
+            return Err(self.fail(format!(
+                "its protected-resource metadata ({metadata_url}) names no resource (RFC 9728 requires it)"
+            )));
+        };
+        if !discovery::resource_covers(&resource, &self.server) {
+            return Err(self.fail(format!(
+                "its protected-resource metadata ({metadata_url}) is for {resource}, not for this server; no token is asked for a resource that does not match"
+            )));
         }
+        self.resource = resource;
         self.resource_scopes = texts(&doc, "scopes_supported");
         let Some(issuer) = texts(&doc, "authorization_servers").into_iter().next() else {
             return Err(
@@ -343,8 +362,25 @@ impl Authorizer {
             ))
         })?;
         self.metadata_url = Some(metadata_url);
-        self.issuer = Some(self.server_metadata(&issuer_url, true)?);
+        let issuer = self.server_metadata(&issuer_url, true)?;
+        self.adopt_issuer(issuer);
         Ok(())
+    }
+
+    /// Takes `issuer` as the one tokens come from. A different issuer than
+    /// before (a challenge naming other metadata) gets nothing of the old
+    /// one's: a refresh token or a registration secret sent to it would
+    /// hand the old issuer's credentials to whoever the server named.
+    fn adopt_issuer(&mut self, issuer: Issuer) {
+        let changed = self.issuer.as_ref().is_some_and(|old| old.issuer != issuer.issuer);
+        if changed {
+            self.client = None;
+            self.tokens = None;
+            self.requested_scope.clear();
+            self.loaded = false;
+            *self.bearer.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        self.issuer = Some(issuer);
     }
 
     /// The authorization server's metadata; for a server that advertised
@@ -368,11 +404,12 @@ impl Authorizer {
                 text(&doc, field)
                     .ok_or_else(|| self.fail(format!("the authorization server metadata at {url} has no {field}")))
             };
-            return Ok(Issuer {
+            let registration_endpoint = text(&doc, "registration_endpoint");
+            let issuer = Issuer {
                 issuer: if said.is_empty() { issuer_text.clone() } else { said.clone() },
                 authorization_endpoint: endpoint("authorization_endpoint")?,
                 token_endpoint: endpoint("token_endpoint")?,
-                registration_endpoint: text(&doc, "registration_endpoint"),
+                registration_endpoint,
                 auth_methods: texts(&doc, "token_endpoint_auth_methods_supported"),
                 challenge_methods: texts(&doc, "code_challenge_methods_supported"),
                 scopes_supported: texts(&doc, "scopes_supported"),
@@ -381,12 +418,14 @@ impl Authorizer {
                     Some(Json::Bool(true))
                 ),
                 from_metadata: true,
-            });
+            };
+            self.check_endpoints(&issuer)?;
+            return Ok(issuer);
         }
         if named {
             return Err(self.fail(format!("the authorization server {issuer_text} publishes no metadata")));
         }
-        Ok(Issuer {
+        let fallback = Issuer {
             issuer: issuer_text.clone(),
             authorization_endpoint: format!("{issuer_text}/authorize"),
             token_endpoint: format!("{issuer_text}/token"),
@@ -396,7 +435,28 @@ impl Authorizer {
             scopes_supported: Vec::new(),
             client_metadata_documents: false,
             from_metadata: false,
-        })
+        };
+        self.check_endpoints(&fallback)?;
+        Ok(fallback)
+    }
+
+    /// Codes, verifiers and secrets go to these endpoints: HTTPS only,
+    /// or plain HTTP to this machine (the spec asks HTTPS of every
+    /// authorization server endpoint).
+    fn check_endpoints(&self, issuer: &Issuer) -> Result<()> {
+        let endpoints = [Some(&issuer.authorization_endpoint), Some(&issuer.token_endpoint)];
+        for endpoint in endpoints.into_iter().chain([issuer.registration_endpoint.as_ref()]).flatten() {
+            let safe = Url::parse(endpoint).is_ok_and(|url| {
+                url.scheme() == "https"
+                    || (url.scheme() == "http" && matches!(url.host_str(), Some("127.0.0.1" | "localhost" | "[::1]")))
+            });
+            if !safe {
+                return Err(self.fail(format!(
+                    "the authorization server's endpoint {endpoint} is not HTTPS; codes and secrets are not sent over it"
+                )));
+            }
+        }
+        Ok(())
     }
 
     fn issuer(&self) -> &Issuer {
@@ -487,7 +547,11 @@ impl Authorizer {
     fn refresh(&mut self) -> Result<()> {
         let refresh =
             self.tokens.as_ref().and_then(|t| t.refresh.clone()).ok_or_else(|| self.fail("no refresh token"))?;
-        let client = self.client.clone().ok_or_else(|| self.fail("no client identity to refresh with"))?;
+        let client = self
+            .client
+            .clone()
+            .or_else(|| self.configured_identity())
+            .ok_or_else(|| self.fail("no client identity to refresh with"))?;
         let form = vec![
             ("grant_type", "refresh_token".to_string()),
             ("refresh_token", refresh.clone()),
@@ -602,7 +666,10 @@ impl Authorizer {
         }
         let came_back = match (user.authorize(url.as_str())?, &listener) {
             (Some(came_back), _) => came_back,
-            (None, Some(listener)) => listener.wait(Instant::now() + self.settings.login_timeout)?,
+            (None, Some(listener)) => {
+                let deadline = Instant::now().checked_add(self.settings.login_timeout);
+                listener.wait(deadline.unwrap_or_else(crate::session::far_future), &state)?
+            }
             (None, None) => {
                 return Err(self.fail(format!(
                     "opts.auth.authorize returned nothing, and the redirect URI {redirect_uri} is not a loopback http address this module can listen on; return the URL the browser was sent back to"
@@ -641,15 +708,19 @@ impl Authorizer {
     /// The code in the URL the browser came back to, after checking that
     /// it answers this login (`state`) and is not an error.
     fn code_from(&self, came_back: &str, state: &str) -> Result<String> {
-        let url = Url::parse(came_back)
-            .map_err(|_| self.fail(format!("the login came back to an address that is not a URL: {came_back}")))?;
+        // Never quoted: it holds the code.
+        let url = Url::parse(came_back).map_err(|_| {
+            self.fail("opts.auth.authorize returned something that is not a whole URL (scheme and host included)")
+        })?;
         let field = |name: &str| url.query_pairs().find(|(k, _)| k == name).map(|(_, v)| v.into_owned());
+        // The state first: an error without this login's state is not
+        // this login's answer (RFC 6749 section 4.1.2.1).
+        if field("state").as_deref() != Some(state) {
+            return Err(self.fail("the login came back with a state that is not this login's; it was not used"));
+        }
         if let Some(error) = field("error") {
             let description = field("error_description").map(|d| format!(" ({d})")).unwrap_or_default();
             return Err(self.fail(format!("the authorization server refused the login: {error}{description}")));
-        }
-        if field("state").as_deref() != Some(state) {
-            return Err(self.fail("the login came back with a state that is not this login's; it was not used"));
         }
         field("code").ok_or_else(|| self.fail("the login came back without a code"))
     }
@@ -660,28 +731,8 @@ impl Authorizer {
     /// (RFC 7591).
     fn identify(&mut self, redirect_uri: &str) -> Result<ClientIdentity> {
         let issuer = self.issuer().clone();
-        if let Some(client_id) = &self.settings.client_id {
-            let method = match &self.settings.client_secret {
-                Some(_) => self.secret_method(),
-                None => "none".into(),
-            };
-            let secret = self.settings.client_secret.clone();
-            return Ok(ClientIdentity {
-                client_id: client_id.clone(),
-                client_secret: secret,
-                method,
-                redirect_uri: None,
-                registered: false,
-            });
-        }
-        if let (true, Some(url)) = (issuer.client_metadata_documents, &self.settings.client_metadata_url) {
-            return Ok(ClientIdentity {
-                client_id: url.clone(),
-                client_secret: None,
-                method: "none".into(),
-                redirect_uri: None,
-                registered: false,
-            });
+        if let Some(client) = self.configured_identity() {
+            return Ok(client);
         }
         if let Some(client) =
             self.client.as_ref().filter(|c| c.registered && c.redirect_uri.as_deref() == Some(redirect_uri))
@@ -740,6 +791,30 @@ impl Authorizer {
         };
         self.client = Some(client.clone());
         Ok(client)
+    }
+
+    /// The identity the options give without registering: a
+    /// pre-registered client, or a Client ID Metadata Document where the
+    /// server takes one.
+    fn configured_identity(&self) -> Option<ClientIdentity> {
+        let identity = |client_id: &str, client_secret: Option<String>, method: String| ClientIdentity {
+            client_id: client_id.to_string(),
+            client_secret,
+            method,
+            redirect_uri: None,
+            registered: false,
+        };
+        if let Some(client_id) = &self.settings.client_id {
+            let method = match &self.settings.client_secret {
+                Some(_) => self.secret_method(),
+                None => "none".into(),
+            };
+            return Some(identity(client_id, self.settings.client_secret.clone(), method));
+        }
+        match (self.issuer().client_metadata_documents, &self.settings.client_metadata_url) {
+            (true, Some(url)) => Some(identity(url, None, "none".into())),
+            _ => None,
+        }
     }
 
     /// A token endpoint request, authenticated as `client` says.

@@ -15,6 +15,7 @@ use std::io::{ErrorKind, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
+use crate::auth::pkce::random_text;
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
 
@@ -73,11 +74,19 @@ impl Store for FileStore {
         let text = codec::encode(&Json::Object(pairs));
         let fail =
             |e: std::io::Error| Error::BadInput(format!("mcp: cannot write the token store {}: {e}", self.describe()));
+        // A new file of a random name, never one that is there already (a
+        // leftover, or one planted beside the store with wider rights) and
+        // never through a symbolic link.
         let mut temporary = self.path.clone().into_os_string();
-        temporary.push(format!(".{}.tmp", std::process::id()));
+        temporary.push(format!(".{}.tmp", random_text(9)?));
         let temporary = PathBuf::from(temporary);
         let written = (|| {
-            let mut file = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&temporary)?;
+            let mut file = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&temporary)?;
             file.write_all(&text)?;
             file.sync_all()?;
             fs::rename(&temporary, &self.path)

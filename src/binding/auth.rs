@@ -146,9 +146,13 @@ pub(super) fn read_login(
     };
     let login_timeout = match auth.get::<Value>("login_timeout")? {
         Value::Nil => LOGIN_TIMEOUT,
-        Value::Integer(n) if n > 0 => Duration::from_secs(n as u64),
+        Value::Integer(n) if n > 0 && n < 10_000_000 => Duration::from_secs(n as u64),
         Value::Number(n) if n.is_finite() && n > 0.0 && n < 1e7 => Duration::from_secs_f64(n),
-        _ => return Err(bad("mcp.new: opts.auth.login_timeout must be a positive number of seconds".into())),
+        _ => {
+            return Err(
+                bad("mcp.new: opts.auth.login_timeout must be a number of seconds above 0 and below 1e7".into()),
+            )
+        }
     };
     match auth.get::<Value>("authorize")? {
         Value::Nil | Value::Function(_) => {}
