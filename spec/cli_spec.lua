@@ -8,9 +8,9 @@ local COUNTER = '--mcp ' .. string.format('%q', H.COUNTER)
 local EVERYTHING = '--mcp ' .. string.format('%q', 'node ' .. H.EVERYTHING .. ' stdio')
 
 -- stdout, stderr and the exit status of one run.
-local function cli(args)
+local function cli(args, env)
   local err_file = H.tmpname()
-  local out, status = H.command(CLI .. ' ' .. args .. ' 2>' .. err_file)
+  local out, status = H.command((env and env .. ' ' or '') .. CLI .. ' ' .. args .. ' 2>' .. err_file)
   local err = H.slurp(err_file) or ''
   os.remove(err_file)
   return out, err, status
@@ -118,5 +118,43 @@ describe('the lua-mcp command', function()
       assert.equal(0, status)
       assert.is_truthy(out:find('^lua%-mcp SERVER ' .. command .. ' '), out)
     end
+  end)
+  it('--login logs in at the address it prints and keeps the login for the next command', function()
+    local port = H.port()
+    local _, stop = H.start('node ' .. H.ROOT .. '/spec/servers/oauth.js ' .. port, 'listening on')
+    local url = 'http://127.0.0.1:' .. port .. '/mcp'
+    local store = H.tmpname()
+    local err_file, out_file = H.tmpname(), H.tmpname()
+    -- In the background: the command waits for the browser.
+    os.execute('LUA_MCP_TOKENS=' .. store .. ' ' .. CLI .. ' --url ' .. url .. ' --login tools >' .. out_file
+      .. ' 2>' .. err_file .. ' &')
+    local address
+    for _ = 1, 100 do
+      address = (H.slurp(err_file) or ''):match('\n  (http://%S+)\n')
+      if address then break end
+      os.execute('sleep 0.1')
+    end
+    assert.is_string(address)
+    assert.equal('lua-mcp: the server asks you to log in; open this address in a browser:\n  ' .. address .. '\n',
+      H.slurp(err_file))
+    -- The browser: follows the authorization server's redirect back to the command.
+    os.execute("curl -s -L -o /dev/null '" .. address .. "'")
+    local listed
+    for _ = 1, 100 do
+      listed = H.slurp(out_file) or ''
+      if listed ~= '' then break end
+      os.execute('sleep 0.1')
+    end
+    assert.is_truthy(listed:find('^TOOL%s+ARGUMENTS%s+DESCRIPTION\nwhoami%s*\n$'), listed)
+    assert.equal('600', H.command('stat -c %a ' .. store):match('%d+'))
+    local out, err, status = cli('--url ' .. url .. ' --login call whoami', 'LUA_MCP_TOKENS=' .. store)
+    assert.equal(0, status, err)
+    assert.equal('', err)
+    assert.equal(trace.decode(H.slurp(store))['http://127.0.0.1:' .. port .. ' ' .. url].access_token .. '\n', out)
+    out, err, status = cli('--url ' .. url .. ' tools')
+    assert.equal(1, status)
+    assert.is_truthy(err:find('it needs credentials', 1, true))
+    stop()
+    for _, f in ipairs({ store, err_file, out_file }) do os.remove(f) end
   end)
 end)

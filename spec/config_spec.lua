@@ -112,6 +112,19 @@ describe('config files', function()
     clients.counter:close()
   end)
 
+  it('a login given to connect goes to the HTTP servers only (a stdio server would refuse it)', function()
+    local specs = mcp.load_config({ mcpServers = {
+      counter = { command = H.LUA, args = { H.ROOT .. '/lua/servers/counter.lua' } },
+      remote = { url = 'http://127.0.0.1:9/mcp' },
+    } })
+    local clients = mcp.connect(specs, { auth = { store = H.tmpname() } })
+    assert.equal('1', clients.counter:call('increment', {}))
+    local ok, err = pcall(clients.remote.discover, clients.remote)
+    assert.is_false(ok)
+    assert.is_truthy(err:find('^MCP transport failed %(7%)'), err)
+    clients.counter:close()
+  end)
+
   it('variables: defaults, env:, userHome; an undefined one names the server and the field', function()
     local specs = mcp.load_config({ mcpServers = { s = {
       command = '${userHome}/bin/${NAME:-server}', args = { '${env:ARG}', '${env:MISSING:-fallback}' },

@@ -253,7 +253,8 @@ end
 
 -- Clients by name, for the enabled servers; nothing starts until a client
 -- is used. `opts` (on_notification, handlers, ...) goes to every client,
--- under each server's own options.
+-- under each server's own options; `opts.auth` (a login, a token store)
+-- only to the HTTP servers, the only ones that can ask for it.
 function mcp.connect(specs, opts)
   if type(specs) ~= "table" then error("mcp.connect: specs must be a table of server specs by name", 2) end
   local clients = {}
@@ -261,7 +262,9 @@ function mcp.connect(specs, opts)
     local spec = specs[name]
     if not spec.disabled then
       local o = {}
-      for k, v in pairs(opts or {}) do o[k] = v end
+      for k, v in pairs(opts or {}) do
+        if k ~= "auth" or spec.url then o[k] = v end
+      end
       for k, v in pairs(spec) do o[k] = v end
       local client = mcp.new(o)
       client.server_name, client.auto_approve = name, spec.auto_approve
