@@ -123,6 +123,23 @@ describe('OAuth login', function()
     c:close()
   end)
 
+  it('an async request refused for want of credentials gets the next request new ones first', function()
+    local c = client({ authorize = headless })
+    local before = c:call_async('whoami', {}):wait()
+    control('revoke=1')
+    local ok, err = pcall(function() return c:call_async('whoami', {}):wait() end)
+    assert.is_false(ok)
+    assert.equal('MCP transport failed (401): the server at ' .. base .. '/mcp refused the request (HTTP 401,'
+      .. ' WWW-Authenticate: Bearer error="invalid_token", resource_metadata="' .. base
+      .. '/.well-known/oauth-protected-resource/mcp"); the token the login gave was not accepted', err)
+    local after = c:call_async('whoami', {}):wait()
+    assert.are_not.equal(before, after)
+    local s = stats()
+    assert.equal(1, s.authorize)
+    assert.equal(1, s.token.refresh_token)
+    c:close()
+  end)
+
   it('a refresh the authorization server refuses falls back to a new login', function()
     local c = client({ authorize = headless })
     c:call('whoami', {})

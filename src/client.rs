@@ -155,6 +155,7 @@ impl Client {
         limits: Limits,
     ) -> Result<Ticket, H::Error> {
         self.ready(host)?;
+        self.answer_refusal(host)?;
         let id = message.get("id").cloned().unwrap_or(Json::Null);
         let Some(key) = id_key(&id) else {
             return Err(Error::BadInput(format!(
@@ -385,6 +386,17 @@ impl Client {
         Ok(())
     }
 
+    /// An async request was refused for want of credentials: the holder
+    /// gets new ones now, before the next request meets the same refusal.
+    /// (The refused request itself has failed with the refusal; it is not
+    /// sent again, as its caller may have acted on the failure.)
+    fn answer_refusal<H: Host>(&mut self, host: &mut H) -> Result<(), H::Error> {
+        if let Some(refusal) = self.session.as_mut().and_then(|s| s.refused.take()) {
+            host.authorize(&refusal, false)?;
+        }
+        Ok(())
+    }
+
     /// Sends `method` with `params` and returns the reply's `result`, or
     /// the error the reference raises for it; `what` names the request in
     /// errors. A session is started first if there is none or the last one
@@ -462,6 +474,7 @@ impl Client {
         what: &str,
     ) -> Result<Json, Failure<H::Error>> {
         self.ready(host).map_err(Failure::Other)?;
+        self.answer_refusal(host).map_err(Failure::Other)?;
         if let Some(Json::Str(method)) = message.get("method") {
             self.check_capability(&String::from_utf8_lossy(method)).map_err(|e| Failure::Other(e.into()))?;
         }

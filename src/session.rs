@@ -28,6 +28,9 @@ pub struct Session {
     transport: Box<dyn Transport>,
     /// The transport failed for good; the client starts a new session.
     pub broken: bool,
+    /// The refusal (401, 403) an async request met, for the next request
+    /// to answer with new credentials before it goes out.
+    pub refused: Option<Error>,
     /// Requests started and not yet taken, by id.
     in_flight: IdMap<InFlight>,
     /// Messages skipped as too deep, with no id that could be read: a wait
@@ -80,7 +83,15 @@ fn is_initialize(message: &Json) -> bool {
 
 impl Session {
     pub fn new(transport: Box<dyn Transport>) -> Self {
-        Session { transport, broken: false, in_flight: IdMap::default(), unreadable: 0, started: 0, held: None }
+        Session {
+            transport,
+            broken: false,
+            refused: None,
+            in_flight: IdMap::default(),
+            unreadable: 0,
+            started: 0,
+            held: None,
+        }
     }
 
     pub fn notify(&mut self, message: &Json) -> Result<()> {
@@ -300,6 +311,12 @@ impl Session {
                 // The server forgot the session: every later request would
                 // meet the same 404, so the client starts a new one.
                 self.broken |= matches!(e, Error::SessionExpired);
+                // An async request refused for want of credentials: every
+                // later one would be refused the same way, so the next
+                // request gets new credentials first.
+                if matches!(e, Error::Unauthorized { .. }) {
+                    self.refused = Some(e.clone());
+                }
                 settle(&mut self.in_flight, &key, Arrival::Failed(e));
             }
             // With no id (a stdio line past the size limit), it is the one
