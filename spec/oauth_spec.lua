@@ -46,6 +46,30 @@ describe('OAuth login', function()
     return mcp.new({ url = base .. '/mcp', timeout = 10, auth = auth })
   end
 
+  -- What the first request raised when its login failed.
+  local function login_error(auth)
+    local c = client(auth)
+    local ok, err = pcall(c.discover, c)
+    c:close()
+    assert.is_false(ok)
+    return err
+  end
+
+  local function authorization_failed(detail) return 'MCP authorization for ' .. base .. '/mcp failed: ' .. detail end
+
+  -- The server's 401 once a login's token is refused too.
+  local function token_refused()
+    return 'MCP transport failed (401): the server at ' .. base .. '/mcp refused the request (HTTP 401,'
+      .. ' WWW-Authenticate: Bearer error="invalid_token", resource_metadata="' .. base
+      .. '/.well-known/oauth-protected-resource/mcp"); the token the login gave was not accepted'
+  end
+
+  -- How often the user was sent to log in, and how often a token was refreshed.
+  local function logins_and_refreshes()
+    local s = stats()
+    return s.authorize, s.token.refresh_token or 0
+  end
+
   local function saved()
     local f = assert(io.open(store))
     local text = f:read('*a')
@@ -97,9 +121,7 @@ describe('OAuth login', function()
     control('revoke=1')
     local after = c:call('whoami', {})
     assert.are_not.equal(before, after)
-    local s = stats()
-    assert.equal(1, s.authorize)
-    assert.equal(1, s.token.refresh_token)
+    assert.same({ 1, 1 }, { logins_and_refreshes() })
     c:close()
   end)
 
@@ -109,16 +131,12 @@ describe('OAuth login', function()
     c:call('whoami', {})
     control('revoke=1')
     c:call('whoami', {})
-    local s = stats()
-    assert.equal(2, s.authorize)
-    assert.equal(1, s.token.refresh_token)
+    assert.same({ 2, 1 }, { logins_and_refreshes() })
     control('revoke=1')
     control('expires_in=-1')
     local ok, err = pcall(c.call, c, 'whoami', {})
     assert.is_false(ok)
-    assert.equal('MCP transport failed (401): the server at ' .. base .. '/mcp refused the request (HTTP 401,'
-      .. ' WWW-Authenticate: Bearer error="invalid_token", resource_metadata="' .. base
-      .. '/.well-known/oauth-protected-resource/mcp"); the token the login gave was not accepted', err)
+    assert.equal(token_refused(), err)
     assert.equal(3, stats().authorize)
     c:close()
   end)
@@ -129,14 +147,10 @@ describe('OAuth login', function()
     control('revoke=1')
     local ok, err = pcall(function() return c:call_async('whoami', {}):wait() end)
     assert.is_false(ok)
-    assert.equal('MCP transport failed (401): the server at ' .. base .. '/mcp refused the request (HTTP 401,'
-      .. ' WWW-Authenticate: Bearer error="invalid_token", resource_metadata="' .. base
-      .. '/.well-known/oauth-protected-resource/mcp"); the token the login gave was not accepted', err)
+    assert.equal(token_refused(), err)
     local after = c:call_async('whoami', {}):wait()
     assert.are_not.equal(before, after)
-    local s = stats()
-    assert.equal(1, s.authorize)
-    assert.equal(1, s.token.refresh_token)
+    assert.same({ 1, 1 }, { logins_and_refreshes() })
     c:close()
   end)
 
@@ -154,14 +168,11 @@ describe('OAuth login', function()
     local f = assert(io.open(store, 'w'))
     f:write('my notes')
     f:close()
-    local c = client({ authorize = headless, store = store })
-    local ok, err = pcall(c.discover, c)
-    assert.is_false(ok)
     assert.equal('mcp: the token store ' .. store .. ' is not a JSON object of saved logins; delete it'
-      .. ' (the next login writes it anew) or set opts.auth.store to another path', err)
+      .. ' (the next login writes it anew) or set opts.auth.store to another path',
+      login_error({ authorize = headless, store = store }))
     assert.equal('my notes', H.slurp(store))
     assert.equal(0, stats().authorize)
-    c:close()
   end)
 
   it('a store table keeps the login as JSON text under the issuer and the resource', function()
@@ -186,24 +197,17 @@ describe('OAuth login', function()
 
   it('nobody coming back to the redirect within login_timeout ends the login saying what to do', function()
     local port = H.port()
-    local c = client({ authorize = function() end, login_timeout = 0.3,
-                       redirect_uri = 'http://127.0.0.1:' .. port .. '/done' })
-    local ok, err = pcall(c.discover, c)
-    assert.is_false(ok)
+    local err = login_error({ authorize = function() end, login_timeout = 0.3,
+                              redirect_uri = 'http://127.0.0.1:' .. port .. '/done' })
     assert.equal('MCP authorization failed: no browser came back to http://127.0.0.1:' .. port .. '/done in time'
       .. ' (open the authorization URL given to opts.auth.authorize, or raise opts.auth.login_timeout)', err)
-    c:close()
   end)
 
   it('an authorization server without S256 is refused before anyone is sent to it', function()
     control('no_pkce=1')
-    local c = client({ authorize = never })
-    local ok, err = pcall(c.discover, c)
-    assert.is_false(ok)
-    assert.equal('MCP authorization for ' .. base .. '/mcp failed: the authorization server ' .. base
-      .. ' does not advertise PKCE with S256 (code_challenge_methods_supported), which this client requires', err)
+    assert.equal(authorization_failed('the authorization server ' .. base .. ' does not advertise PKCE with S256'
+      .. ' (code_challenge_methods_supported), which this client requires'), login_error({ authorize = never }))
     assert.equal(0, stats().authorize)
-    c:close()
   end)
 
   it('a server that names another authorization server gets none of the first one\'s tokens or secrets', function()
@@ -223,38 +227,24 @@ describe('OAuth login', function()
 
   it('resource metadata without a resource, and an endpoint that is not HTTPS, stop the login', function()
     control('no_resource=1')
-    local c = client({ authorize = never })
-    local ok, err = pcall(c.discover, c)
-    assert.is_false(ok)
-    assert.equal('MCP authorization for ' .. base .. '/mcp failed: its protected-resource metadata (' .. base
-      .. '/.well-known/oauth-protected-resource/mcp) names no resource (RFC 9728 requires it)', err)
-    c:close()
+    assert.equal(authorization_failed('its protected-resource metadata (' .. base
+      .. '/.well-known/oauth-protected-resource/mcp) names no resource (RFC 9728 requires it)'),
+      login_error({ authorize = never }))
     control('no_resource=0&insecure=1')
-    c = client({ authorize = never })
-    ok, err = pcall(c.discover, c)
-    assert.is_false(ok)
-    assert.equal('MCP authorization for ' .. base .. '/mcp failed: the authorization server\'s endpoint'
-      .. ' http://192.0.2.1/token is not HTTPS; codes and secrets are not sent over it', err)
+    assert.equal(authorization_failed('the authorization server\'s endpoint http://192.0.2.1/token is not HTTPS;'
+      .. ' codes and secrets are not sent over it'), login_error({ authorize = never }))
     assert.equal(0, stats().authorize)
-    c:close()
   end)
 
   it('what authorize raises reaches the caller unchanged', function()
     local reason = { reason = 'the user closed the window' }
-    local c = client({ authorize = function() error(reason) end })
-    local ok, err = pcall(c.discover, c)
-    assert.is_false(ok)
-    assert.equal(reason, err)
-    c:close()
+    assert.equal(reason, login_error({ authorize = function() error(reason) end }))
   end)
 
   it('a refusal from the token endpoint names the error and never the secret', function()
-    local c = client({ grant = 'client_credentials', client_id = 'machine', client_secret = 's3cret-value' })
-    local ok, err = pcall(c.discover, c)
-    assert.is_false(ok)
-    assert.equal('MCP authorization for ' .. base .. '/mcp failed: the token endpoint ' .. base
-      .. '/token refused the request (HTTP 401: invalid_client)', err)
-    c:close()
+    assert.equal(authorization_failed('the token endpoint ' .. base .. '/token refused the request'
+      .. ' (HTTP 401: invalid_client)'),
+      login_error({ grant = 'client_credentials', client_id = 'machine', client_secret = 's3cret-value' }))
   end)
 
   it('login options are checked at mcp.new', function()
