@@ -11,7 +11,7 @@
 //! waits (each request, the loopback listener) honour Ctrl-C the way the
 //! transport's do.
 //!
-//! What a real deployment taught, and the conformance suite pins:
+//! What the conformance suite's servers do, and a real server may too:
 //! * the refusal of `initialize` is the usual first contact, so the
 //!   login happens inside the handshake;
 //! * a 403 asking for scope we already asked for will never be met by
@@ -291,9 +291,8 @@ impl Authorizer {
         Ok(true)
     }
 
-    /// The scope to ask for: the challenge's, else everything the
-    /// protected resource lists, else none; for a step-up, the union of
-    /// what was asked before and what the challenge names.
+    /// The scope to ask for: what was asked before, plus the challenge's
+    /// scope, else everything the protected resource lists, else none.
     fn scope_for(&self, challenge: &Challenge) -> Vec<String> {
         let scope = match &challenge.scope {
             Some(s) => words(s),
