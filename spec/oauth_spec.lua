@@ -203,6 +203,14 @@ describe('OAuth login', function()
       .. ' (open the authorization URL given to opts.auth.authorize, or raise opts.auth.login_timeout)', err)
   end)
 
+  it('SIGINT while the login waits for the browser returns Lua to the host', function()
+    local opts = string.format('{ url = %q, auth = { authorize = function() end, login_timeout = 60 } }', base .. '/mcp')
+    local seconds, raised, out, status = H.interrupted_call(opts, 'whoami')
+    assert.equal(0, status, out)
+    assert.is_truthy(raised and raised:find('interrupted!$'), out)
+    assert.is_true(seconds < 2, out)
+  end)
+
   it('an authorization server without S256 is refused before anyone is sent to it', function()
     control('no_pkce=1')
     assert.equal(authorization_failed('the authorization server ' .. base .. ' does not advertise PKCE with S256'
