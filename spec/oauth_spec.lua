@@ -233,6 +233,19 @@ describe('OAuth login', function()
     c:close()
   end)
 
+  it('opts.auth.issuer keeps credentials from any other authorization server the server names', function()
+    local c = client({ authorize = headless, issuer = base .. '/' })
+    c:call('whoami', {})
+    control('second=1')
+    control('revoke=1')
+    local ok, err = pcall(c.call, c, 'whoami', {})
+    assert.is_false(ok)
+    assert.equal(authorization_failed('it names the authorization server ' .. base .. '/second, and'
+      .. ' opts.auth.issuer allows only ' .. base .. '/; nothing was sent there'), err)
+    assert.same({}, stats().second)
+    c:close()
+  end)
+
   it('resource metadata without a resource, and an endpoint that is not HTTPS, stop the login', function()
     control('no_resource=1')
     assert.equal(authorization_failed('its protected-resource metadata (' .. base
@@ -259,7 +272,8 @@ describe('OAuth login', function()
     local cases = {
       { { auth = { client_secrt = 'x' } },
         'mcp.new: opts.auth.client_secrt is not an option (opts.auth takes token, or a login: authorize, client_id,'
-          .. ' client_metadata_url, client_name, client_secret, grant, idp, login_timeout, private_key_pem, redirect_uri, store)' },
+          .. ' client_metadata_url, client_name, client_secret, grant, idp, issuer, login_timeout, private_key_pem, redirect_uri,'
+          .. ' store)' },
       { { auth = { grant = 'password' } },
         'mcp.new: opts.auth.grant must be "authorization_code", "client_credentials" or "identity_assertion", got "password"' },
       { { auth = { grant = 'identity_assertion', client_id = 'c' } },

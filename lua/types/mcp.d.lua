@@ -43,6 +43,7 @@ local mcp = {}
 ---@field redirect_uri? string          Default http://127.0.0.1:<free port>/callback.
 ---@field login_timeout? number         Seconds to wait for the browser (default 300).
 ---@field private_key_pem? string       EC P-256 key (PKCS #8 or SEC1) for private_key_jwt.
+---@field issuer? string               The only authorization server credentials may go to.
 ---@field idp? {token_endpoint: string, id_token: string, client_id?: string, client_secret?: string}  Cross-app access.
 ---@field store? string|{load: fun(key: string): string?, save: fun(key: string, text: string)}  Where logins are kept (a file is written 0600).
 

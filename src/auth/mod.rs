@@ -84,6 +84,8 @@ pub struct Settings {
     pub signing_key: Option<SigningKey>,
     /// Cross-app access: the identity provider.
     pub identity: Option<IdentityProvider>,
+    /// The only authorization server credentials may go to.
+    pub issuer: Option<String>,
     /// How long a user's login may take.
     pub login_timeout: Duration,
     /// Each request to the authorization server.
@@ -334,6 +336,7 @@ impl Authorizer {
             // A server from before protected-resource metadata is its own
             // authorization server.
             let origin = Url::parse(&discovery::origin_of(&self.server)).map_err(|e| self.fail(e.to_string()))?;
+            self.check_pinned(&[origin.to_string()])?;
             let issuer = self.server_metadata(&origin, false)?;
             self.adopt_issuer(issuer);
             return Ok(());
@@ -350,11 +353,13 @@ impl Authorizer {
         }
         self.resource = resource;
         self.resource_scopes = texts(&doc, "scopes_supported");
-        let Some(issuer) = texts(&doc, "authorization_servers").into_iter().next() else {
+        let named = texts(&doc, "authorization_servers");
+        if named.is_empty() {
             return Err(
                 self.fail(format!("its protected-resource metadata ({metadata_url}) names no authorization server"))
             );
-        };
+        }
+        let issuer = self.check_pinned(&named)?;
         let issuer_url = Url::parse(&issuer).map_err(|_| {
             self.fail(format!(
                 "its protected-resource metadata names an authorization server that is not a URL: {issuer}"
@@ -364,6 +369,20 @@ impl Authorizer {
         let issuer = self.server_metadata(&issuer_url, true)?;
         self.adopt_issuer(issuer);
         Ok(())
+    }
+
+    /// Of the authorization servers a resource names, the one to use: the
+    /// first, or the one `opts.auth.issuer` pins (a pre-registered secret
+    /// then goes to no other, whatever the MCP server says).
+    fn check_pinned(&self, named: &[String]) -> Result<String> {
+        let Some(pin) = &self.settings.issuer else { return Ok(named[0].clone()) };
+        let same = |a: &str| a.trim_end_matches('/') == pin.trim_end_matches('/');
+        named.iter().find(|n| same(n)).cloned().ok_or_else(|| {
+            self.fail(format!(
+                "it names the authorization server {}, and opts.auth.issuer allows only {pin}; nothing was sent there",
+                named.join(", ")
+            ))
+        })
     }
 
     /// Takes `issuer` as the one tokens come from. A different issuer than

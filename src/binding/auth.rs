@@ -18,7 +18,7 @@ const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The options a login reads; anything else in `opts.auth` is refused,
 /// not ignored (a misspelt `client_secret` must not fail silently).
-const LOGIN_OPTIONS: [&str; 11] = [
+const LOGIN_OPTIONS: [&str; 12] = [
     "authorize",
     "client_id",
     "client_metadata_url",
@@ -26,6 +26,7 @@ const LOGIN_OPTIONS: [&str; 11] = [
     "client_secret",
     "grant",
     "idp",
+    "issuer",
     "login_timeout",
     "private_key_pem",
     "redirect_uri",
@@ -194,6 +195,7 @@ pub(super) fn read_login(
         grant,
         signing_key,
         identity,
+        issuer: optional_text(&auth, "issuer")?,
         login_timeout,
         timeout,
         ca_pem: ca_pem.clone(),
