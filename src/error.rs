@@ -79,9 +79,10 @@ pub enum Error {
     /// An HTTP server refused us for want of credentials (401 or 403);
     /// `hint` says what to set, or that the token given was refused.
     #[error(
-        "MCP transport failed ({status}): the server at {url} refused the request (HTTP {status}{challenge}); {hint}"
+        "MCP transport failed ({status}): the server at {url} refused the request (HTTP {status}{}); {hint}",
+        quoted_challenge(.www_authenticate)
     )]
-    Unauthorized { status: u16, url: String, challenge: String, hint: &'static str, www_authenticate: Option<String> },
+    Unauthorized { status: u16, url: String, www_authenticate: Option<String>, hint: &'static str },
 
     /// Logging in to an HTTP server failed: its metadata could not be
     /// found or was refused, the authorization server refused a request,
@@ -147,6 +148,12 @@ pub enum Error {
     /// The Lua state refused an operation (out of memory, usually).
     #[error("MCP: {0}")]
     Lua(String),
+}
+
+/// `, WWW-Authenticate: VALUE` for [`Error::Unauthorized`], when the
+/// server sent one.
+fn quoted_challenge(www_authenticate: &Option<String>) -> String {
+    www_authenticate.as_ref().map(|value| format!(", WWW-Authenticate: {value}")).unwrap_or_default()
 }
 
 impl From<mlua::Error> for Error {

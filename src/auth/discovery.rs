@@ -12,8 +12,6 @@
 //!    is its own authorization server: its origin's metadata, and failing
 //!    that the fixed `/authorize`, `/token` and `/register` there.
 
-use std::time::Duration;
-
 use ureq::Agent;
 use url::Url;
 
@@ -139,15 +137,9 @@ pub enum Fetched {
 /// answer 404; some answer 400 or 405 for a path they do not know), as
 /// does a body that is not a JSON object; a 5xx or a failure to connect
 /// stops discovery with an error, since the next URL would only hide it.
-pub fn fetch(agent: &Agent, url: &str, protocol_version: &str, timeout: Duration) -> Result<Fetched> {
-    let response = agent
-        .get(url)
-        .header("Accept", "application/json")
-        .header("MCP-Protocol-Version", protocol_version)
-        .config()
-        .timeout_global(Some(timeout))
-        .build()
-        .call();
+pub fn fetch(agent: &Agent, url: &str, protocol_version: &str) -> Result<Fetched> {
+    let response =
+        agent.get(url).header("Accept", "application/json").header("MCP-Protocol-Version", protocol_version).call();
     let mut response = response.map_err(|e| match interrupted(&e) {
         true => Error::Interrupted { what: "login".into() },
         false => metadata_error(url, &e.to_string()),

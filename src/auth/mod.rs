@@ -320,14 +320,13 @@ impl Authorizer {
             return Ok(());
         }
         let version = SUPPORTED_VERSIONS[0];
-        let timeout = self.settings.timeout;
         let candidates = match &challenge.resource_metadata {
             Some(url) => vec![url.clone()],
             None => discovery::resource_metadata_urls(&self.server),
         };
         let mut found = None;
         for url in candidates {
-            if let Fetched::Found(doc) = discovery::fetch(&self.agent, &url, version, timeout)? {
+            if let Fetched::Found(doc) = discovery::fetch(&self.agent, &url, version)? {
                 found = Some((url, doc));
                 break;
             }
@@ -409,7 +408,7 @@ impl Authorizer {
         let version = SUPPORTED_VERSIONS[0];
         let issuer_text = issuer.as_str().trim_end_matches('/').to_string();
         for url in discovery::server_metadata_urls(issuer) {
-            let Fetched::Found(doc) = discovery::fetch(&self.agent, &url, version, self.settings.timeout)? else {
+            let Fetched::Found(doc) = discovery::fetch(&self.agent, &url, version)? else {
                 continue;
             };
             let said = text(&doc, "issuer").unwrap_or_default();

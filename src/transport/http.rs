@@ -375,16 +375,12 @@ impl Shared {
     fn failure_body(&self, status: u16, mut response: Response<Body>, id: Option<&Json>) -> Result<Vec<Incoming>> {
         if status == 401 || status == 403 {
             let www_authenticate = header(&response, "www-authenticate").map(str::to_string);
-            let challenge = match &www_authenticate {
-                Some(value) => format!(", WWW-Authenticate: {value}"),
-                None => String::new(),
-            };
             let hint = match (self.options.login, lock(&self.options.bearer).is_some()) {
                 (true, _) => "the token the login gave was not accepted",
                 (false, true) => "the token in opts.auth.token was not accepted",
                 (false, false) => "it needs credentials: set opts.auth.token (or opts.headers.Authorization)",
             };
-            return Err(Error::Unauthorized { status, url: self.url(), challenge, hint, www_authenticate });
+            return Err(Error::Unauthorized { status, url: self.url(), www_authenticate, hint });
         }
         let body = read_capped(&mut response, self.options.max_message_bytes).unwrap_or_default();
         if let (Ok(reply), Some(id)) = (codec::decode(trim(&body)), id) {
