@@ -17,7 +17,10 @@
 //               endpoint elsewhere), no_resource=1 (resource metadata
 //               without "resource"), second=1 (401s name other resource
 //               metadata, whose issuer is BASE/second: the same endpoints
-//               under /second/)
+//               under /second/), wrong_issuer=1 (the issuer's metadata
+//               names another issuer)
+//
+// A client "pre" with the secret "pre-secret" is registered from the start.
 //   /stats      {"authorize", "register", "token": {GRANT: N}, "refused",
 //               "second": {PATH: N}, "second_refresh"}
 const http = require('http');
@@ -27,7 +30,7 @@ const port = Number(process.argv[2] || 0);
 const base = `http://127.0.0.1:${port}`;
 const config = { expires_in: 3600, reject_refreshed: false, refuse_refresh: false, no_pkce: false };
 const stats = { authorize: 0, register: 0, token: {}, refused: 0, second: {}, second_refresh: 0 };
-const clients = new Map(); // id -> secret
+const clients = new Map([['pre', 'pre-secret']]); // id -> secret
 const codes = new Map(); // code -> { challenge, redirect_uri, client_id, scope }
 const access = new Map(); // token -> { refreshed, expires, revoked }
 const refresh = new Map(); // token -> client_id
@@ -127,7 +130,7 @@ const server = http.createServer((req, res) => {
     if (path === '/.well-known/oauth-authorization-server' || path === '/.well-known/oauth-authorization-server/second') {
       const issuer = path.endsWith('second') ? `${base}/second` : base;
       return json(res, 200, {
-        issuer,
+        issuer: config.wrong_issuer ? 'https://elsewhere.example' : issuer,
         authorization_endpoint: `${issuer}/authorize`,
         token_endpoint: config.insecure ? 'http://192.0.2.1/token' : `${issuer}/token`,
         registration_endpoint: `${issuer}/register`,
