@@ -25,11 +25,11 @@ FEATURE_luajit = luajit
 build:
 ifeq ($(LUA),5.4)
 	cargo build --release --locked --features module
-	cp target/release/libmcp.so mcp.so
+	sh scripts/install-module.sh target/release/libmcp.so mcp.so
 else
 	@test -n "$(FEATURE_$(LUA))" || { echo "LUA must be one of 5.1 5.2 5.3 5.4 luajit" >&2; exit 2; }
 	cargo build --release --locked --no-default-features --features $(FEATURE_$(LUA)),module --target-dir target/lua-$(LUA)
-	cp target/lua-$(LUA)/release/libmcp.so mcp.so
+	sh scripts/install-module.sh target/lua-$(LUA)/release/libmcp.so mcp.so
 endif
 
 demo:

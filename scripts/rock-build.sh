@@ -19,4 +19,4 @@ case "$runtime" in
   *) echo "lua-mcp: no build for Lua $runtime" >&2; exit 1 ;;
 esac
 mkdir -p target/rock
-cp "$built" target/rock/mcp.so
+sh scripts/install-module.sh "$built" target/rock/mcp.so

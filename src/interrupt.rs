@@ -8,7 +8,7 @@
 //! by looking for a hook that was not there when the call began. The core
 //! knows nothing of Lua: it only sees a yes or no.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
 /// How long a wait goes without asking. Ctrl-C is noticed within this; a
@@ -19,20 +19,31 @@ type Check = Box<dyn Fn() -> bool>;
 
 thread_local! {
     static CHECK: RefCell<Option<Check>> = const { RefCell::new(None) };
+    /// Set by [`request`]: the current call is to end as if interrupted.
+    static REQUESTED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Runs `body` with `check` answering [`requested`] on this thread. Nested
 /// calls (a callback that calls the client again) restore the outer check.
 pub fn watching<T>(check: Check, body: impl FnOnce() -> T) -> T {
-    struct Restore(Option<Check>);
+    struct Restore(Option<Check>, bool);
     impl Drop for Restore {
         fn drop(&mut self) {
             let outer = self.0.take();
             CHECK.with(|c| *c.borrow_mut() = outer);
+            REQUESTED.with(|r| r.set(self.1));
         }
     }
-    let _restore = Restore(CHECK.with(|c| c.borrow_mut().replace(check)));
+    let _restore = Restore(CHECK.with(|c| c.borrow_mut().replace(check)), REQUESTED.with(|r| r.replace(false)));
     body()
+}
+
+/// Ends the waits of the current call as Ctrl-C would, whatever the
+/// host's hook says: for an error raised in a Lua callback, which must
+/// reach the caller (it may be the host's own interrupt, raised by its
+/// hook while the callback ran and so never seen by [`requested`]).
+pub fn request() {
+    REQUESTED.with(|r| r.set(true));
 }
 
 /// Whether this thread runs a Lua call that can be interrupted: waits on
@@ -50,5 +61,5 @@ pub fn shielded<T>(body: impl FnOnce() -> T) -> T {
 /// Whether the host asked for its thread back. Always false on threads
 /// that are not running a Lua call (readers, stream threads).
 pub fn requested() -> bool {
-    CHECK.with(|c| c.borrow().as_ref().is_some_and(|check| check()))
+    REQUESTED.with(Cell::get) || CHECK.with(|c| c.borrow().as_ref().is_some_and(|check| check()))
 }

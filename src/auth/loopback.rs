@@ -4,14 +4,23 @@
 //! starts, since its port is part of the redirect URI the client
 //! registers; it answers only its own path, one request per connection,
 //! and gives up at the login's deadline or at Ctrl-C.
+//!
+//! Whatever else connects is served beside the browser, not before it:
+//! a port scanner, a browser's speculative connections, a page guessing
+//! the port may each open connections and send nothing. Served one at a
+//! time, six such connections held a real redirect for twelve seconds;
+//! so every connection is read as its bytes come (one `poll` over all of
+//! them, no thread each), each gets [`REQUEST_WAIT`] in all, and past
+//! [`MAX_CONNECTIONS`] the oldest is dropped for the newest.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::thread;
+use std::os::unix::io::AsRawFd;
 use std::time::{Duration, Instant};
 
 use url::Url;
 
+use crate::auth::plain_http::is_loopback;
 use crate::error::{Error, Result};
 use crate::interrupt;
 
@@ -20,8 +29,10 @@ const MAX_REQUEST: usize = 16 << 10;
 /// How long one connection may take to send its request: a browser's
 /// speculative connection that sends nothing must not hold the login.
 const REQUEST_WAIT: Duration = Duration::from_secs(2);
-/// How often the idle listener looks for a connection, Ctrl-C and the
-/// deadline.
+/// Connections read at once; a newer one pushes the oldest out, so a
+/// flood of idle ones never keeps the browser's waiting.
+const MAX_CONNECTIONS: usize = 64;
+/// How often the wait looks at Ctrl-C and the deadline.
 const POLL: Duration = Duration::from_millis(20);
 
 const DONE_PAGE: &str =
@@ -34,6 +45,23 @@ pub struct Listener {
     path: String,
 }
 
+/// A connection whose request is still coming.
+struct Incoming {
+    stream: TcpStream,
+    request: Vec<u8>,
+    until: Instant,
+}
+
+/// What one connection's bytes came to.
+enum Progress {
+    /// Not all there yet.
+    Waiting,
+    /// Over, without this login's answer (served or dropped).
+    Done,
+    /// The browser's request with this login's state: its target.
+    Answer(String),
+}
+
 impl Listener {
     /// Listens where `redirect_uri` points, which must be a loopback
     /// `http` address (port 0 or none: any free port). None for any
@@ -43,13 +71,13 @@ impl Listener {
         let Ok(mut url) = Url::parse(redirect_uri) else {
             return Err(Error::BadInput(format!("mcp.new: opts.auth.redirect_uri is not a URL: {redirect_uri}")));
         };
-        let loopback = matches!(url.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
-        if url.scheme() != "http" || !loopback {
+        if url.scheme() != "http" || !is_loopback(&url) {
             return Ok(None);
         }
-        let host = match url.host_str() {
-            Some("[::1]") => "[::1]",
-            _ => "127.0.0.1",
+        let host = match url.host() {
+            Some(url::Host::Ipv6(_)) => "[::1]".to_string(),
+            Some(url::Host::Ipv4(address)) => address.to_string(),
+            _ => "127.0.0.1".to_string(),
         };
         let port = url.port().unwrap_or(0);
         let socket = TcpListener::bind(format!("{host}:{port}")).map_err(|e| {
@@ -70,16 +98,21 @@ impl Listener {
     /// page on this machine guessing the port) get a 404 or a 400 and the
     /// wait goes on.
     pub fn wait(&self, deadline: Instant, state: &str) -> Result<String> {
+        let mut incoming: Vec<Incoming> = Vec::new();
         loop {
-            match self.socket.accept() {
-                Ok((stream, _)) => {
-                    if let Some(target) = self.serve(stream, state, deadline) {
+            self.accept_all(&mut incoming, deadline)?;
+            let mut i = 0;
+            while i < incoming.len() {
+                match self.read_some(&mut incoming[i], state) {
+                    Progress::Waiting if Instant::now() < incoming[i].until => i += 1,
+                    Progress::Waiting | Progress::Done => {
+                        incoming.swap_remove(i);
+                    }
+                    Progress::Answer(target) => {
                         let base = Url::parse(&self.redirect_uri).expect("made by bind");
                         return Ok(base.join(&target).map(String::from).unwrap_or(target));
                     }
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::BadInput(format!("mcp: listening for the login's redirect failed: {e}"))),
             }
             if interrupt::requested() {
                 return Err(Error::Interrupted { what: "login".into() });
@@ -88,30 +121,72 @@ impl Listener {
             if now >= deadline {
                 return Err(Error::LoginTimedOut { redirect_uri: self.redirect_uri.clone() });
             }
-            thread::sleep(POLL.min(deadline - now));
+            self.poll(&incoming, POLL.min(deadline - now));
         }
     }
 
-    /// One connection: the request target when it is our path with our
-    /// state. The connection gets [`REQUEST_WAIT`] in all (not per read:
-    /// a byte now and then must not hold the login).
-    fn serve(&self, mut stream: TcpStream, state: &str, deadline: Instant) -> Option<String> {
-        let _ = stream.set_nonblocking(false);
-        let until = deadline.min(Instant::now() + REQUEST_WAIT);
-        let mut request = Vec::new();
-        let mut chunk = [0u8; 2048];
-        while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < MAX_REQUEST {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() || interrupt::requested() {
-                break;
-            }
-            let _ = stream.set_read_timeout(Some(left.min(interrupt::SLICE)));
-            match stream.read(&mut chunk) {
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
-                Ok(0) | Err(_) => break,
-                Ok(n) => request.extend_from_slice(&chunk[..n]),
+    /// Takes every connection waiting to be accepted.
+    fn accept_all(&self, incoming: &mut Vec<Incoming>, deadline: Instant) -> Result<()> {
+        loop {
+            match self.socket.accept() {
+                Ok((stream, _)) => {
+                    if stream.set_nonblocking(true).is_err() {
+                        continue;
+                    }
+                    if incoming.len() >= MAX_CONNECTIONS {
+                        incoming.remove(0);
+                    }
+                    let until = deadline.min(Instant::now() + REQUEST_WAIT);
+                    incoming.push(Incoming { stream, request: Vec::new(), until });
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::Interrupted || e.kind() == ErrorKind::ConnectionAborted => {}
+                Err(e) => return Err(Error::BadInput(format!("mcp: listening for the login's redirect failed: {e}"))),
             }
         }
+    }
+
+    /// Sleeps until the listener or a connection has something to read,
+    /// or `timeout`.
+    fn poll(&self, incoming: &[Incoming], timeout: Duration) {
+        let mut fds: Vec<libc::pollfd> = std::iter::once(self.socket.as_raw_fd())
+            .chain(incoming.iter().map(|c| c.stream.as_raw_fd()))
+            .map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 })
+            .collect();
+        // SAFETY: `fds` is a valid array of its length, and every
+        // descriptor in it stays open for the call.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout.as_millis() as libc::c_int) };
+    }
+
+    /// Reads what a connection has sent so far; once its request head is
+    /// whole, answers it.
+    fn read_some(&self, connection: &mut Incoming, state: &str) -> Progress {
+        let mut chunk = [0u8; 2048];
+        loop {
+            match connection.stream.read(&mut chunk) {
+                Ok(0) => return Progress::Done,
+                Ok(n) => connection.request.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return Progress::Done,
+            }
+            if connection.request.len() >= MAX_REQUEST {
+                break;
+            }
+        }
+        let whole = connection.request.windows(4).any(|w| w == b"\r\n\r\n");
+        if !whole && connection.request.len() < MAX_REQUEST {
+            return Progress::Waiting;
+        }
+        match self.serve(&mut connection.stream, &connection.request, state) {
+            Some(target) => Progress::Answer(target),
+            None => Progress::Done,
+        }
+    }
+
+    /// Answers one request head: the request target when it is our path
+    /// with our state.
+    fn serve(&self, stream: &mut TcpStream, request: &[u8], state: &str) -> Option<String> {
         let line = request.split(|&b| b == b'\n').next().unwrap_or_default();
         let line = String::from_utf8_lossy(line);
         let mut words = line.split_whitespace();
@@ -132,6 +207,8 @@ impl Listener {
             "HTTP/1.1 {status}\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         );
+        // The reply is a few hundred bytes, which an empty socket buffer
+        // takes at once; a peer that has filled its buffer gets less.
         let _ = stream.write_all(reply.as_bytes());
         (path == self.path && ours).then_some(target)
     }
@@ -140,6 +217,7 @@ impl Listener {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::thread;
 
     fn get(port: u16, target: &str) -> String {
         let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -192,6 +270,26 @@ mod tests {
         assert!(listener.wait(Instant::now() + Duration::from_millis(700), "s").is_err());
         assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
         trickle.join().unwrap();
+    }
+
+    #[test]
+    fn idle_connections_do_not_keep_the_browser_waiting() {
+        let listener = Listener::bind("http://127.0.0.1/cb").unwrap().unwrap();
+        let port = Url::parse(&listener.redirect_uri).unwrap().port().unwrap();
+        let idle: Vec<TcpStream> = (0..6).map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap()).collect();
+        let browser = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(50));
+            let start = Instant::now();
+            let reply = get(port, "/cb?code=c&state=s");
+            (reply, start.elapsed())
+        });
+        let url = listener.wait(Instant::now() + Duration::from_secs(20), "s").unwrap();
+        assert!(url.ends_with("/cb?code=c&state=s"), "{url}");
+        let (reply, took) = browser.join().unwrap();
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+        // Served one at a time, the six would have held it 12 s.
+        assert!(took < Duration::from_secs(1), "{took:?}");
+        drop(idle);
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub mod assertion;
 pub mod discovery;
 pub mod loopback;
 pub mod pkce;
+pub mod plain_http;
 pub mod store;
 
 use std::sync::{Arc, Mutex};
@@ -40,10 +41,12 @@ use url::Url;
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
 use crate::protocol::SUPPORTED_VERSIONS;
+use crate::session::seconds_text;
 use crate::transport::http::{interrupted, side_agent};
 use discovery::{parse_challenge, text, texts, Challenge, Fetched};
 use loopback::Listener;
 use pkce::Pkce;
+use plain_http::{may_carry_login, HTTPS_REQUIRED};
 use store::Store;
 
 /// How a token is got.
@@ -127,6 +130,9 @@ struct Issuer {
     challenge_methods: Vec<String>,
     scopes_supported: Vec<String>,
     client_metadata_documents: bool,
+    /// `authorization_response_iss_parameter_supported` (RFC 9207): the
+    /// browser must then come back with `iss`.
+    iss_in_response: bool,
     /// False for the fallback endpoints: nothing was advertised.
     from_metadata: bool,
 }
@@ -186,6 +192,9 @@ pub struct Authorizer {
     loaded: bool,
     /// When a refresh before a call last failed.
     refresh_failed: Option<Instant>,
+    /// The issuer a pre-registered secret was first used with (kept in
+    /// the store): see [`Authorizer::bind_secret`].
+    secret_bound_to: Option<String>,
 }
 
 fn now_seconds() -> i64 {
@@ -218,6 +227,7 @@ impl Authorizer {
             requested_scope: Vec::new(),
             loaded: false,
             refresh_failed: None,
+            secret_bound_to: None,
         })
     }
 
@@ -259,6 +269,11 @@ impl Authorizer {
         user: &mut dyn User,
         mut store: Option<&mut dyn Store>,
     ) -> Result<bool> {
+        if !may_carry_login(&self.server) {
+            return Err(self.fail(format!(
+                "it is plain HTTP on another host, and a login would send its tokens in clear; {HTTPS_REQUIRED}"
+            )));
+        }
         let challenge = www_authenticate.map(parse_challenge).unwrap_or_default();
         let step_up = status == 403;
         if step_up && challenge.error.as_deref() != Some("insufficient_scope") {
@@ -269,7 +284,9 @@ impl Authorizer {
             // another login would end the same way.
             return Ok(false);
         }
+        self.recall_secret_binding(&mut store)?;
         self.discover(&challenge)?;
+        self.bind_secret(&mut store)?;
         if !self.loaded {
             self.loaded = true;
             self.load(&mut store)?;
@@ -326,6 +343,7 @@ impl Authorizer {
         };
         let mut found = None;
         for url in candidates {
+            self.check_believable(&url, "its protected-resource metadata")?;
             if let Fetched::Found(doc) = discovery::fetch(&self.agent, &url, version)? {
                 found = Some((url, doc));
                 break;
@@ -371,17 +389,76 @@ impl Authorizer {
     }
 
     /// Of the authorization servers a resource names, the one to use: the
-    /// first, or the one `opts.auth.issuer` pins (a pre-registered secret
-    /// then goes to no other, whatever the MCP server says).
+    /// first, or the one `opts.auth.issuer` pins, or the one a
+    /// pre-registered secret is bound to. Checked before anything is
+    /// fetched from the one named.
     fn check_pinned(&self, named: &[String]) -> Result<String> {
-        let Some(pin) = &self.settings.issuer else { return Ok(named[0].clone()) };
-        let same = |a: &str| a.trim_end_matches('/') == pin.trim_end_matches('/');
-        named.iter().find(|n| same(n)).cloned().ok_or_else(|| {
-            self.fail(format!(
-                "it names the authorization server {}, and opts.auth.issuer allows only {pin}; nothing was sent there",
-                named.join(", ")
-            ))
-        })
+        let same = |a: &str, b: &str| a.trim_end_matches('/') == b.trim_end_matches('/');
+        let chosen = |pin: &str| named.iter().find(|n| same(n, pin)).cloned();
+        if let Some(pin) = &self.settings.issuer {
+            return chosen(pin).ok_or_else(|| {
+                self.fail(format!(
+                    "it names the authorization server {}, and opts.auth.issuer allows only {pin}; nothing was sent there",
+                    named.join(", ")
+                ))
+            });
+        }
+        if let Some(bound) = &self.secret_bound_to {
+            return chosen(bound).ok_or_else(|| {
+                self.fail(format!(
+                    "it names the authorization server {}, and the pre-registered client {} is bound to {bound}, the first it was used with; nothing was sent there (set opts.auth.issuer to move it)",
+                    named.join(", "),
+                    self.settings.client_id.as_deref().unwrap_or_default()
+                ))
+            });
+        }
+        Ok(named[0].clone())
+    }
+
+    /// A pre-registered secret belongs to the authorization server it was
+    /// registered with, which nothing but `opts.auth.issuer` tells us; an
+    /// MCP server's metadata may name any issuer at all, and the secret
+    /// would go there. So the secret is bound to the first issuer it is
+    /// used with, and the binding kept in the store (under
+    /// [`store::secret_binding_key`]) outlives the process. Dynamic and
+    /// metadata-document clients need none: they register per issuer.
+    fn bound_secret(&self) -> bool {
+        self.settings.client_secret.is_some() && self.settings.issuer.is_none()
+    }
+
+    fn recall_secret_binding(&mut self, store: &mut Option<&mut dyn Store>) -> Result<()> {
+        let (true, None, Some(store), Some(client_id)) =
+            (self.bound_secret(), &self.secret_bound_to, store, &self.settings.client_id)
+        else {
+            return Ok(());
+        };
+        let record = store.load(&store::secret_binding_key(client_id))?;
+        self.secret_bound_to = record.and_then(|r| text(&r, "issuer"));
+        Ok(())
+    }
+
+    fn bind_secret(&mut self, store: &mut Option<&mut dyn Store>) -> Result<()> {
+        if !self.bound_secret() || self.secret_bound_to.is_some() {
+            return Ok(());
+        }
+        let issuer = self.issuer().issuer.clone();
+        self.secret_bound_to = Some(issuer.clone());
+        if let (Some(store), Some(client_id)) = (store, &self.settings.client_id) {
+            store.save(&store::secret_binding_key(client_id), &Json::object([("issuer", Json::str(&issuer))]))?;
+        }
+        Ok(())
+    }
+
+    /// Metadata is believed only from where a network attacker could not
+    /// have written it (see [`plain_http`]).
+    fn check_believable(&self, url: &str, what: &str) -> Result<()> {
+        match Url::parse(url) {
+            Ok(parsed) if may_carry_login(&parsed) => Ok(()),
+            _ => {
+                Err(self
+                    .fail(format!("{what} at {url} would come over plain HTTP from another host; {HTTPS_REQUIRED}")))
+            }
+        }
     }
 
     /// Takes `issuer` as the one tokens come from. A different issuer than
@@ -408,6 +485,7 @@ impl Authorizer {
         let version = SUPPORTED_VERSIONS[0];
         let issuer_text = issuer.as_str().trim_end_matches('/').to_string();
         for url in discovery::server_metadata_urls(issuer) {
+            self.check_believable(&url, "the authorization server metadata")?;
             let Fetched::Found(doc) = discovery::fetch(&self.agent, &url, version)? else {
                 continue;
             };
@@ -434,6 +512,10 @@ impl Authorizer {
                     doc.get("client_id_metadata_document_supported"),
                     Some(Json::Bool(true))
                 ),
+                iss_in_response: matches!(
+                    doc.get("authorization_response_iss_parameter_supported"),
+                    Some(Json::Bool(true))
+                ),
                 from_metadata: true,
             };
             self.check_endpoints(&issuer)?;
@@ -451,6 +533,7 @@ impl Authorizer {
             challenge_methods: Vec::new(),
             scopes_supported: Vec::new(),
             client_metadata_documents: false,
+            iss_in_response: false,
             from_metadata: false,
         };
         self.check_endpoints(&fallback)?;
@@ -463,17 +546,16 @@ impl Authorizer {
     fn check_endpoints(&self, issuer: &Issuer) -> Result<()> {
         let endpoints = [Some(&issuer.authorization_endpoint), Some(&issuer.token_endpoint)];
         for endpoint in endpoints.into_iter().chain([issuer.registration_endpoint.as_ref()]).flatten() {
-            let safe = Url::parse(endpoint).is_ok_and(|url| {
-                url.scheme() == "https"
-                    || (url.scheme() == "http" && matches!(url.host_str(), Some("127.0.0.1" | "localhost" | "[::1]")))
-            });
-            if !safe {
-                return Err(self.fail(format!(
-                    "the authorization server's endpoint {endpoint} is not HTTPS; codes and secrets are not sent over it"
-                )));
-            }
+            self.check_sendable(endpoint, "the authorization server's endpoint")?;
         }
         Ok(())
+    }
+
+    fn check_sendable(&self, endpoint: &str, what: &str) -> Result<()> {
+        match Url::parse(endpoint) {
+            Ok(url) if may_carry_login(&url) => Ok(()),
+            _ => Err(self.fail(format!("{what} {endpoint} is not HTTPS; codes and secrets are not sent over it"))),
+        }
     }
 
     fn issuer(&self) -> &Issuer {
@@ -735,11 +817,33 @@ impl Authorizer {
         if field("state").as_deref() != Some(state) {
             return Err(self.fail("the login came back with a state that is not this login's; it was not used"));
         }
+        self.check_response_issuer(field("iss"))?;
         if let Some(error) = field("error") {
             let description = field("error_description").map(|d| format!(" ({d})")).unwrap_or_default();
             return Err(self.fail(format!("the authorization server refused the login: {error}{description}")));
         }
         field("code").ok_or_else(|| self.fail("the login came back without a code"))
+    }
+
+    /// The mix-up defence of RFC 9207: the browser may come back from
+    /// another authorization server than the one this login went to (a
+    /// server the user also uses, steered by an attacker), and its code
+    /// redeemed at ours, or ours at its token endpoint, hands the attacker
+    /// a code and the PKCE verifier together. An `iss` that is not our
+    /// issuer is refused whether it was promised or not; a missing one is
+    /// refused where the metadata promised it. The comparison is exact, as
+    /// the RFC asks (the query's percent-encoding undone, nothing else).
+    fn check_response_issuer(&self, iss: Option<String>) -> Result<()> {
+        let ours = &self.issuer().issuer;
+        match iss {
+            Some(iss) if &iss != ours => Err(self.fail(format!(
+                "the login came back from the issuer {iss}, not from {ours} where it was sent (RFC 9207 mix-up defence); the code was not redeemed"
+            ))),
+            None if self.issuer().iss_in_response => Err(self.fail(format!(
+                "the login came back without iss, which the authorization server {ours} promises (authorization_response_iss_parameter_supported); the code was not redeemed"
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// Who we are: pre-registered (`opts.auth.client_id`), a Client ID
@@ -875,12 +979,23 @@ impl Authorizer {
                 "the token endpoint {endpoint} gave a {token_type} token; this client sends Bearer tokens only"
             )));
         }
+        let refresh = text(&reply, "refresh_token");
+        for (name, token) in [("access", Some(&access)), ("refresh", refresh.as_ref())] {
+            // A token goes into an HTTP header on every request: one with
+            // a line break or another control byte would fail each of
+            // them (or smuggle a header), and once saved, every later run.
+            if token.is_some_and(|t| t.bytes().any(|b| b < 0x20 || b == 0x7f)) {
+                return Err(self.fail(format!(
+                    "the token endpoint {endpoint} gave a {name} token with control characters; it was neither used nor saved"
+                )));
+            }
+        }
         let expires_at = match reply.get("expires_in") {
             Some(Json::Int(seconds)) => Some(now_seconds().saturating_add(*seconds)),
             Some(Json::Float(seconds)) if seconds.is_finite() => Some(now_seconds().saturating_add(*seconds as i64)),
             _ => None,
         };
-        Ok(Tokens { access, refresh: text(&reply, "refresh_token"), expires_at, scope: text(&reply, "scope") })
+        Ok(Tokens { access, refresh, expires_at, scope: text(&reply, "scope") })
     }
 
     /// A form POSTed to a token endpoint; its JSON reply, which must come
@@ -934,6 +1049,7 @@ impl Authorizer {
         if let Some(idp_secret) = &idp.client_secret {
             exchange.push(("client_secret", idp_secret.clone()));
         }
+        self.check_sendable(&idp.token_endpoint, "the identity provider's token endpoint")?;
         let reply = self.post_form(&idp.token_endpoint, &exchange, None)?;
         let grant = text(&reply, "access_token").ok_or_else(|| {
             self.fail(format!(
@@ -961,6 +1077,19 @@ impl Authorizer {
         Ok(tokens)
     }
 
+    /// A request to the authorization server (or identity provider) that
+    /// got no whole answer: Ctrl-C, the time limit, or the connection.
+    fn request_failed(&self, endpoint: &str, e: ureq::Error) -> Error {
+        match e {
+            e if interrupted(&e) => Error::Interrupted { what: "login".into() },
+            ureq::Error::Timeout(_) => self.fail(format!(
+                "the request to {endpoint} timed out: no whole answer within {} s (opts.timeout)",
+                seconds_text(self.settings.timeout)
+            )),
+            e => self.fail(format!("the request to {endpoint} failed ({e})")),
+        }
+    }
+
     /// Status and JSON body of an authorization server's reply (an empty
     /// object when the body is not JSON).
     fn read_reply(
@@ -968,12 +1097,15 @@ impl Authorizer {
         endpoint: &str,
         response: std::result::Result<ureq::http::Response<ureq::Body>, ureq::Error>,
     ) -> Result<(u16, Json)> {
-        let mut response = response.map_err(|e| match e {
-            e if interrupted(&e) => Error::Interrupted { what: "login".into() },
-            e => self.fail(format!("the request to {endpoint} failed ({e})")),
-        })?;
+        let mut response = response.map_err(|e| self.request_failed(endpoint, e))?;
         let status = response.status().as_u16();
-        let body = response.body_mut().with_config().limit(1 << 20).read_to_vec().unwrap_or_default();
+        // A body cut off by the time limit is the endpoint's silence, not
+        // an empty answer: reported as such, never parsed.
+        let body = match response.body_mut().with_config().limit(1 << 20).read_to_vec() {
+            Ok(body) => body,
+            Err(e @ (ureq::Error::Timeout(_) | ureq::Error::Io(_))) => return Err(self.request_failed(endpoint, e)),
+            Err(_) => Vec::new(),
+        };
         let reply = match codec::decode(&body) {
             Ok(doc @ Json::Object(_)) => doc,
             _ => Json::Object(Vec::new()),

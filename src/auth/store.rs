@@ -9,15 +9,32 @@
 //! readable by its owner only (0600), and rewritten through a new file
 //! that replaces it, so a reader never sees half a record and a crash
 //! never leaves one.
+//!
+//! Several processes may log in at once (an editor and an agent, six
+//! agents started together): each save re-reads the file and writes it
+//! whole, so two saves at once would keep one of their records. A save
+//! therefore holds an advisory lock (`flock` on `PATH.lock`, beside the
+//! store) from its read to its rename. And the store steers logins (it
+//! holds the registration and which issuer a secret goes to), so a file
+//! someone else could have written is refused, as ssh refuses such keys.
 
-use std::fs::{self, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use crate::auth::pkce::random_text;
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
+use crate::interrupt;
+
+/// How long a save waits for another process's save to finish: a save
+/// takes milliseconds, so a lock held this long belongs to a process
+/// that hangs.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// What keeps records: see the module doc.
 pub trait Store {
@@ -28,6 +45,13 @@ pub trait Store {
 /// The key a record is kept under.
 pub fn key(issuer: &str, resource: &str) -> String {
     format!("{issuer} {resource}")
+}
+
+/// The key of the record naming the issuer a pre-registered client's
+/// secret is bound to. (No issuer is a single word, so this cannot meet
+/// a login's key.)
+pub fn secret_binding_key(client_id: &str) -> String {
+    format!("secret-of {client_id}")
 }
 
 /// One JSON object in a file, a record per key.
@@ -44,6 +68,7 @@ impl FileStore {
     /// is not a JSON object is refused rather than replaced: the path may
     /// name a file that is not ours.
     fn read_all(&self) -> Result<Vec<(Vec<u8>, Json)>> {
+        self.check_owner()?;
         let text = match fs::read(&self.path) {
             Ok(text) => text,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
@@ -61,6 +86,73 @@ impl FileStore {
     }
 }
 
+impl FileStore {
+    /// Refuses a store another user owns or could have written.
+    fn check_owner(&self) -> Result<()> {
+        let metadata = match fs::metadata(&self.path) {
+            Ok(metadata) => metadata,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+            Err(e) => {
+                return Err(Error::BadInput(format!("mcp: cannot read the token store {}: {e}", self.describe())))
+            }
+        };
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if metadata.uid() != me {
+            return Err(Error::BadInput(format!(
+                "mcp: the token store {} belongs to another user (uid {}), who could steer every login through it; use a store of your own (opts.auth.store) or chown it",
+                self.describe(),
+                metadata.uid()
+            )));
+        }
+        let mode = metadata.mode() & 0o777;
+        if mode & 0o022 != 0 {
+            return Err(Error::BadInput(format!(
+                "mcp: the token store {} can be written by others (mode {mode:03o}), who could steer every login through it; run chmod 600 {}",
+                self.describe(),
+                self.describe()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The advisory lock beside the store, held until the file drops.
+    /// Waits for another save at most [`LOCK_WAIT`], giving way to Ctrl-C.
+    fn lock(&self) -> Result<File> {
+        let mut path = self.path.clone().into_os_string();
+        path.push(".lock");
+        let path = PathBuf::from(path);
+        let fail =
+            |why: String| Error::BadInput(format!("mcp: cannot lock the token store {}: {why}", self.describe()));
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|e| fail(format!("{e} ({})", path.display())))?;
+        let deadline = Instant::now() + LOCK_WAIT;
+        loop {
+            // SAFETY: the descriptor is open for as long as `file` lives.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(file);
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != ErrorKind::WouldBlock && e.kind() != ErrorKind::Interrupted {
+                return Err(fail(e.to_string()));
+            }
+            if interrupt::requested() {
+                return Err(Error::Interrupted { what: "login".into() });
+            }
+            if Instant::now() >= deadline {
+                return Err(fail(format!("another process has held {} for {} s", path.display(), LOCK_WAIT.as_secs())));
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
 impl Store for FileStore {
     fn load(&mut self, key: &str) -> Result<Option<Json>> {
         let pairs = self.read_all()?;
@@ -68,6 +160,9 @@ impl Store for FileStore {
     }
 
     fn save(&mut self, key: &str, record: &Json) -> Result<()> {
+        // Re-read under the lock: another process may have saved since
+        // this one last read.
+        let _lock = self.lock()?;
         let mut pairs = self.read_all()?;
         pairs.retain(|(k, _)| k != key.as_bytes());
         pairs.push((key.as_bytes().to_vec(), record.clone()));
@@ -119,6 +214,48 @@ mod tests {
         assert_eq!(found.get("access_token"), Some(&Json::str("B")));
         assert!(store.load(&key("https://other", "https://b/mcp")).unwrap().is_none());
         assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn saves_from_many_writers_at_once_keep_every_record() {
+        let path = scratch("concurrent");
+        let writers: Vec<_> = (0..8)
+            .map(|w| {
+                let path = path.clone();
+                thread::spawn(move || {
+                    // A store each, as separate processes would have.
+                    let mut store = FileStore { path };
+                    for i in 0..12 {
+                        store.save(&format!("w{w} r{i}"), &Json::Int(i)).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        let mut store = FileStore { path: path.clone() };
+        for w in 0..8 {
+            for i in 0..12 {
+                assert_eq!(store.load(&format!("w{w} r{i}")).unwrap(), Some(Json::Int(i)), "w{w} r{i}");
+            }
+        }
+        fs::remove_file(&path).unwrap();
+        let _ = fs::remove_file(format!("{}.lock", path.display()));
+    }
+
+    #[test]
+    fn a_store_others_can_write_is_refused_saying_how_to_fix_it() {
+        let path = scratch("wide");
+        fs::write(&path, "{}").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o664)).unwrap();
+        let mut store = FileStore { path: path.clone() };
+        let e = store.load("k").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!("mcp: the token store {0} can be written by others (mode 664), who could steer every login through it; run chmod 600 {0}", path.display())
+        );
         fs::remove_file(path).unwrap();
     }
 

@@ -186,9 +186,10 @@ pub(super) fn deliver_notifications(lua: &Cx, client: &Table, notes: Vec<Json>) 
     let Some(Beside { on_notification: Some(callback), .. }) = state_of(lua, client)? else { return Ok(()) };
     for note in notes {
         let msg = to_lua(lua, &note)?;
-        // A failing callback must not break the client: its error is
-        // dropped, and the next notification is delivered as usual.
-        let _ = call_lua(lua, callback.clone(), msg);
+        // As on a live client (see `listener_failed`).
+        if let Err(Raise::Lua(error)) = call_lua(lua, callback.clone(), msg) {
+            listener_failed(error);
+        }
     }
     Ok(())
 }

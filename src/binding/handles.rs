@@ -488,8 +488,10 @@ fn finish(lua: &Cx, handle: &Table, state: &HandleState, client: Option<&Table>)
     if let Some(client) = client {
         let pending = pending_table(lua, client)?;
         if let Value::Function(on_done) = pending.raw_get::<Value>(handle.clone())? {
-            pending.raw_set(handle.clone(), Value::Nil)?;
-            call_on_done(lua, on_done, state)?;
+            if !callback_pending() {
+                pending.raw_set(handle.clone(), Value::Nil)?;
+                call_on_done(lua, on_done, state)?;
+            }
         }
         run_on_done(lua, client)?;
     }
@@ -512,9 +514,11 @@ fn call_on_done(lua: &Cx, on_done: Function, state: &HandleState) -> Outcome<()>
             args.push_back(v);
         }
     }
-    // As with on_notification, a failing callback must not break the
-    // client or the loop that dispatches.
-    let _ = call_lua(lua, on_done, args);
+    // Its error reaches whoever ran it (dispatch, wait, a call), once the
+    // client is consistent: see `callback_failed`.
+    if let Err(Raise::Lua(error)) = call_lua(lua, on_done, args) {
+        callback_failed(error);
+    }
     Ok(())
 }
 
@@ -548,13 +552,17 @@ pub(super) fn run_on_done(lua: &Cx, client: &Table) -> Outcome<usize> {
         Ok(ready)
     })
     .unwrap_or_default();
-    for (handle, _, _) in &ready {
-        pending.raw_set(handle.clone(), Value::Nil)?;
-    }
-    let ran = ready.len();
-    for (_, ud, on_done) in ready {
+    // After a callback raised, the rest stay pending for the next
+    // dispatch or wait: each runs once, and none is lost.
+    let mut ran = 0;
+    for (handle, ud, on_done) in ready {
+        if callback_pending() {
+            break;
+        }
+        pending.raw_set(handle, Value::Nil)?;
         let state = ud.borrow::<HandleState>()?;
         call_on_done(lua, on_done, &state)?;
+        ran += 1;
     }
     Ok(ran)
 }

@@ -199,7 +199,11 @@ impl LuaHost<'_, '_> {
         let Ok(Some(callback)) = progress.raw_get::<Option<Function>>(token) else { return };
         self.ran += 1;
         let field = |name: &str| to_lua_opt(self.lua, params.get(name)).unwrap_or(Value::Nil);
-        let _ = call_lua(self.lua, callback, (field("progress"), field("total"), field("message")));
+        if let Err(Raise::Lua(error)) =
+            call_lua(self.lua, callback, (field("progress"), field("total"), field("message")))
+        {
+            callback_failed(error);
+        }
     }
 }
 
@@ -262,8 +266,7 @@ impl Peer for LuaHost<'_, '_> {
     /// The callback for its kind first (`on_log` gets the params,
     /// `on_resource_updated` the uri, `on_list_changed` "tools",
     /// "resources" or "prompts"), then `on_notification` with the whole
-    /// message. A failing callback must not break the client: its error
-    /// is dropped.
+    /// message. A listener's error is dropped (see `listener_failed`).
     fn notification(&mut self, note: Json) {
         if let Some(collected) = self.collected.as_mut() {
             collected.push(note.clone());
@@ -293,14 +296,18 @@ impl Peer for LuaHost<'_, '_> {
             if let Ok(Some(callback)) = callbacks.raw_get::<Option<Function>>(name) {
                 self.ran += 1;
                 if let Ok(argument) = to_lua_opt(self.lua, argument.as_ref()) {
-                    let _ = call_lua(self.lua, callback, argument);
+                    if let Err(Raise::Lua(error)) = call_lua(self.lua, callback, argument) {
+                        listener_failed(error);
+                    }
                 }
             }
         }
         let Some(callback) = &self.on_notification else { return };
         self.ran += 1;
         if let Ok(msg) = to_lua(self.lua, &note) {
-            let _ = call_lua(self.lua, callback.clone(), msg);
+            if let Err(Raise::Lua(error)) = call_lua(self.lua, callback.clone(), msg) {
+                listener_failed(error);
+            }
         }
     }
 
@@ -338,10 +345,16 @@ impl Peer for LuaHost<'_, '_> {
                     Err(Raise::Lua(_)) => failure(format!("the handler for {method} failed")),
                 },
             },
-            Err(Raise::Lua(err)) => match lua_tostring(self.lua, err) {
-                Ok(bytes) => failure(String::from_utf8_lossy(&bytes).into_owned()),
-                Err(_) => failure(format!("the handler for {method} failed")),
-            },
+            Err(Raise::Lua(err)) => {
+                // The server is answered either way; the host's interrupt
+                // also reaches the caller, since a handler may run long
+                // (sampling asks a model) and Ctrl-C then lands in it.
+                listener_failed(err.clone());
+                match lua_tostring(self.lua, err) {
+                    Ok(bytes) => failure(String::from_utf8_lossy(&bytes).into_owned()),
+                    Err(_) => failure(format!("the handler for {method} failed")),
+                }
+            }
             Err(Raise::Mcp(e)) => failure(e.to_string()),
         }
     }

@@ -212,7 +212,13 @@ fn export(lua: &Lua, cell: &Rc<OnceCell<Glue>>, f: fn(&Cx, MultiValue) -> Outcom
         let result = match cell.get() {
             Some(glue) => {
                 let check = hook_watch(lua);
-                guarded(|| interrupt::watching(check, || f(&Cx { lua, glue }, args)))
+                let outer = CALLBACK_ERROR.with(|slot| slot.take());
+                let result = guarded(|| interrupt::watching(check, || f(&Cx { lua, glue }, args)));
+                let raised = CALLBACK_ERROR.with(|slot| slot.replace(outer));
+                match raised {
+                    Some(v) => Err(Raise::Lua(v)),
+                    None => result,
+                }
             }
             None => Err(Raise::Mcp(Error::Lua("the module was not set up".into()))),
         };
@@ -232,6 +238,49 @@ fn export(lua: &Lua, cell: &Rc<OnceCell<Glue>>, f: fn(&Cx, MultiValue) -> Outcom
         }
         Ok(out)
     })
+}
+
+thread_local! {
+    /// The first error a Lua callback raised during the current export.
+    static CALLBACK_ERROR: RefCell<Option<Value>> = const { RefCell::new(None) };
+}
+
+/// A request's own callback (`on_done`, `on_progress`) raised `error`.
+/// Dropping it would drop the host's Ctrl-C too, which lua.c raises from
+/// inside whatever Lua code runs: so the wait in progress ends as Ctrl-C
+/// ends it (its request cancelled, the client's state kept whole), and
+/// the export raises the first such error instead of returning.
+fn callback_failed(error: Value) {
+    CALLBACK_ERROR.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(error);
+        }
+    });
+    interrupt::request();
+}
+
+/// A client-wide listener (`on_notification`, `on_log`,
+/// `on_resource_updated`, `on_list_changed`, a handler) raised `error`.
+/// Listeners run during whichever request happens to be waiting, which
+/// their bug must not fail, so the error is dropped (a handler's answers
+/// the server); but the host's interrupt is never dropped.
+fn listener_failed(error: Value) {
+    if is_interrupt(&error) {
+        callback_failed(error);
+    }
+}
+
+/// Whether a callback has raised during the current export: the callbacks
+/// still to run then wait for the next `dispatch` or `wait`.
+fn callback_pending() -> bool {
+    CALLBACK_ERROR.with(|slot| slot.borrow().is_some())
+}
+
+/// Whether this callback's error is the host's interrupt (lua.c's and
+/// LuaJIT's hook raise "interrupted!", after the position if any).
+fn is_interrupt(error: &Value) -> bool {
+    matches!(error, Value::String(s) if s.as_bytes().ends_with(b"interrupted!"))
 }
 
 /// Runs `call`, turning a panic into [`Error::Internal`] with its message.

@@ -25,6 +25,7 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::time::{Duration, Instant};
 
 use std::sync::{Arc, Mutex};
@@ -42,13 +43,35 @@ pub struct Recording {
     start: Instant,
 }
 
-/// Opens `path` for appending (created if missing).
+/// Opens `path` for appending, created if missing. A recording holds
+/// tool arguments and results, which may be secrets: it is created
+/// readable by its owner only (0600), never through a symbolic link
+/// (someone else's link would send it wherever they point), and only a
+/// regular file of this user's is appended to. The open does not block
+/// (a FIFO planted at the path would hold `mcp.new` for ever) and the
+/// check is made on what was opened, not on the path.
 pub fn open_for_recording(path: &str) -> Result<File> {
-    std::fs::OpenOptions::new()
+    let fail = |why: String| Error::BadInput(format!("mcp.new: cannot open opts.record {path}: {why}"));
+    let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
-        .map_err(|e| Error::BadInput(format!("mcp.new: cannot open opts.record {path}: {e}")))
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => fail("it is a symbolic link; give the file's own path".into()),
+            _ => fail(e.to_string()),
+        })?;
+    let metadata = file.metadata().map_err(|e| fail(e.to_string()))?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if !metadata.file_type().is_file() {
+        return Err(fail("it is not a regular file".into()));
+    }
+    if metadata.uid() != me {
+        return Err(fail(format!("it belongs to another user (uid {})", metadata.uid())));
+    }
+    Ok(file)
 }
 
 impl Recording {
