@@ -233,6 +233,75 @@ describe('callbacks and dispatch', function()
     assert.is_true(t:done())
     client:close()
   end)
+
+  it("an error in on_done reaches dispatch's caller, and the other ready callbacks wait for the next dispatch", function()
+    local client = sleepy()
+    local ran = {}
+    for _, label in ipairs({ 'a', 'b' }) do
+      client:call_async('sleep', { ms = 10, label = label }, { on_done = function(_, text)
+        ran[#ran + 1] = text
+        error('on_done failed for ' .. text, 0)
+      end })
+    end
+    os.execute('sleep 0.3') -- both settle meanwhile (a call would run their on_done)
+    local _, first = pcall(client.dispatch, client)
+    assert.same({ 'on_done failed for ' .. ran[1] }, { first })
+    assert.equal(1, #ran)
+    local _, second = pcall(client.dispatch, client)
+    assert.same({ 'on_done failed for ' .. ran[2] }, { second })
+    assert.same({ 'a', 'b' }, { math.min(ran[1], ran[2]), math.max(ran[1], ran[2]) })
+    assert.equal(0, client:dispatch())
+    assert.equal('after', (client:call('sleep', { ms = 1, label = 'after' })))
+    client:close()
+  end)
+
+  it('an error in on_progress ends the call with that error and cancels it at the server #peer', function()
+    local client = mcp.new({ command = H.everything_argv() })
+    local t0 = mcp.clock()
+    assert.has_error(function()
+      client:call('trigger-long-running-operation', { duration = 10, steps = 50 },
+        { on_progress = function() error('seen enough', 0) end })
+    end, 'seen enough')
+    assert.is_true(mcp.clock() - t0 < 5, 'the call ran on for ' .. (mcp.clock() - t0) .. ' s')
+    assert.equal('Echo: after', (client:call('echo', { message = 'after' })))
+    client:close()
+  end)
+
+  -- lua.c's SIGINT handler raises "interrupted!" from inside whatever Lua
+  -- code runs next: here, a callback that takes its time.
+  for _, case in ipairs({
+    { 'on_done run from dispatch', [[
+        c:call_async('sleep', { ms = 10 }, { on_done = busy })
+        os.execute('sleep 0.1')
+        local ok, err = pcall(function() while mcp.clock() - t0 < 6 do c:dispatch() end end)
+        report(ok, err)]] },
+    { 'on_notification during a call', [[
+        local ok, err = pcall(c.call, c, 'chatty', { n = 1 })
+        report(ok, err)]], 'on_notification = busy' },
+  }) do
+    it('SIGINT inside ' .. case[1] .. ' stops the host', function()
+      local out, status = H.run_lua(string.format([[
+        local mcp = require('mcp')
+        local f = io.open('/proc/self/stat')
+        local self_pid = f:read('*n')
+        f:close()
+        local function busy() local t = mcp.clock(); while mcp.clock() - t < 4 do end end
+        local c = mcp.new({ command = { %q, %q }, %s })
+        c:call('sleep', { ms = 1 })
+        os.execute(string.format('(sleep 0.5; kill -INT %%d) &', self_pid))
+        local t0 = mcp.clock()
+        local function report(ok, err)
+          print(string.format('returned after %%.2f s: %%s %%s', mcp.clock() - t0, tostring(ok), tostring(err)))
+        end
+        %s
+        c:close()
+      ]], H.LUA, H.ROOT .. '/lua/servers/sleepy.lua', case[3] or '', case[2]))
+      assert.equal(0, status, out)
+      local seconds, raised = out:match('returned after (%S+) s: false ([^\n]*)')
+      assert.is_truthy(raised and raised:find('interrupted!$'), out)
+      assert.is_true(tonumber(seconds) < 3, out)
+    end)
+  end
 end)
 
 describe('the async API on other clients', function()

@@ -6,6 +6,8 @@ local trace = require('trace')
 local CLI = H.LUA .. ' ' .. H.ROOT .. '/bin/lua-mcp'
 local COUNTER = '--mcp ' .. string.format('%q', H.COUNTER)
 local EVERYTHING = '--mcp ' .. string.format('%q', 'node ' .. H.EVERYTHING .. ' stdio')
+-- Terminal escapes in every string it sends (spec/servers/faulty.lua).
+local HOSTILE = '--mcp ' .. string.format('%q', H.faulty_line('hostile'))
 
 -- stdout, stderr and the exit status of one run.
 local function cli(args, env)
@@ -107,6 +109,65 @@ describe('the lua-mcp command', function()
     out, err, status = cli('--url http://127.0.0.1:1/mcp ping')
     assert.equal(1, status)
     assert.equal('lua-mcp: MCP transport failed (7): cannot reach the MCP server at http://127.0.0.1:1/mcp\n', err)
+  end)
+
+  -- A terminal obeys what it is sent: OSC 52 writes the clipboard, CSI 2 J
+  -- clears the screen, SGR 8 hides text, and 0x9B or U+009B is a CSI of
+  -- its own. The listings show each control character as an escape.
+  it('listings escape the control characters in names, arguments, descriptions and MIME types', function()
+    local out, err, status = cli(HOSTILE .. ' tools')
+    assert.equal(0, status, err)
+    assert.equal(table.concat({
+      'TOOL                          ARGUMENTS  DESCRIPTION',
+      'clip\\e]52;c;cm0gLXJmIH4=\\x07  a\\x9bb*    Copies.\\e[2J\\e[H Cleared.',
+      'money                                    Café: 5 €; \\u009b31m red \\x7f',
+      'two\\nlines\\r                             line one line two three \\e[8mhidden',
+      '',
+    }, '\n'), out)
+    out = cli(HOSTILE .. ' resources')
+    assert.equal('URI             NAME       TYPE\nfile:///x\\e[2J  notes\\x9b  text/plain\\x07\n', out)
+    out = cli(HOSTILE .. ' prompts')
+    assert.equal('PROMPT      ARGUMENTS  DESCRIPTION\ngreet\\e[5m  who\\x9b*   Says hi\\x07\n', out)
+  end)
+
+  it('info escapes the server name, version, capability names and instructions', function()
+    local out, err, status = cli(HOSTILE .. ' info')
+    assert.equal(0, status, err)
+    assert.equal(table.concat({
+      'server:       evil\\e]52;c;cm0gLXJmIH4=\\x07 1.0\\e[2J',
+      'protocol:     2025-06-18',
+      'capabilities: prompts, resources, tools, x\\e[31m (flag\\x9b)',
+      'instructions: Be nice. \\e[8mhidden\\e[28m',
+      '',
+    }, '\n'), out)
+  end)
+
+  it('call, read and prompt keep newlines, tabs and CRLF, and escape every other control character', function()
+    local out, err, status = cli(HOSTILE .. ' call say')
+    assert.equal(0, status, err)
+    assert.equal('line 1\n\tindented\r\nline 3 \\e]52;c;cm0gLXJmIH4=\\x07\\e[2J bell\\x07 del\\x7f nul\\x00 cr\\r'
+      .. ' c1 \\x9b \\u0085 café €\n', out)
+    out = cli(HOSTILE .. ' read file:///r')
+    assert.equal('read me\n\\e[31mred\\e[0m\n(file:///b\\e[2J: image/png\\x07, 4 bytes of base64)\n', out)
+    out = cli(HOSTILE .. ' prompt greet who=x')
+    assert.equal('# A \\e[2Jgreeting\nuser\\e[8m: Hi\n\\e]0;title\\x07there\n', out)
+  end)
+
+  it('a tool error and a server error message reach stderr escaped too', function()
+    local out, err, status = cli(HOSTILE .. ' call fail')
+    assert.equal(1, status)
+    assert.equal('', out)
+    assert.equal('lua-mcp: fail reported an error: denied\\e[2J\nsee\\x07\n', err)
+    out, err, status = cli(HOSTILE .. ' call refuse')
+    assert.equal(1, status)
+    assert.equal('lua-mcp: MCP tools/call refuse failed: no\\e]0;owned\\x07 (code -32000)\n', err)
+  end)
+
+  it('--json prints the server text as it came, for programs to read', function()
+    local out, err, status = cli(HOSTILE .. ' read file:///r --json')
+    assert.equal(0, status, err)
+    assert.equal('[{"text":"read me\\n\\u001b[31mred\\u001b[0m","uri":"file:///r"},'
+      .. '{"blob":"AAAA","mimeType":"image/png\\u0007","uri":"file:///b\\u001b[2J"}]\n', out)
   end)
 
   it('--help, for the tool and for each command', function()

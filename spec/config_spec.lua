@@ -147,6 +147,59 @@ describe('config files', function()
     assert.equal('https://example.com/mcp', specs.w.url)
   end)
 
+  it("a relative cwd and envFile are both read from the config file's directory, not the caller's", function()
+    local dir = H.tmpname()
+    os.execute('mkdir -p ' .. dir .. '/work')
+    local env_file = assert(io.open(dir .. '/work/vars.env', 'w'))
+    env_file:write('WHERE=beside the config\n')
+    env_file:close()
+    local path = dir .. '/mcp.json'
+    local f = assert(io.open(path, 'w'))
+    f:write(string.format('{"mcpServers": {"s": {"command": %q, "args": [%q, "plain"], "cwd": "work", "envFile": "work/vars.env"}}}',
+      H.LUA, H.ROOT .. '/spec/servers/faulty.lua'))
+    f:close()
+    -- opts.workspace names ${workspaceFolder}; it is not where relative paths start
+    local specs = mcp.load_config(path, { workspace = H.ROOT })
+    assert.equal(dir .. '/work', specs.s.cwd)
+    assert.same({ WHERE = 'beside the config' }, specs.s.env)
+    local client = mcp.connect(specs).s
+    assert.equal(dir .. '/work', (client:call('cwd')))
+    client:close()
+    os.execute('rm -rf ' .. dir)
+  end)
+
+  -- Left to the spawn, a missing cwd blames the command: "MCP transport
+  -- failed (127): MCP server produced no output (CMD): No such file or
+  -- directory (os error 2)".
+  it('a cwd that is not there fails in load_config, naming the file, the server and the directory', function()
+    local dir = H.tmpname()
+    os.execute('mkdir -p ' .. dir)
+    local file = assert(io.open(dir .. '/file', 'w'))
+    file:close()
+    local function config_with_cwd(cwd)
+      local path = dir .. '/mcp.json'
+      local f = assert(io.open(path, 'w'))
+      f:write(string.format('{"mcpServers": {"ok": {"command": "true"}, "s": {"command": "true", "cwd": %q}}}', cwd))
+      f:close()
+      return path
+    end
+    local path = config_with_cwd('work')
+    assert.has.error(function() mcp.load_config(path) end, 'mcp.load_config: server s.cwd in ' .. path
+      .. ': there is no directory ' .. dir .. '/work (cwd "work", read from the config file\'s directory)')
+    config_with_cwd('/no/such/dir')
+    assert.has.error(function() mcp.load_config(path) end,
+      'mcp.load_config: server s.cwd in ' .. path .. ': there is no directory /no/such/dir')
+    -- a file is not a directory either
+    config_with_cwd('file')
+    assert.has.error(function() mcp.load_config(path) end, 'mcp.load_config: server s.cwd in ' .. path
+      .. ': there is no directory ' .. dir .. '/file (cwd "file", read from the config file\'s directory)')
+    -- a table has no file: opts.workspace is where a relative cwd starts
+    assert.has.error(function()
+      mcp.load_config({ mcpServers = { s = { command = 'true', cwd = 'work' } } }, { workspace = dir })
+    end, 'mcp.load_config: server s.cwd: there is no directory ' .. dir .. '/work (cwd "work", read from opts.workspace)')
+    os.execute('rm -rf ' .. dir)
+  end)
+
   it('the old SSE transport and other mistakes are refused with what to do', function()
     local cases = {
       { { mcpServers = { legacy = { type = 'sse', url = 'http://127.0.0.1:1/sse' } } },

@@ -20,6 +20,41 @@ describe('the native module', function()
     assert.is_nil(reference._VERSION)
   end)
 
+  it('a module installed over one a running process has loaded leaves that process running', function()
+    local dir = H.tmpname()
+    os.execute('mkdir -p ' .. dir)
+    local install = 'sh ' .. H.ROOT .. '/scripts/install-module.sh ' .. H.ROOT .. '/mcp.so ' .. dir .. '/mcp.so'
+    assert.equal(0, select(2, H.command(install)))
+    local ready = dir .. '/ready'
+    local out_path = dir .. '/out'
+    os.execute(string.format([[%s -e '
+      package.cpath = "%s/?.so"
+      local mcp = require("mcp")
+      io.open("%s", "w"):close()
+      local t = mcp.clock()
+      while mcp.clock() - t < 1 do end
+      print(mcp.json_encode({ still = "here" }), mcp.clock() > t)
+    ' > %s 2>&1 &]], H.LUA, dir, ready, out_path))
+    for _ = 1, 100 do
+      if H.slurp(ready) then break end
+      os.execute('sleep 0.05')
+    end
+    assert.equal(0, select(2, H.command(install)))
+    os.execute('sleep 1.5')
+    assert.equal('{"still":"here"}\ttrue\n', H.slurp(out_path))
+    os.execute('rm -rf ' .. dir)
+  end)
+
+  it('make build and the LuaRocks build install the module by rename', function()
+    for _, lua in ipairs({ '5.4', '5.1' }) do
+      local plan = H.command('make -s -n -C ' .. H.ROOT .. ' build LUA=' .. lua)
+      assert.is_truthy(plan:find('sh scripts/install%-module%.sh target/[^ ]*libmcp%.so mcp%.so'), plan)
+      assert.is_nil(plan:find('cp [^\n]*mcp%.so'), plan)
+    end
+    local rock = H.slurp(H.ROOT .. '/scripts/rock-build.sh')
+    assert.is_truthy(rock:find('install-module.sh "$built" target/rock/mcp.so', 1, true))
+  end)
+
   it('mcp.clock counts seconds on a monotonic clock', function()
     local mcp = H.native()
     local a = mcp.clock()

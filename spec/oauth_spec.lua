@@ -292,6 +292,216 @@ describe('OAuth login', function()
     assert.equal(0, stats().authorize)
   end)
 
+  describe('the redirect names its issuer (RFC 9207 mix-up defence)', function()
+    it('an iss naming another issuer is refused before the code is redeemed', function()
+      control('iss=wrong')
+      assert.equal(authorization_failed('the login came back from the issuer https://attacker.invalid, not from '
+        .. base .. ' where it was sent (RFC 9207 mix-up defence); the code was not redeemed'),
+        login_error({ authorize = headless }))
+      assert.equal(1, stats().authorize)
+      assert.is_nil(stats().token.authorization_code)
+    end)
+
+    it('a missing iss is refused where the metadata promises it, and taken where it does not', function()
+      control('iss=missing')
+      assert.equal(authorization_failed('the login came back without iss, which the authorization server ' .. base
+        .. ' promises (authorization_response_iss_parameter_supported); the code was not redeemed'),
+        login_error({ authorize = headless }))
+      assert.is_nil(stats().token.authorization_code)
+      control('no_iss_support=1')
+      local c = client({ authorize = headless })
+      assert.is_string(c:call('whoami', {}))
+      c:close()
+    end)
+
+    it('an iss naming another issuer is refused even where none was promised', function()
+      control('iss=wrong&no_iss_support=1')
+      assert.equal(authorization_failed('the login came back from the issuer https://attacker.invalid, not from '
+        .. base .. ' where it was sent (RFC 9207 mix-up defence); the code was not redeemed'),
+        login_error({ authorize = headless }))
+    end)
+  end)
+
+  describe('plain HTTP off this machine', function()
+    -- [::ffff:127.0.0.1] reaches this server, but as written it is not
+    -- loopback: it stands in for a remote host reached over plain HTTP.
+    local function remote(b) return (b:gsub('127%.0%.0%.1', '[::ffff:7f00:1]')) end
+
+    it('a login for a plain-HTTP server on another host is refused before any metadata is read', function()
+      local url = remote(base) .. '/mcp'
+      local c = mcp.new({ url = url, timeout = 10, auth = { authorize = never } })
+      local ok, err = pcall(c.call, c, 'whoami', {})
+      c:close()
+      assert.is_false(ok)
+      assert.equal('MCP authorization for ' .. url .. ' failed: it is plain HTTP on another host, and a login would'
+        .. ' send its tokens in clear; HTTPS is required (plain HTTP is allowed only to this machine: localhost,'
+        .. ' 127.0.0.0/8 or [::1])', err)
+      assert.same({}, stats().metadata)
+    end)
+
+    it('an authorization server reached over plain HTTP on another host is not believed', function()
+      control('remote_issuer=1')
+      assert.equal(authorization_failed('the authorization server metadata at ' .. remote(base)
+        .. '/.well-known/oauth-authorization-server would come over plain HTTP from another host; HTTPS is'
+        .. ' required (plain HTTP is allowed only to this machine: localhost, 127.0.0.0/8 or [::1])'),
+        login_error({ authorize = never }))
+      assert.is_nil(stats().metadata['/.well-known/oauth-authorization-server'])
+    end)
+  end)
+
+  describe('a pre-registered secret goes only where it was first used', function()
+    local function pre(extra)
+      local auth = { authorize = headless, client_id = 'pre', client_secret = 'pre-secret', store = store }
+      for k, v in pairs(extra or {}) do auth[k] = v end
+      return client(auth)
+    end
+    local function bound_error()
+      return authorization_failed('it names the authorization server ' .. base .. '/second, and the pre-registered'
+        .. ' client pre is bound to ' .. base .. ', the first it was used with; nothing was sent there'
+        .. ' (set opts.auth.issuer to move it)')
+    end
+
+    it('another issuer named mid-session gets nothing', function()
+      local c = pre()
+      c:call('whoami', {})
+      control('second=1')
+      control('revoke=1')
+      local ok, err = pcall(c.call, c, 'whoami', {})
+      c:close()
+      assert.is_false(ok)
+      assert.equal(bound_error(), err)
+      assert.same({}, stats().second)
+    end)
+
+    it('the binding is kept in the store, and opts.auth.issuer moves it', function()
+      local first = pre()
+      first:call('whoami', {})
+      first:close()
+      control('second=1')
+      control('revoke=1')
+      local restarted = pre()
+      local ok, err = pcall(restarted.call, restarted, 'whoami', {})
+      restarted:close()
+      assert.is_false(ok)
+      assert.equal(bound_error(), err)
+      assert.same({}, stats().second)
+      local moved = pre({ issuer = base .. '/second' })
+      assert.is_string(moved:call('whoami', {}))
+      moved:close()
+      assert.equal(1, stats().second['/token'])
+    end)
+  end)
+
+  describe('what the token endpoint gives is checked when it arrives', function()
+    for _, which in ipairs({ 'access', 'refresh' }) do
+      it('an issued ' .. which .. ' token with CR LF is refused and never saved', function()
+        control('control_token=' .. which)
+        assert.equal(authorization_failed('the token endpoint ' .. base .. '/token gave a ' .. which
+          .. ' token with control characters; it was neither used nor saved'),
+          login_error({ authorize = headless, store = store }))
+        local text = H.slurp(store) or '{}'
+        assert.is_nil(trace.decode(text)[base .. ' ' .. base .. '/mcp'])
+      end)
+    end
+
+    for _, case in ipairs({ { '1', 'after its headers' }, { '2', 'before its headers' } }) do
+      it('a token endpoint that stalls ' .. case[2] .. ' is reported as timed out', function()
+        control('stall_token=' .. case[1])
+        local c = mcp.new({ url = base .. '/mcp', timeout = 1, auth = { authorize = headless } })
+        local ok, err = pcall(c.discover, c)
+        c:close()
+        assert.is_false(ok)
+        assert.equal(authorization_failed('the request to ' .. base .. '/token timed out: no whole answer within 1 s'
+          .. ' (opts.timeout)'), err)
+      end)
+    end
+  end)
+
+  describe('the token store', function()
+    it('six processes logging in at once keep all six records', function()
+      local script = H.tmpname() .. '.lua'
+      local f = assert(io.open(script, 'w'))
+      f:write(string.format([[
+        package.cpath = %q .. '/?.so;' .. package.cpath
+        local mcp = require('mcp')
+        local function headless(url)
+          local p = io.popen("curl -s -o /dev/null -w '%%{redirect_url}' '" .. url:gsub("'", '') .. "'")
+          local location = p:read('*a')
+          p:close()
+          return location
+        end
+        local c = mcp.new({ url = %q .. '/mcp/' .. arg[1], timeout = 20, auth = { authorize = headless, store = %q } })
+        io.write((c:call('whoami', {})))
+        c:close()
+      ]], H.ROOT, base, store))
+      f:close()
+      local out = H.command('for i in 1 2 3 4 5 6; do ' .. H.LUA .. ' ' .. script .. ' $i > ' .. script .. '.$i 2>&1 & done; wait')
+      local records = trace.decode(H.slurp(store))
+      for i = 1, 6 do
+        local said = H.slurp(script .. '.' .. i)
+        local record = records[base .. ' ' .. base .. '/mcp/' .. i]
+        assert.is_table(record, 'record ' .. i .. ' lost; the process said: ' .. said .. out)
+        assert.equal(said, record.access_token)
+        os.remove(script .. '.' .. i)
+      end
+      os.remove(script)
+      os.remove(store .. '.lock')
+    end)
+
+    it('a store others can write is refused, saying how to fix it', function()
+      local f = assert(io.open(store, 'w'))
+      f:write('{}')
+      f:close()
+      os.execute('chmod 664 ' .. store)
+      assert.equal('mcp: the token store ' .. store .. ' can be written by others (mode 664), who could steer every'
+        .. ' login through it; run chmod 600 ' .. store, login_error({ authorize = headless, store = store }))
+      assert.equal(0, stats().authorize)
+    end)
+
+    it("a store another user owns is refused", function()
+      if H.command('id -u'):match('%d+') ~= '0' then
+        pending('only root can give a file to another user here')
+        return
+      end
+      local f = assert(io.open(store, 'w'))
+      f:write('{}')
+      f:close()
+      os.execute('chmod 600 ' .. store .. ' && chown 65534 ' .. store)
+      assert.equal('mcp: the token store ' .. store .. ' belongs to another user (uid 65534), who could steer every'
+        .. ' login through it; use a store of your own (opts.auth.store) or chown it',
+        login_error({ authorize = headless, store = store }))
+    end)
+  end)
+
+  it('idle connections to the loopback listener do not keep the browser waiting', function()
+    -- Six connections that send nothing (a port scanner, a browser's
+    -- preconnects), then the browser.
+    local function crowded(url)
+      local port = url:match('redirect_uri=http%%3A%%2F%%2F127%.0%.0%.1%%3A(%d+)')
+      os.execute('node -e "for (let i = 0; i < 6; i++) require(\'net\').connect(' .. port
+        .. ', \'127.0.0.1\'); setTimeout(() => {}, 15000)" >/dev/null 2>&1 &')
+      browser(url)
+    end
+    local c = client({ authorize = crowded, login_timeout = 8 })
+    local t0 = mcp.clock()
+    c:discover()
+    local took = mcp.clock() - t0
+    c:close()
+    -- Served one at a time, the six held the browser 12 s.
+    assert.is_true(took < 4, string.format('the login took %.1f s', took))
+  end)
+
+  it('the conformance driver chooses its grant from the credentials it is given, not from the scenario name', function()
+    -- The name says client credentials; the pre-registered client and an
+    -- authorization server offering the code flow say a user's login.
+    local context = '{"name":"auth/client-credentials-basic","client_id":"pre","client_secret":"pre-secret"}'
+    local out, status = H.command('MCP_CONFORMANCE_SCENARIO=auth/client-credentials-basic MCP_CONFORMANCE_CONTEXT=\''
+      .. context .. '\' ' .. H.LUA .. ' ' .. H.ROOT .. '/spec/conformance/client.lua ' .. base .. '/mcp')
+    assert.equal(0, status, out)
+    assert.is_truthy(out:find('whoami -> true at-', 1, true), out)
+    assert.same({ authorization_code = 1 }, stats().token)
+  end)
+
   it('what authorize raises reaches the caller unchanged', function()
     local reason = { reason = 'the user closed the window' }
     assert.equal(reason, login_error({ authorize = function() error(reason) end }))

@@ -93,6 +93,29 @@ describe('record and replay', function()
     assert.equal('mcp.new: cannot open opts.record /nonexistent-dir/session.jsonl: No such file or directory (os error 2)', err)
   end)
 
+  it('a recording is created readable by its owner only', function()
+    local path = H.tmpname() .. '.jsonl'
+    local c = mcp.new({ command = H.COUNTER, record = path })
+    c:close()
+    assert.equal('600', H.command('stat -c %a ' .. path):match('%d+'))
+    os.remove(path)
+  end)
+
+  it('a symbolic link at the recording path is refused and its target left alone', function()
+    local target = H.tmpname()
+    local link = H.tmpname() .. '.jsonl'
+    local f = assert(io.open(target, 'w'))
+    f:write('theirs\n')
+    f:close()
+    os.execute('ln -s ' .. target .. ' ' .. link)
+    local ok, err = pcall(mcp.new, { command = H.COUNTER, record = link })
+    assert.is_false(ok)
+    assert.equal('mcp.new: cannot open opts.record ' .. link .. ': it is a symbolic link; give the file\'s own path', err)
+    assert.equal('theirs\n', H.slurp(target))
+    os.remove(link)
+    os.remove(target)
+  end)
+
   it('a recording that is not one is refused at mcp.replay, naming the line', function()
     local path = H.tmpname() .. '.jsonl'
     local f = assert(io.open(path, 'w'))

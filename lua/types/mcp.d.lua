@@ -382,7 +382,7 @@ function mcp.json_encode(value) end
 
 ---@class mcp.ConfigOptions
 ---@field env? table<string, string>      Variables instead of the process environment.
----@field workspace? string               ${workspaceFolder}, and where relative envFile paths start.
+---@field workspace? string               ${workspaceFolder}; for a table, where relative cwd and envFile start (a file's own directory is where they start for a file).
 ---@field input? fun(id: string, spec: table?): string  Supplies ${input:ID} (VS Code's inputs).
 
 ---Reads an mcpServers file (Claude, Cursor, Cline, Windsurf) or a VS Code mcp.json, or such a table.

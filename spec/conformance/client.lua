@@ -1,8 +1,11 @@
 -- client.lua URL - the client the official conformance suite drives
 -- (`conformance client --command "lua5.4 spec/conformance/client.lua"`):
--- the native module doing what an agent does. The scenario name comes in
--- MCP_CONFORMANCE_SCENARIO; every scenario gets the same honest behaviour:
--- discover, call each tool with arguments its schema asks for, close.
+-- the native module doing what an agent does. It never reads the
+-- scenario's name (MCP_CONFORMANCE_SCENARIO, or `name` in the context):
+-- every scenario gets the same behaviour. Log in with the credentials
+-- MCP_CONFORMANCE_CONTEXT carries, by the grant they are for (none: the
+-- browser flow, registering as it can), discover, call each tool with
+-- arguments its schema asks for, close.
 local root = (arg[0]:match('^(.*)/[^/]*$') or '.') .. '/../..'
 local mcp = assert(package.loadlib(root .. '/mcp.so', 'luaopen_mcp'))()
 
@@ -19,20 +22,54 @@ local function accept_defaults(params)
   return { action = 'accept', content = content }
 end
 
+local function quote(s)
+  return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+
 -- A headless login: the suite's authorization server sends the browser
 -- straight back to the redirect URI, so GETting the authorization URL
 -- without following the redirect gives the URL a browser would have
 -- come back to.
 local function follow_once(authorization_url)
-  local quoted = "'" .. authorization_url:gsub("'", "'\\''") .. "'"
-  local curl = assert(io.popen("curl -s -o /dev/null -w '%{redirect_url}' " .. quoted))
+  local curl = assert(io.popen("curl -s -o /dev/null -w '%{redirect_url}' " .. quote(authorization_url)))
   local location = curl:read('*a')
   curl:close()
   return location ~= '' and location or nil
 end
 
--- Credentials the scenario hands out (pre-registered clients, machine
--- credentials) come in MCP_CONFORMANCE_CONTEXT.
+-- A JSON document, or nil where there is none.
+local function get_json(url)
+  local curl = assert(io.popen('curl -s -f --max-time 10 ' .. quote(url)))
+  local body = curl:read('*a')
+  curl:close()
+  local ok, value = pcall(mcp.json_decode, body)
+  return ok and type(value) == 'table' and value or nil
+end
+
+-- RFC 9728 and RFC 8414 keep metadata at /.well-known/NAME inserted
+-- between the host and the path of what it describes.
+local function well_known(url, name)
+  local origin, path = url:match('^(https?://[^/?#]+)([^?#]*)')
+  return origin .. '/.well-known/' .. name .. (path:gsub('/$', ''))
+end
+
+-- The grants the MCP server's authorization server offers, found the way
+-- any client finds them: the resource's metadata names the server, whose
+-- metadata lists them (RFC 8414's default when it does not: the code flow).
+local function offered_grants(resource)
+  local prm = get_json(well_known(resource, 'oauth-protected-resource'))
+    or get_json(well_known(resource:match('^https?://[^/?#]+'), 'oauth-protected-resource'))
+  local issuer = prm and type(prm.authorization_servers) == 'table' and prm.authorization_servers[1]
+  local metadata = type(issuer) == 'string' and (get_json(well_known(issuer, 'oauth-authorization-server'))
+    or get_json(well_known(issuer, 'openid-configuration'))) or {}
+  local grants = {}
+  for _, grant in ipairs(metadata.grant_types_supported or { 'authorization_code' }) do grants[grant] = true end
+  return grants
+end
+
+-- Credentials the scenario hands out (a pre-registered client, a machine's
+-- secret or key, a user's ID token at an identity provider) come in
+-- MCP_CONFORMANCE_CONTEXT, as an agent's configuration would give them.
 local context = {}
 if os.getenv('MCP_CONFORMANCE_CONTEXT') then
   context = mcp.json_decode(os.getenv('MCP_CONFORMANCE_CONTEXT'))
@@ -42,18 +79,29 @@ local auth = {
   -- The suite's stand-in for a client that publishes its metadata.
   client_metadata_url = 'https://conformance-test.local/client-metadata.json',
 }
-local machine = (context.name or ''):match('^auth/client%-credentials') ~= nil
-if context.name == 'auth/cross-app-access-complete-flow' then
+local machine = { grant = 'client_credentials', client_id = context.client_id,
+                  client_secret = context.client_secret, private_key_pem = context.private_key_pem }
+if context.idp_id_token and context.idp_token_endpoint then
   -- The user logged in to the enterprise identity provider already; its
   -- ID token stands for them.
   auth = { grant = 'identity_assertion', client_id = context.client_id, client_secret = context.client_secret,
            idp = { token_endpoint = context.idp_token_endpoint, id_token = context.idp_id_token,
                    client_id = context.idp_client_id } }
-elseif machine then
-  auth = { grant = 'client_credentials', client_id = context.client_id,
-           client_secret = context.client_secret, private_key_pem = context.private_key_pem }
+elseif context.client_id and context.private_key_pem then
+  -- The module signs client assertions for client_credentials only.
+  auth = machine
+elseif context.client_id and context.client_secret then
+  -- An id and secret serve a machine and a pre-registered client of the
+  -- browser flow alike; the authorization server says which it is to
+  -- be: the code flow where it offers one, else client_credentials.
+  local grants = offered_grants(url)
+  if grants.client_credentials and not grants.authorization_code then
+    auth = machine
+  else
+    auth.client_id, auth.client_secret = context.client_id, context.client_secret
+  end
 elseif context.client_id then
-  auth.client_id, auth.client_secret = context.client_id, context.client_secret
+  auth.client_id = context.client_id
 end
 
 local client = mcp.new({ url = url, timeout = 20, auth = auth,

@@ -18,18 +18,28 @@
 //               without "resource"), second=1 (401s name other resource
 //               metadata, whose issuer is BASE/second: the same endpoints
 //               under /second/), wrong_issuer=1 (the issuer's metadata
-//               names another issuer)
+//               names another issuer), iss=wrong|missing (the redirect's
+//               RFC 9207 iss: another issuer's, or none; normally ours),
+//               no_iss_support=1 (metadata does not promise iss),
+//               remote_issuer=1 (the resource names an issuer on
+//               [::ffff:127.0.0.1], a plain-HTTP host that is not loopback
+//               as written), stall_token=1|2 (the token endpoint stalls
+//               after its headers, or before them), control_token=access|
+//               refresh (that token carries CR LF)
+//   /mcp/N      another resource (its own metadata, resource BASE/mcp/N),
+//               for logins to several resources sharing one store
 //
 // A client "pre" with the secret "pre-secret" is registered from the start.
 //   /stats      {"authorize", "register", "token": {GRANT: N}, "refused",
-//               "second": {PATH: N}, "second_refresh"}
+//               "second": {PATH: N}, "second_refresh", "metadata": {PATH: N}}
 const http = require('http');
 const crypto = require('crypto');
 
 const port = Number(process.argv[2] || 0);
 const base = `http://127.0.0.1:${port}`;
-const config = { expires_in: 3600, reject_refreshed: false, refuse_refresh: false, no_pkce: false };
-const stats = { authorize: 0, register: 0, token: {}, refused: 0, second: {}, second_refresh: 0 };
+const config = { expires_in: 3600, reject_refreshed: false, refuse_refresh: false, no_pkce: false, iss: 'right' };
+const stats = { authorize: 0, register: 0, token: {}, refused: 0, second: {}, second_refresh: 0, metadata: {} };
+const remote = `http://[::ffff:127.0.0.1]:${port}`;
 const clients = new Map([['pre', 'pre-secret']]); // id -> secret
 const codes = new Map(); // code -> { challenge, redirect_uri, client_id, scope }
 const access = new Map(); // token -> { refreshed, expires, revoked }
@@ -49,20 +59,20 @@ function basicClient(req) {
 }
 
 function issue(res, client_id, refreshed, scope) {
-  const token = `at-${++counter}`;
-  const rt = `rt-${counter}`;
+  const token = `at-${++counter}` + (config.control_token === 'access' ? '\r\nX-Injected: 1' : '');
+  const rt = `rt-${counter}` + (config.control_token === 'refresh' ? '\r\n' : '');
   access.set(token, { refreshed, expires: Date.now() + config.expires_in * 1000, revoked: false });
   refresh.set(rt, client_id);
   json(res, 200, { access_token: token, token_type: 'Bearer', expires_in: config.expires_in, refresh_token: rt, scope });
 }
 
-function mcp(req, res, body) {
+function mcp(req, res, body, path) {
   const token = (req.headers.authorization || '').replace(/^Bearer /, '');
   const known = access.get(token);
   const good = known && !known.revoked && known.expires > Date.now() && !(config.reject_refreshed && known.refreshed);
   if (!good) {
     stats.refused++;
-    const metadata = config.second ? 'second' : 'mcp';
+    const metadata = config.second ? 'second' : path.slice(1);
     return json(res, 401, { error: 'invalid_token' }, {
       'WWW-Authenticate': `Bearer error="invalid_token", resource_metadata="${base}/.well-known/oauth-protected-resource/${metadata}"`,
     });
@@ -85,6 +95,11 @@ function mcp(req, res, body) {
 function token(req, res, body, second) {
   const form = new URLSearchParams(body);
   const grant = form.get('grant_type');
+  if (config.stall_token === '2') return;
+  if (config.stall_token === '1') {
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    return res.write('{"access_token":"at-');
+  }
   if (second && grant === 'refresh_token') stats.second_refresh++;
   stats.token[grant] = (stats.token[grant] || 0) + 1;
   const client_id = basicClient(req);
@@ -121,9 +136,13 @@ const server = http.createServer((req, res) => {
       path = path.slice('/second'.length);
       stats.second[path] = (stats.second[path] || 0) + 1;
     }
-    if (path === '/.well-known/oauth-protected-resource/mcp' || path === '/.well-known/oauth-protected-resource/second') {
-      const issuer = path.endsWith('second') ? `${base}/second` : base;
-      const doc = { resource: `${base}/mcp`, authorization_servers: [issuer], scopes_supported: ['mcp'] };
+    if (path.startsWith('/.well-known/')) stats.metadata[path] = (stats.metadata[path] || 0) + 1;
+    const resource = path.match(/^\/\.well-known\/oauth-protected-resource(\/mcp(\/\d+)?|\/second)$/);
+    if (resource) {
+      let issuer = path.endsWith('second') ? `${base}/second` : base;
+      if (config.remote_issuer) issuer = remote;
+      const served = resource[1] === '/second' ? '/mcp' : resource[1];
+      const doc = { resource: `${base}${served}`, authorization_servers: [issuer], scopes_supported: ['mcp'] };
       if (config.no_resource) delete doc.resource;
       return json(res, 200, doc);
     }
@@ -138,6 +157,7 @@ const server = http.createServer((req, res) => {
         grant_types_supported: ['authorization_code', 'refresh_token'],
         token_endpoint_auth_methods_supported: ['client_secret_basic'],
         code_challenge_methods_supported: config.no_pkce ? ['plain'] : ['S256'],
+        authorization_response_iss_parameter_supported: !config.no_iss_support,
       });
     }
     if (path === '/register' && req.method === 'POST') {
@@ -156,15 +176,19 @@ const server = http.createServer((req, res) => {
       const back = new URL(q.get('redirect_uri'));
       back.searchParams.set('code', code);
       back.searchParams.set('state', q.get('state'));
+      const issuer = second ? `${base}/second` : base;
+      if (config.iss === 'right') back.searchParams.set('iss', issuer);
+      if (config.iss === 'wrong') back.searchParams.set('iss', 'https://attacker.invalid');
       res.writeHead(302, { Location: back.toString() });
       return res.end();
     }
     if (path === '/token' && req.method === 'POST') return token(req, res, body, second);
-    if (path === '/mcp' && req.method === 'POST') return mcp(req, res, body);
+    if (/^\/mcp(\/\d+)?$/.test(path) && req.method === 'POST') return mcp(req, res, body, path);
     if (path === '/control') {
       for (const [k, v] of url.searchParams) {
         if (k === 'revoke') for (const t of access.values()) t.revoked = true;
         else if (k === 'expires_in') config.expires_in = Number(v);
+        else if (['iss', 'stall_token', 'control_token'].includes(k)) config[k] = v;
         else config[k] = v === '1';
       }
       return json(res, 200, config);

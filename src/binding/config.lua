@@ -148,6 +148,39 @@ end
 
 local HTTP_TYPES = { http = true, ["streamable-http"] = true, streamableHttp = true }
 
+-- A relative path in an entry (cwd, envFile) is read from the config
+-- file's directory, so that one file means the same servers whichever
+-- directory the host was started in, and cwd and envFile in one entry
+-- point at the same place. A config given as a table has no directory:
+-- opts.workspace stands in for it, else the path is left relative (to the
+-- process's directory when the server starts).
+local function resolve(path, ctx)
+  if path:sub(1, 1) == "/" or not ctx.base then return path end
+  return ctx.base .. "/" .. path
+end
+
+-- errno values, the same on Linux and the BSDs (macOS included).
+local ENOENT, ENOTDIR = 2, 20
+
+-- A cwd that is not there fails here, by name: at the spawn, chdir's
+-- ENOENT reads as if the command were missing ("MCP server produced no
+-- output (CMD): No such file or directory"). Only a definite no fails:
+-- a directory we may enter but not list (EACCES) is the spawn's to judge.
+local function check_cwd(dir, given, where, ctx)
+  local f, _, errno = io.open(dir .. "/.", "r")
+  if f then
+    f:close()
+    return
+  end
+  if errno ~= ENOENT and errno ~= ENOTDIR then return end
+  local message = where .. ".cwd" .. (ctx.path and " in " .. ctx.path or "") .. ": there is no directory " .. dir
+  if given ~= dir then
+    message = message .. ' (cwd "' .. given .. '", read from '
+      .. (ctx.path and "the config file's directory" or "opts.workspace") .. ")"
+  end
+  fail(message)
+end
+
 -- One server's entry as mcp.new options, plus `name`, `disabled` and
 -- `auto_approve`.
 local function server_spec(name, entry, ctx)
@@ -185,13 +218,16 @@ local function server_spec(name, entry, ctx)
     if entry.envFile ~= nil then
       local path = entry.envFile
       if type(path) ~= "string" then fail(where .. ".envFile must be a path") end
-      if path:sub(1, 1) ~= "/" and ctx.base then path = ctx.base .. "/" .. path end
-      for k, v in pairs(read_env_file(path)) do env[k] = v end
+      for k, v in pairs(read_env_file(resolve(path, ctx))) do env[k] = v end
     end
     if entry.env ~= nil and type(entry.env) ~= "table" then fail(where .. ".env must be an object") end
     for k, v in pairs(entry.env or {}) do env[k] = tostring(v) end
     if next(env) then spec.env = env end
-    spec.cwd = entry.cwd
+    if entry.cwd ~= nil then
+      if type(entry.cwd) ~= "string" then fail(where .. ".cwd must be a path") end
+      spec.cwd = resolve(entry.cwd, ctx)
+      check_cwd(spec.cwd, entry.cwd, where, ctx)
+    end
   else
     fail(where .. " has neither a command nor a url")
   end
@@ -231,7 +267,8 @@ function mcp.load_config(source, opts)
     input = opts.input,
     inputs = {},
     inputs_seen = {},
-    base = opts.workspace or base,
+    path = type(source) == "string" and source or nil,
+    base = base or opts.workspace,
     env = opts.env and function(name) return opts.env[name] end or os.getenv,
   }
   for _, spec in ipairs(config.inputs or {}) do
