@@ -29,7 +29,7 @@ local mcp = {}
 ---@field on_log? fun(params: {level: string, logger?: string, data: any})  notifications/message.
 ---@field on_resource_updated? fun(uri: string)  notifications/resources/updated (after client:subscribe).
 ---@field on_list_changed? fun(kind: "tools"|"resources"|"prompts")  A list the server changed.
----@field record? string               Appends every message sent and received to this file (JSON lines; no headers).
+---@field record? string               Appends every message sent and received to this file (JSON lines; no headers; created 0600; a symbolic link is refused).
 ---@field replay? string               A recording to answer from instead of a server (see mcp.replay).
 
 ---@class mcp.Auth                      opts.auth: `token` alone, or the fields of a login.
@@ -45,7 +45,7 @@ local mcp = {}
 ---@field private_key_pem? string       EC P-256 key (PKCS #8 or SEC1) for private_key_jwt.
 ---@field issuer? string               The only authorization server credentials may go to.
 ---@field idp? {token_endpoint: string, id_token: string, client_id?: string, client_secret?: string}  Cross-app access.
----@field store? string|{load: fun(key: string): string?, save: fun(key: string, text: string)}  Where logins are kept (a file is written 0600).
+---@field store? string|{load: fun(key: string): string?, save: fun(key: string, text: string)}  Where logins are kept (a file is written 0600 under a lock beside it; refused if others can write it).
 
 ---@class mcp.Tool                      A tool as the server described it in tools/list.
 ---@field name string
@@ -121,9 +121,9 @@ function Client:close() end
 
 ---@class mcp.RequestOptions
 ---@field timeout? number              Seconds for this request (0.001 to 1e7; default: the client's timeout).
----@field on_progress? fun(progress: number, total?: number, message?: string)  Asks for progress; each one restarts the timeout.
+---@field on_progress? fun(progress: number, total?: number, message?: string)  Asks for progress; each one restarts the timeout. An error it raises ends the call (cancelled at the server) and is raised by it.
 ---@field max_total_timeout? number    Seconds progress cannot extend the request past.
----@field on_done? fun(ok: boolean, ...: any)  On the Lua thread once settled: `true, text, is_error, result` (call_async), `true, result` (request_async), or `false, err`.
+---@field on_done? fun(ok: boolean, ...: any)  On the Lua thread once settled: `true, text, is_error, result` (call_async), `true, result` (request_async), or `false, err`. An error it raises is raised by the dispatch or wait that ran it; other ready callbacks then wait for the next dispatch.
 
 ---Any request, blocking. Raises `MCP METHOD failed: MESSAGE (code N)` on a JSON-RPC error.
 ---@param method string
