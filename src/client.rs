@@ -70,6 +70,9 @@ pub struct Client {
     /// Counts sessions: a ticket names the session its request went to.
     session_number: u64,
     timeout: Duration,
+    /// How long the handshake may take: a cold start (`npx -y` fetching
+    /// a package, a Python environment) is no request timing out.
+    connect_timeout: Duration,
     /// What `initialize` declares: one capability per server request the
     /// holder answers itself.
     capabilities: Json,
@@ -104,8 +107,16 @@ pub struct Ticket {
 }
 
 impl Client {
-    pub fn new(timeout: Duration, capabilities: Json) -> Client {
-        Client { session: None, session_number: 0, timeout, capabilities, finished: HashMap::new(), initialized: None }
+    pub fn new(timeout: Duration, connect_timeout: Duration, capabilities: Json) -> Client {
+        Client {
+            session: None,
+            session_number: 0,
+            timeout,
+            connect_timeout,
+            capabilities,
+            finished: HashMap::new(),
+            initialized: None,
+        }
     }
 
     /// Sends `method` with `params` and returns at once: the request is on
@@ -501,9 +512,17 @@ impl Client {
         let mut session = Session::new(host.open().map_err(Failure::Other)?);
         let id = host.next_id().map_err(Failure::Other)?;
         let init = host.initialize_request(id.clone(), self.capabilities.clone()).map_err(Failure::Other)?;
-        let reply = match session.request(&id, &init, self.timeout, "initialize", host) {
+        // The handshake waits `connect_timeout`, not the request's
+        // `timeout`: `npx -y` took 7 s to start a server cold, and with
+        // `timeout = 3` every try killed the half-started server and
+        // spawned a new one, which never got further.
+        let reply = match session.request(&id, &init, self.connect_timeout, "initialize", host) {
             Ok(reply) => reply,
             Err(e @ Error::Unauthorized { .. }) => return Err(Failure::Refused(e)),
+            Err(Error::Timeout { what, seconds, note }) => {
+                let note = format!("{note} (opts.connect_timeout)");
+                return Err(Failure::Other(Error::Timeout { what, seconds, note }.into()));
+            }
             Err(e) => return Err(Failure::Other(e.into())),
         };
         let other = |e: Error| Failure::Other(e.into());
@@ -740,7 +759,7 @@ mod tests {
     }
 
     fn client() -> Client {
-        Client::new(Duration::from_millis(50), Json::Object(vec![]))
+        Client::new(Duration::from_millis(50), Duration::from_millis(50), Json::Object(vec![]))
     }
 
     #[test]

@@ -951,7 +951,7 @@ pub fn encode_into(value: &Json, out: &mut Vec<u8>) {
         Json::Null => out.extend_from_slice(b"null"),
         Json::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
         Json::Int(i) => write_int(*i, out),
-        Json::Float(f) => write_float(*f, out),
+        Json::Float(f) => write_json_float(*f, out),
         Json::Str(s) => encode_string(s, out),
         Json::Raw(raw) if raw.canonical && raw.decoded().is_none() => out.extend_from_slice(&raw.text),
         Json::Raw(raw) => encode_into(raw.tree(), out),
@@ -1056,6 +1056,63 @@ pub fn write_int(i: i64, out: &mut Vec<u8>) {
         out.push(b'-');
     }
     out.extend_from_slice(&buf[at..]);
+}
+
+/// A float as a JSON value: the shortest text that reads back as the same
+/// double, laid out as JavaScript writes numbers (plain from 1e-6 up to
+/// 1e21, with an exponent outside), so that whatever parses it (JSON.parse,
+/// Python's json, serde) gets the float that was sent. The reference
+/// writes `%.14g`, which rounds away up to three digits: 2^53 reached a
+/// Python server as 9007199254741000.0. Integral values come out without
+/// a fraction (`3`, not `3.0`), as `%.14g` wrote them too. Callers must
+/// not pass NaN or infinity.
+pub fn write_json_float(f: f64, out: &mut Vec<u8>) {
+    use std::io::Write;
+    if f == 0.0 {
+        // -0 too, as JSON.stringify writes it and the reference did.
+        out.push(b'0');
+        return;
+    }
+    let mut room = [0u8; SCIENTIFIC_ROOM];
+    let len = {
+        let mut cursor = &mut room[..];
+        let _ = write!(cursor, "{:e}", f.abs());
+        SCIENTIFIC_ROOM - cursor.len()
+    };
+    let text = &room[..len];
+    let e_at = text.iter().position(|&b| b == b'e').unwrap_or(len);
+    let mut digits = [0u8; 20];
+    let mut count = 0;
+    for &b in text[..e_at].iter().filter(|b| b.is_ascii_digit()) {
+        digits[count] = b;
+        count += 1;
+    }
+    let digits = &digits[..count];
+    let exponent: i32 = std::str::from_utf8(&text[(e_at + 1).min(len)..]).ok().and_then(|e| e.parse().ok()).unwrap_or(0);
+    // Where the decimal point falls after the first `point` digits.
+    let point = exponent + 1;
+    if f < 0.0 {
+        out.push(b'-');
+    }
+    if count as i32 <= point && point <= 21 {
+        out.extend_from_slice(digits);
+        out.resize(out.len() + (point as usize - count), b'0');
+    } else if 0 < point && point <= 21 {
+        out.extend_from_slice(&digits[..point as usize]);
+        out.push(b'.');
+        out.extend_from_slice(&digits[point as usize..]);
+    } else if -6 < point && point <= 0 {
+        out.extend_from_slice(b"0.");
+        out.resize(out.len() + (-point) as usize, b'0');
+        out.extend_from_slice(digits);
+    } else {
+        out.push(digits[0]);
+        if count > 1 {
+            out.push(b'.');
+            out.extend_from_slice(&digits[1..]);
+        }
+        let _ = write!(out, "e{}{}", if exponent < 0 { '-' } else { '+' }, exponent.abs());
+    }
 }
 
 /// [`format_float`], appended to `out` with no string made for it.
@@ -1242,6 +1299,31 @@ mod tests {
         assert_eq!(decode(b"2.5").unwrap(), Json::Float(2.5));
         assert_eq!(decode(b"9223372036854775807").unwrap(), Json::Int(i64::MAX));
         assert_eq!(decode(b"9223372036854775808").unwrap(), Json::Float(9223372036854775808.0));
+    }
+
+    #[test]
+    fn json_floats_are_the_shortest_text_that_reads_back_the_same() {
+        let text = |f: f64| {
+            let mut out = Vec::new();
+            write_json_float(f, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(text(3.0), "3");
+        assert_eq!(text(-0.0), "0");
+        assert_eq!(text(0.1), "0.1");
+        assert_eq!(text(2f64.powi(53)), "9007199254740992");
+        assert_eq!(text(1.0 / 3.0), "0.3333333333333333");
+        assert_eq!(text(123456789012345.6), "123456789012345.6");
+        assert_eq!(text(1e21), "1e+21");
+        assert_eq!(text(1e20), "100000000000000000000");
+        assert_eq!(text(-2.5e300), "-2.5e+300");
+        assert_eq!(text(1e-6), "0.000001");
+        assert_eq!(text(1.5e-7), "1.5e-7");
+        assert_eq!(text(5e-324), "5e-324");
+        assert_eq!(text(f64::MAX), "1.7976931348623157e+308");
+        for f in [0.1 + 0.2, 1.0 / 3.0, 6.02214076e23, -1.2345678901234567e-89, 2f64.powi(53) + 2.0, 4.35] {
+            assert_eq!(text(f).parse::<f64>().unwrap(), f, "{f}");
+        }
     }
 
     #[test]

@@ -76,13 +76,22 @@ pub enum Error {
     #[error("MCP {what} failed: the reply is nested deeper than {limit} levels, which this client does not read")]
     ReplyTooDeep { what: String, limit: usize },
 
-    /// An HTTP server refused us for want of credentials (401 or 403);
-    /// `hint` says what to set, or that the token given was refused.
+    /// An HTTP server refused us for want of credentials (401, or 403 with
+    /// a challenge); `hint` says what to set, or that the token given was
+    /// refused; `reason` is the start of the body when there is no
+    /// challenge to quote.
     #[error(
-        "MCP transport failed ({status}): the server at {url} refused the request (HTTP {status}{}); {hint}",
-        quoted_challenge(.www_authenticate)
+        "MCP transport failed ({status}): the server at {url} refused the request (HTTP {status}{}{}); {hint}",
+        quoted_challenge(.www_authenticate),
+        quoted_reason(.reason)
     )]
-    Unauthorized { status: u16, url: String, www_authenticate: Option<String>, hint: &'static str },
+    Unauthorized {
+        status: u16,
+        url: String,
+        www_authenticate: Option<String>,
+        reason: Option<String>,
+        hint: &'static str,
+    },
 
     /// Logging in to an HTTP server failed: its metadata could not be
     /// found or was refused, the authorization server refused a request,
@@ -154,6 +163,11 @@ pub enum Error {
 /// server sent one.
 fn quoted_challenge(www_authenticate: &Option<String>) -> String {
     www_authenticate.as_ref().map(|value| format!(", WWW-Authenticate: {value}")).unwrap_or_default()
+}
+
+/// `: BODY` for [`Error::Unauthorized`], the server's own words.
+fn quoted_reason(reason: &Option<String>) -> String {
+    reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default()
 }
 
 impl From<mlua::Error> for Error {

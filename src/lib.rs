@@ -26,6 +26,8 @@
 //!   bounded inbox between their reader threads and Lua.
 //! * `mount`     the registry rules: descriptions, schemas, collisions.
 //! * `schema`    tool results checked against their `outputSchema`.
+//! * `input_shape` where a tool's `inputSchema` wants an array, so that
+//!   an empty Lua table goes out as `[]` there.
 //! * `binding`   the only code that touches Lua (one file per concern).
 //!
 //! The fixture seam (`opts.transport`, a Lua function) bypasses `client`
@@ -36,6 +38,7 @@ pub mod auth;
 pub mod client;
 pub mod codec;
 pub mod error;
+pub mod input_shape;
 pub mod interrupt;
 pub mod mount;
 pub mod protocol;

@@ -1,4 +1,6 @@
-//! Tool results checked against the tool's `outputSchema`.
+//! The schemas of the tools `discover` found: results checked against
+//! the tool's `outputSchema`, and its `inputSchema` kept for the encoder
+//! (see `input_shape`).
 //!
 //! A tool that declares an output schema promises `structuredContent` of
 //! that shape, and agents act on it without looking; a server that breaks
@@ -11,34 +13,49 @@
 //! unchecked rather than failing the discovery that brought it.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
-use crate::codec::{Json, Select};
+use crate::codec::{self, Json, Select};
 use crate::error::Error;
 
-/// What [`OutputSchemas::learn`] reads of a `tools/list` page.
+/// What [`ToolSchemas::learn`] reads of a `tools/list` page.
 pub const TOOL_SCHEMAS: Select = Select::Keys(&[(
     "tools",
-    Select::Each(&Select::Keys(&[("name", Select::Whole), ("outputSchema", Select::Whole)])),
+    Select::Each(&Select::Keys(&[
+        ("name", Select::Whole),
+        ("inputSchema", Select::Whole),
+        ("outputSchema", Select::Whole),
+    ])),
 )]);
 
 /// What [`OutputSchemas::check`] reads of a result.
 const CHECKED_FIELDS: Select = Select::Keys(&[("isError", Select::Whole), ("structuredContent", Select::Whole)]);
 
 #[derive(Default)]
-pub struct OutputSchemas {
+pub struct ToolSchemas {
     by_tool: HashMap<Vec<u8>, jsonschema::Validator>,
+    inputs: HashMap<Vec<u8>, Rc<Json>>,
 }
 
-impl OutputSchemas {
+impl ToolSchemas {
     /// Learns the schemas of a tool list (the `tools` of each page of
     /// `tools/list`, in order), forgetting those of any earlier one.
     /// Only the tools' names and schemas are read: callers may pass what
     /// [`TOOL_SCHEMAS`] selects of each page.
     pub fn learn<'a>(&mut self, pages: impl IntoIterator<Item = &'a Json>) {
         self.by_tool.clear();
+        self.inputs.clear();
         for page in pages {
             let Some(Json::Array(tools)) = page.get("tools") else { continue };
             for tool in tools {
+                if let (Some(Json::Str(name)), Some(schema @ Json::Object(_))) =
+                    (tool.get("name"), tool.get("inputSchema"))
+                {
+                    // A plain tree all the way down, for the encoder to
+                    // walk (a schema is small).
+                    let tree = codec::decode(&codec::encode(schema)).unwrap_or(Json::Null);
+                    self.inputs.insert(name.clone(), Rc::new(tree));
+                }
                 let (Some(Json::Str(name)), Some(schema @ Json::Object(_))) =
                     (tool.get("name"), tool.get("outputSchema"))
                 else {
@@ -49,6 +66,11 @@ impl OutputSchemas {
                 }
             }
         }
+    }
+
+    /// The `inputSchema` of `tool`, when `discover` found one.
+    pub fn input(&self, tool: &[u8]) -> Option<Rc<Json>> {
+        self.inputs.get(tool).cloned()
     }
 
     /// Whether `result`, the result of calling `tool`, keeps the tool's
@@ -103,8 +125,8 @@ mod tests {
     use super::*;
     use crate::codec::decode;
 
-    fn schemas(tools: &str) -> OutputSchemas {
-        let mut s = OutputSchemas::default();
+    fn schemas(tools: &str) -> ToolSchemas {
+        let mut s = ToolSchemas::default();
         let page = decode(format!(r#"{{"tools":{tools}}}"#).as_bytes()).unwrap();
         s.learn([&page]);
         s

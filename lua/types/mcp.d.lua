@@ -9,6 +9,7 @@
 ---@field CLIENT_INFO {name: string, version: string}  Sent as clientInfo; may be replaced.
 ---@field native true                    Set by the native module only: tells it from the pure reference.
 ---@field _VERSION string                "lua-mcp X.Y.Z" (native module only).
+---@field null lightuserdata              A JSON null a table can hold (native module only).
 local mcp = {}
 
 ---@class mcp.Options
@@ -18,6 +19,8 @@ local mcp = {}
 ---@field protocol_version? string
 ---@field prefix? string               Prefix for mounted tool names.
 ---@field timeout? number              Seconds per request (default 60; 0.001 to 1e7).
+---@field connect_timeout? number      Seconds for the server to start and answer initialize (default 60; 0.001 to 1e7).
+---@field json_types? boolean          Results keep JSON's types: mcp.null for null, empty arrays marked as by mcp.array.
 ---@field env? table<string, string>   Added to the server's environment (stdio).
 ---@field cwd? string                  The server's working directory (stdio).
 ---@field max_message_bytes? integer   Largest reply accepted (default 64 MiB; at most 2^40).
@@ -366,9 +369,23 @@ function mcp.clock() end
 function mcp.replay(path, opts) end
 
 ---JSON text to a Lua value, with the contract replies have (null deletes a key, integers stay integers).
+---With `opts.json_types`, null is mcp.null and empty arrays are marked as by mcp.array.
 ---@param text string
+---@param opts? {json_types?: boolean}
 ---@return any
-function mcp.json_decode(text) end
+function mcp.json_decode(text, opts) end
+
+---Marks a table as a JSON array (an empty one goes out as []); nil gives a new empty one.
+---@generic T: table
+---@param t? T
+---@return T
+function mcp.array(t) end
+
+---Marks a table as a JSON object (a sequence goes out with "1", "2", ... keys; an empty one as {}).
+---@generic T: table
+---@param t? T
+---@return T
+function mcp.object(t) end
 
 ---A Lua value to JSON text, as arguments are encoded.
 ---@param value any

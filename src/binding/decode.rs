@@ -19,14 +19,66 @@
 //! not by how many members a container has; `luaL_checkstack` grows it a
 //! level at a time.
 //!
+//! With JSON types kept ([`with_json_types`]: `mcp.json_decode(text, {
+//! json_types = true })`, a client made with `json_types = true`), what
+//! the reference loses is kept instead: `null` becomes `mcp.null` (a
+//! light userdata) and an empty array carries the `__jsontype = "array"`
+//! metatable of `mcp.array`, so that encoding the value again gives back
+//! what the server sent.
+//!
 //! [`decode_message`]: crate::codec::decode_message
 
+use std::cell::Cell;
 use std::os::raw::c_int;
 
 use mlua::ffi;
 use mlua::{Lua, Value};
 
 use crate::codec::{self, Build, Json, RawJson};
+
+thread_local! {
+    static JSON_TYPES: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The registry key of the metatable empty arrays carry (`mcp.array`'s).
+pub(super) const ARRAY_METATABLE: &std::ffi::CStr = c"lua-mcp array";
+
+/// Runs `body` with JSON types kept (`on`) or dropped as the reference
+/// drops them; nested calls restore the outer choice.
+pub(super) fn with_json_types<T>(on: bool, body: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            JSON_TYPES.with(|t| t.set(self.0));
+        }
+    }
+    let _restore = Restore(JSON_TYPES.with(|t| t.replace(on)));
+    body()
+}
+
+fn json_types() -> bool {
+    JSON_TYPES.with(Cell::get)
+}
+
+/// Pushes `null`: nil, or `mcp.null` with JSON types kept. True when it
+/// is a value an array keeps.
+unsafe fn push_null(state: *mut ffi::lua_State) -> bool {
+    if json_types() {
+        ffi::lua_pushlightuserdata(state, std::ptr::null_mut());
+        return true;
+    }
+    ffi::lua_pushnil(state);
+    false
+}
+
+/// Marks the array on top of the stack, if it is empty and JSON types are
+/// kept: Lua cannot otherwise tell it from an empty object.
+unsafe fn mark_empty_array(state: *mut ffi::lua_State, count: ffi::lua_Integer) {
+    if count == 0 && json_types() {
+        ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, ARRAY_METATABLE.as_ptr());
+        ffi::lua_setmetatable(state, -2);
+    }
+}
 
 /// A decoded value as the reference codec would give it to Lua: `null`
 /// dropped from objects and arrays alike (see the module doc for why the
@@ -41,7 +93,9 @@ pub(super) fn to_lua(lua: &Lua, json: &Json) -> mlua::Result<Value> {
 
 pub(super) unsafe fn push_json(state: *mut ffi::lua_State, json: &Json) {
     match json {
-        Json::Null => ffi::lua_pushnil(state),
+        Json::Null => {
+            push_null(state);
+        }
         Json::Bool(b) => ffi::lua_pushboolean(state, *b as c_int),
         Json::Int(i) => ffi::lua_pushinteger(state, *i),
         Json::Float(f) => ffi::lua_pushnumber(state, *f),
@@ -52,11 +106,13 @@ pub(super) unsafe fn push_json(state: *mut ffi::lua_State, json: &Json) {
             ffi::luaL_checkstack(state, 4, std::ptr::null());
             ffi::lua_createtable(state, items.len().min(1 << 24) as c_int, 0);
             let mut n = 0;
-            for item in items.iter().filter(|v| !matches!(v, Json::Null)) {
+            let keep_null = json_types();
+            for item in items.iter().filter(|v| keep_null || !matches!(v, Json::Null)) {
                 push_json(state, item);
                 n += 1;
                 ffi::lua_rawseti(state, -2, n);
             }
+            mark_empty_array(state, n as ffi::lua_Integer);
         }
         Json::Object(pairs) => {
             ffi::luaL_checkstack(state, 4, std::ptr::null());
@@ -132,8 +188,7 @@ impl Build for LuaBuilder<'_> {
     type Object = ();
 
     fn null(&mut self) -> bool {
-        unsafe { ffi::lua_pushnil(self.state) };
-        false
+        unsafe { push_null(self.state) }
     }
     fn boolean(&mut self, b: bool) -> bool {
         unsafe { ffi::lua_pushboolean(self.state, c_int::from(b)) };
@@ -173,7 +228,8 @@ impl Build for LuaBuilder<'_> {
             }
         }
     }
-    fn end_array(&mut self, _: ffi::lua_Integer) -> bool {
+    fn end_array(&mut self, set: ffi::lua_Integer) -> bool {
+        unsafe { mark_empty_array(self.state, set) };
         true
     }
     fn begin_object(&mut self) {

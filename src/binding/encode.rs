@@ -17,6 +17,14 @@
 //! formatting a path segment for every value would cost more than the
 //! encoding itself.
 //!
+//! JSON types Lua cannot tell apart. Lua has one empty table, and nil
+//! cannot sit in a table: so a table whose metatable says `__jsontype =
+//! "array"` (`mcp.array`) or `"object"` (`mcp.object`), as dkjson reads
+//! it, goes out as that, and `mcp.null` (a light userdata, NULL, as
+//! lua-cjson's `cjson.null`) as `null`. Where neither says, a tool's
+//! `inputSchema` may (see `input_shape`): an empty table goes out as `[]`
+//! where only an array fits. Without either, the reference's rules.
+//!
 //! Tables are followed [`codec::MAX_DEPTH`] levels down and no further:
 //! this recursion runs on the host's own C stack, and a table 12,000 levels
 //! deep crashed the host with SIGSEGV when it was unbounded. (The
@@ -28,26 +36,32 @@ use std::ops::Deref;
 use mlua::{Table, Value};
 
 use super::{call_lua, Cx, Outcome, Raise};
-use crate::codec::{self, encode_string, write_float, write_int, Json, RawJson};
+use crate::codec::{self, encode_string, write_float, write_int, write_json_float, Json, RawJson};
 use crate::error::Error;
+use crate::input_shape::Place;
 
 /// A Lua value as JSON: scalars as themselves, a table as the text
 /// written for it. `root` names the value in a refusal.
 pub(super) fn encode_lua(lua: &Cx, root: &str, value: &Value) -> Outcome<Json> {
+    encode_lua_at(lua, root, value, Place::Nowhere)
+}
+
+/// [`encode_lua`] of a value whose shape `place` may describe.
+pub(super) fn encode_lua_at(lua: &Cx, root: &str, value: &Value, place: Place) -> Outcome<Json> {
     Ok(match value {
         Value::Nil => Json::Null,
         Value::Boolean(b) => Json::Bool(*b),
         Value::Integer(i) => Json::Int(*i),
         Value::Table(_) => {
             let mut writer = Writer::new(lua);
-            writer.run(root, |w| w.value(value))?;
+            writer.run(root, |w| w.value(value, place))?;
             RawJson::encoded(writer.out)
         }
         other => {
             // A string or a float: checked the same way, kept as a tree
             // value so that Rust can read it (a protocol version).
             let mut writer = Writer::new(lua);
-            writer.run(root, |w| w.value(other))?;
+            writer.run(root, |w| w.value(other, place))?;
             codec::decode(&writer.out).unwrap_or(Json::Null)
         }
     })
@@ -56,18 +70,19 @@ pub(super) fn encode_lua(lua: &Cx, root: &str, value: &Value) -> Outcome<Json> {
 /// `tools/call` params, `{"arguments":...,"name":...}`, written at once.
 /// An absent name stays absent, as in the reference; nil or false
 /// arguments are `{}`. The name is checked first, as the reference does.
-pub(super) fn encode_call_params(lua: &Cx, name: &Value, args: &Value) -> Outcome<Json> {
+/// `schema` is the tool's `inputSchema`, when `discover` found one.
+pub(super) fn encode_call_params(lua: &Cx, name: &Value, args: &Value, schema: Option<&Json>) -> Outcome<Json> {
     let mut writer = Writer::new(lua);
     let mut name_text = Vec::new();
     if !matches!(name, Value::String(_) | Value::Nil) {
-        writer.run("name", |w| w.value(name))?;
+        writer.run("name", |w| w.value(name, Place::Nowhere))?;
         name_text = std::mem::take(&mut writer.out);
     } else if let Value::String(s) = name {
         writer.run("name", |w| w.check_utf8(&s.as_bytes()))?;
     }
     writer.out.extend_from_slice(b"{\"arguments\":");
     if super::truthy(args) {
-        writer.run("arguments", |w| w.value(args))?;
+        writer.run("arguments", |w| w.value(args, Place::of(schema)))?;
     } else {
         writer.out.extend_from_slice(b"{}");
     }
@@ -227,20 +242,21 @@ impl<'a, 'b> Writer<'a, 'b> {
         }
     }
 
-    fn value(&mut self, value: &Value) -> Result<(), Fail> {
+    fn value(&mut self, value: &Value, place: Place) -> Result<(), Fail> {
         match value {
             Value::Nil => self.out.extend_from_slice(b"null"),
+            Value::LightUserData(p) if p.0.is_null() => self.out.extend_from_slice(b"null"),
             Value::Boolean(b) => self.out.extend_from_slice(if *b { b"true" } else { b"false" }),
             Value::Integer(i) => write_int(*i, &mut self.out),
             Value::Number(f) if f.is_nan() => return Err(refused("NaN")),
             Value::Number(f) if f.is_infinite() => return Err(refused("an infinite number")),
-            Value::Number(f) => write_float(*f, &mut self.out),
+            Value::Number(f) => write_json_float(*f, &mut self.out),
             Value::String(s) => {
                 let bytes = s.as_bytes();
                 self.check_utf8(&bytes)?;
                 encode_string(&bytes, &mut self.out);
             }
-            Value::Table(t) => self.table(t)?,
+            Value::Table(t) => self.table(t, place)?,
             other => return Err(refused(format!("a {}", other.type_name()))),
         }
         Ok(())
@@ -250,7 +266,7 @@ impl<'a, 'b> Writer<'a, 'b> {
         self.shallow[..self.depth.min(SHALLOW)].contains(&ptr) || self.deep.contains(&ptr)
     }
 
-    fn table(&mut self, t: &Table) -> Result<(), Fail> {
+    fn table(&mut self, t: &Table, place: Place) -> Result<(), Fail> {
         let ptr = t.to_pointer();
         if self.is_open(ptr) {
             return Err(refused("a table that contains itself"));
@@ -264,7 +280,7 @@ impl<'a, 'b> Writer<'a, 'b> {
             self.deep.push(ptr);
         }
         self.depth += 1;
-        let written = self.table_body(t);
+        let written = self.table_body(t, place);
         self.depth -= 1;
         if self.depth >= SHALLOW {
             self.deep.pop();
@@ -308,9 +324,15 @@ impl<'a, 'b> Writer<'a, 'b> {
         }
     }
 
-    fn table_body(&mut self, t: &Table) -> Result<(), Fail> {
+    fn table_body(&mut self, t: &Table, place: Place) -> Result<(), Fail> {
         let (mut entries, proxied) = self.entries(t)?;
+        let declared = declared_type(t);
+        if entries.is_empty() && (declared == Some(Declared::Array) || (declared.is_none() && place.wants_array())) {
+            self.out.extend_from_slice(b"[]");
+            return Ok(());
+        }
         let is_array = !entries.is_empty()
+            && declared != Some(Declared::Object)
             && entries.iter().all(|(k, _, _)| matches!(k, Value::Integer(i) if *i >= 1))
             && entries.iter().map(|(k, _, _)| k.as_integer().unwrap_or(0)).max() == Some(entries.len() as i64);
         if is_array {
@@ -327,7 +349,7 @@ impl<'a, 'b> Writer<'a, 'b> {
                 if i > 0 {
                     self.out.push(b',');
                 }
-                match self.value(v) {
+                match self.value(v, place.element(i)) {
                     Err(Fail::Refused(r)) => return Err(Fail::Refused(r.under(format!("[{}]", i + 1)))),
                     other => other?,
                 }
@@ -368,7 +390,7 @@ impl<'a, 'b> Writer<'a, 'b> {
             let segment = || String::from_utf8_lossy(key).into_owned();
             encode_string(key, &mut self.out);
             self.out.push(b':');
-            match self.value(v) {
+            match self.value(v, place.member(&key[..])) {
                 Err(Fail::Refused(r)) => return Err(Fail::Refused(r.under(segment()))),
                 other => other?,
             }
@@ -378,6 +400,22 @@ impl<'a, 'b> Writer<'a, 'b> {
         }
         self.out.push(b'}');
         Ok(())
+    }
+}
+
+/// What a table's metatable says it is, in `__jsontype` (dkjson's name).
+#[derive(Clone, Copy, PartialEq)]
+enum Declared {
+    Array,
+    Object,
+}
+
+fn declared_type(t: &Table) -> Option<Declared> {
+    let mt = t.metatable()?;
+    match mt.raw_get::<Value>("__jsontype").ok()? {
+        Value::String(s) if s.as_bytes().as_ref() == b"array" => Some(Declared::Array),
+        Value::String(s) if s.as_bytes().as_ref() == b"object" => Some(Declared::Object),
+        _ => None,
     }
 }
 

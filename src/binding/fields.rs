@@ -33,8 +33,23 @@ pub(super) fn apply_initialize(lua: &Cx, client: &Table, result: &Json) -> Outco
     Ok(())
 }
 
-pub(super) fn call_params(lua: &Cx, client_name: &Value, args: &Value) -> Outcome<Json> {
-    encode_call_params(lua, client_name, args)
+/// `tools/call` params for the tool `name` of `client`, its arguments
+/// shaped by the tool's `inputSchema` where `discover` found one.
+pub(super) fn call_params(lua: &Cx, client: &Table, name: &Value, args: &Value) -> Outcome<Json> {
+    let schema = match name {
+        Value::String(s) => input_schema(lua, client, &s.as_bytes())?,
+        _ => None,
+    };
+    encode_call_params(lua, name, args, schema.as_deref())
+}
+
+/// The `inputSchema` `discover` found for `tool` (none while the client
+/// is busy: a call made from inside one of its own callbacks is refused
+/// anyway).
+pub(super) fn input_schema(lua: &Cx, client: &Table, tool: &[u8]) -> Outcome<Option<Rc<Json>>> {
+    let Some(beside) = state_of(lua, client)? else { return Ok(None) };
+    let schema = beside.state.borrow::<ClientState>().ok().and_then(|state| state.schemas.input(tool));
+    Ok(schema)
 }
 
 /// A called tool's name: its label, "tools/call NAME", which names the

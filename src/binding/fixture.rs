@@ -88,7 +88,7 @@ pub(super) fn call_batch(lua: &Cx, client: &Table, transport: Function, name: &V
     let what = tool.label.as_str();
     let (mut messages, _) = batch_handshake(lua, client)?;
     let call_id = next_id(client)?;
-    messages.push(protocol::request(call_id.clone(), "tools/call", call_params(lua, name, args)?));
+    messages.push(protocol::request(call_id.clone(), "tools/call", call_params(lua, client, name, args)?));
     let mut replies = exchange_batch(lua, client, transport, &messages)?;
     let result = replies.result(&call_id, what)?;
     if let Some(beside) = state_of(lua, client)? {

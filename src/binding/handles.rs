@@ -272,7 +272,7 @@ pub(super) fn call_async(lua: &Cx, args: MultiValue) -> Outcome {
         _ => {
             let tool = tool_label(&name)?;
             let what = tool.label.as_str();
-            let params = call_params(lua, &name, &call_args)?;
+            let params = call_params(lua, &client, &name, &call_args)?;
             opts.tool = tool.bytes().to_vec();
             start(lua, &client, "tools/call", params, what, Kind::Call, opts)?
         }

@@ -13,8 +13,24 @@ pub(super) fn json_decode(lua: &Cx, args: MultiValue) -> Outcome {
             return Err(Error::BadInput(why).into());
         }
     };
+    let json_types = match arg(&args, 1) {
+        Value::Nil => false,
+        Value::Table(opts) => match opts.get::<Value>("json_types")? {
+            Value::Nil => false,
+            Value::Boolean(b) => b,
+            other => {
+                let why = format!("mcp.json_decode: opts.json_types must be a boolean, got {}", lua_type(&other));
+                return Err(Error::BadInput(why).into());
+            }
+        },
+        other => {
+            let why = format!("mcp.json_decode: opts must be a table, got {}", lua_type(&other));
+            return Err(Error::BadInput(why).into());
+        }
+    };
     let json = codec::decode(&text.as_bytes()).map_err(|e| Error::BadInput(format!("mcp.json_decode: {e}")))?;
-    Ok(MultiValue::from_vec(vec![to_lua(lua, &json)?]))
+    let value = with_json_types(json_types, || to_lua(lua, &json))?;
+    Ok(MultiValue::from_vec(vec![value]))
 }
 
 pub(super) fn json_encode(lua: &Cx, args: MultiValue) -> Outcome {

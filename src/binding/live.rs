@@ -42,6 +42,7 @@ fn open_server(client: &Table, options: &TransportOptions) -> Outcome<Box<dyn Tr
             url: url.to_str()?.to_string(),
             headers: options.headers.clone(),
             timeout: options.timeout,
+            connect_timeout: options.connect_timeout,
             max_message_bytes: options.max_message_bytes,
             ca_pem: options.ca_pem.clone(),
             bearer: options.bearer.clone(),
@@ -156,7 +157,7 @@ pub(super) struct LuaHost<'a, 'b> {
     table: &'a Table,
     pub(super) options: &'a TransportOptions,
     pub(super) forgotten: &'a Rc<RefCell<Vec<Ticket>>>,
-    pub(super) schemas: &'a mut OutputSchemas,
+    pub(super) schemas: &'a mut ToolSchemas,
     on_notification: Option<Function>,
     handlers: Option<Table>,
     /// `on_log`, `on_resource_updated`, `on_list_changed`, by name.
@@ -456,7 +457,7 @@ pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value,
     let tool = tool_label(name)?;
     let what = tool.label.as_str();
     let opts = request_options(opts, "client:call")?;
-    let mut params = Some(call_params(lua, name, args)?);
+    let mut params = Some(call_params(lua, client, name, args)?);
     // Twice at most: once more after a refresh of a stale tool list.
     let mut may_refresh = true;
     loop {

@@ -21,10 +21,11 @@ use mlua::{AnyUserData, Function, IntoLuaMulti, Lua, MultiValue, Table, UserData
 use crate::client::{Client, Host, Limits, Ticket};
 use crate::codec::{self, lua_float_text, Json};
 use crate::error::Error;
+use crate::input_shape::Place;
 use crate::interrupt;
 use crate::mount;
 use crate::protocol::{self, call_outcome, Replies};
-use crate::schema::{OutputSchemas, TOOL_SCHEMAS};
+use crate::schema::{ToolSchemas, TOOL_SCHEMAS};
 use crate::session::Peer;
 use crate::transport::doorbell::Doorbell;
 use crate::transport::http::{self, Http};
@@ -132,6 +133,7 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     native.set("exchange", export(lua, &cell, exchange)?)?;
     native.set("json_decode", export(lua, &cell, json_decode)?)?;
     native.set("json_encode", export(lua, &cell, json_encode)?)?;
+    set_json_types(lua, &native)?;
     native.set("version", concat!("lua-mcp ", env!("CARGO_PKG_VERSION")))?;
     native.set("supported_versions", protocol::SUPPORTED_VERSIONS.to_vec())?;
     let started = std::time::Instant::now();
@@ -187,6 +189,29 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     Ok(module)
 }
 
+/// `mcp.null` and the metatables of `mcp.array` and `mcp.object`, for the
+/// prelude; the array one also in the registry, where the decoder finds
+/// it without a Lua call (see `decode`).
+fn set_json_types(lua: &Lua, native: &Table) -> mlua::Result<()> {
+    let typed = |name: &str| -> mlua::Result<Table> {
+        let metatable = lua.create_table()?;
+        metatable.set("__jsontype", name)?;
+        Ok(metatable)
+    };
+    let array = typed("array")?;
+    // SAFETY: exec_raw pushes the table; lua_setfield pops it into the
+    // registry, leaving the stack as it found it.
+    unsafe {
+        lua.exec_raw::<()>(array.clone(), |state| {
+            mlua::ffi::lua_setfield(state, mlua::ffi::LUA_REGISTRYINDEX, ARRAY_METATABLE.as_ptr())
+        })?;
+    }
+    native.set("array_metatable", array)?;
+    native.set("object_metatable", typed("object")?)?;
+    native.set("null", Value::LightUserData(mlua::LightUserData(std::ptr::null_mut())))?;
+    Ok(())
+}
+
 const REAPERS_KEY: &str = "lua-mcp.reapers";
 
 struct Reapers;
@@ -213,7 +238,10 @@ fn export(lua: &Lua, cell: &Rc<OnceCell<Glue>>, f: fn(&Cx, MultiValue) -> Outcom
             Some(glue) => {
                 let check = hook_watch(lua);
                 let outer = CALLBACK_ERROR.with(|slot| slot.take());
-                let result = guarded(|| interrupt::watching(check, || f(&Cx { lua, glue }, args)));
+                let typed = keeps_json_types(glue, args.front());
+                let result = guarded(|| {
+                    interrupt::watching(check, || with_json_types(typed, || f(&Cx { lua, glue }, args)))
+                });
                 let raised = CALLBACK_ERROR.with(|slot| slot.replace(outer));
                 match raised {
                     Some(v) => Err(Raise::Lua(v)),
@@ -281,6 +309,23 @@ fn callback_pending() -> bool {
 /// LuaJIT's hook raise "interrupted!", after the position if any).
 fn is_interrupt(error: &Value) -> bool {
     matches!(error, Value::String(s) if s.as_bytes().ends_with(b"interrupted!"))
+}
+
+/// Whether the call is on a client (or a handle of one) made with
+/// `json_types = true`: what it returns keeps `null` and empty arrays.
+fn keeps_json_types(glue: &Glue, first: Option<&Value>) -> bool {
+    let Some(Value::Table(object)) = first else { return false };
+    let entry = match glue.states.raw_get::<Value>(object.clone()) {
+        Ok(Value::Table(entry)) => entry,
+        _ => match glue.handle_clients.raw_get::<Value>(object.clone()) {
+            Ok(Value::Table(client)) => match glue.states.raw_get::<Value>(client) {
+                Ok(Value::Table(entry)) => entry,
+                _ => return false,
+            },
+            _ => return false,
+        },
+    };
+    entry.raw_get::<bool>(JSON_TYPES).unwrap_or(false)
 }
 
 /// Runs `call`, turning a panic into [`Error::Internal`] with its message.
@@ -438,6 +483,7 @@ fn new(lua: &Cx, args: MultiValue) -> Outcome {
     entry.raw_set(3, opts.get::<Value>("handlers")?)?;
     entry.raw_set(CALLBACKS, callbacks_of(lua, &opts)?)?;
     entry.raw_set(PROGRESS, lua.create_table()?)?;
+    entry.raw_set(JSON_TYPES, json_types_option(&opts)?)?;
     keep_auth_callbacks(&opts, &entry)?;
     g.states.raw_set(client.clone(), entry)?;
     Ok(MultiValue::from_vec(vec![Value::Table(client)]))

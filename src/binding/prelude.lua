@@ -32,9 +32,32 @@ function mcp.new(opts)
   return raise_unless(native.new(opts))
 end
 
-function mcp.json_decode(text)
-  return raise_unless(native.json_decode(text))
+function mcp.json_decode(text, opts)
+  return raise_unless(native.json_decode(text, opts))
 end
+
+-- JSON types Lua cannot tell apart: `mcp.array(t)` and `mcp.object(t)`
+-- mark a table (through its metatable's `__jsontype`, as dkjson reads
+-- it), and `mcp.null` is a JSON null that a table can hold.
+mcp.null = native.null
+
+local function json_type(name, metatable)
+  return function(t)
+    if t == nil then t = {} end
+    if type(t) ~= "table" then
+      error("mcp." .. name .. ": expected a table, got " .. type(t), 2)
+    end
+    local current = getmetatable(t)
+    if current == nil then return setmetatable(t, metatable) end
+    if current == metatable or (type(current) == "table" and rawget(current, "__jsontype") == name) then
+      return t
+    end
+    error("mcp." .. name .. ": the table has a metatable already; set __jsontype = \"" .. name
+      .. "\" in it instead", 2)
+  end
+end
+mcp.array = json_type("array", native.array_metatable)
+mcp.object = json_type("object", native.object_metatable)
 
 function mcp.json_encode(value)
   return raise_unless(native.json_encode(value))

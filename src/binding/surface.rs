@@ -137,6 +137,18 @@ pub(super) fn handshake(lua: &Cx, args: MultiValue) -> Outcome {
     Ok(MultiValue::from_vec(vec![to_lua(lua, &Json::Array(messages))?]))
 }
 
+/// The inputSchema of the tool a `tools/call` message names.
+fn called_tool_schema(lua: &Cx, client: &Table, message: &Table) -> Outcome<Option<Rc<Json>>> {
+    let method: Value = message.raw_get("method")?;
+    let Value::String(method) = method else { return Ok(None) };
+    if method.as_bytes().as_ref() != b"tools/call" {
+        return Ok(None);
+    }
+    let Value::Table(params) = message.raw_get::<Value>("params")? else { return Ok(None) };
+    let Value::String(name) = params.raw_get::<Value>("name")? else { return Ok(None) };
+    input_schema(lua, client, &name.as_bytes())
+}
+
 /// `client:exchange(messages)`: sends them and returns the replies by id
 /// and the notifications that came, as the reference does. Through a
 /// fixture, one batch as the reference sends it; over a live session each
@@ -149,9 +161,20 @@ pub(super) fn exchange(lua: &Cx, args: MultiValue) -> Outcome {
     let Value::Table(list) = arg(&args, 1) else {
         return Err(Error::BadInput("client:exchange: messages must be a list of tables".into()).into());
     };
+    let live = !truthy(&client.get::<Value>("transport")?);
     let mut messages = Vec::new();
     for (i, v) in list.sequence_values::<Value>().enumerate() {
-        messages.push(encode_lua(lua, &format!("messages[{}]", i + 1), &v?)?);
+        let v = v?;
+        // A tools/call built by hand on a live client is shaped by its
+        // tool's inputSchema, as `call` is; the fixture seam stays the
+        // reference's, byte for byte.
+        let schema = match (&v, live) {
+            (Value::Table(message), true) => called_tool_schema(lua, &client, message)?,
+            _ => None,
+        };
+        let place = Place::Above { path: &["params", "arguments"], root: schema.as_deref().unwrap_or(&Json::Null) };
+        let place = if schema.is_some() { place } else { Place::Nowhere };
+        messages.push(encode_lua_at(lua, &format!("messages[{}]", i + 1), &v, place)?);
     }
     let (replies, notifications) = match client.get::<Value>("transport")? {
         Value::Function(f) => {

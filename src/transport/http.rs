@@ -96,6 +96,9 @@ pub struct Options {
     pub url: String,
     pub headers: Vec<(String, String)>,
     pub timeout: Duration,
+    /// The `initialize` POST's bound (a remote server's cold start, its
+    /// TLS handshake).
+    pub connect_timeout: Duration,
     pub max_message_bytes: usize,
     /// PEM certificates to trust instead of the bundled Mozilla roots
     /// (a private CA, a self-signed server).
@@ -373,14 +376,24 @@ impl Shared {
     /// anything else becomes an error naming the status and the start of
     /// the body.
     fn failure_body(&self, status: u16, mut response: Response<Body>, id: Option<&Json>) -> Result<Vec<Incoming>> {
-        if status == 401 || status == 403 {
-            let www_authenticate = header(&response, "www-authenticate").map(str::to_string);
+        let www_authenticate = header(&response, "www-authenticate").map(str::to_string);
+        // A refusal is about credentials when the server says so: a 401,
+        // or a 403 with a challenge. Any other 403 has its own reason (a
+        // Host header refused against DNS rebinding, an origin not
+        // allowed) and goes the way of every other failure, in the
+        // server's words.
+        if status == 401 || (status == 403 && www_authenticate.is_some()) {
             let hint = match (self.options.login, lock(&self.options.bearer).is_some()) {
                 (true, _) => "the token the login gave was not accepted",
                 (false, true) => "the token in opts.auth.token was not accepted",
                 (false, false) => "it needs credentials: set opts.auth.token (or opts.headers.Authorization)",
             };
-            return Err(Error::Unauthorized { status, url: self.url(), www_authenticate, hint });
+            let reason = match &www_authenticate {
+                Some(_) => None,
+                None => Some(read_capped(&mut response, ERROR_BODY_READ).map(|b| excerpt(&b)).unwrap_or_default())
+                    .filter(|r| !r.is_empty()),
+            };
+            return Err(Error::Unauthorized { status, url: self.url(), www_authenticate, reason, hint });
         }
         let body = read_capped(&mut response, self.options.max_message_bytes).unwrap_or_default();
         if let (Ok(reply), Some(id)) = (codec::decode(trim(&body)), id) {
@@ -852,6 +865,7 @@ impl Transport for Http {
                 self.await_posted(sent, notice_timeout);
                 notice_timeout
             }
+            _ if is_initialize => self.shared.options.connect_timeout,
             _ => self.shared.options.timeout,
         };
         let response = match self.shared.post(&message, timeout) {
@@ -1305,6 +1319,9 @@ fn header<'a>(response: &'a Response<Body>, name: &str) -> Option<&'a str> {
 }
 
 /// The start of a body, for an error message.
+/// How much of a refusal's body is read for its reason.
+const ERROR_BODY_READ: usize = 64 << 10;
+
 fn excerpt(body: &[u8]) -> String {
     String::from_utf8_lossy(body).trim().chars().take(ERROR_EXCERPT).collect()
 }

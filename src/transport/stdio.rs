@@ -96,6 +96,9 @@ pub struct Options {
 
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 const STDERR_TAIL_BYTES: usize = 64 * 1024;
+/// How much of that a failure's message quotes: room for a traceback's
+/// last frames and its exception.
+const STDERR_EXCERPT_CHARS: usize = 600;
 /// Lines of non-JSON stdout kept for error messages.
 const NOISE_LINES: usize = 5;
 /// The spec's shutdown: close stdin, wait, SIGTERM, wait, SIGKILL.
@@ -503,11 +506,8 @@ impl Stdio {
             let what = if witness.any_stdout { "MCP server exited" } else { "MCP server produced no output" };
             let mut detail = format!("{what} ({})", self.launch.describe());
             if !stderr.is_empty() {
-                // The head of a long log is usually the useful part when the
-                // server never started; the tail when it died later.
-                let excerpt = if witness.any_stdout { tail_chars(stderr, 300) } else { head_chars(stderr, 300) };
                 detail.push_str(": ");
-                detail.push_str(excerpt);
+                detail.push_str(&last_lines(stderr, STDERR_EXCERPT_CHARS));
             }
             if !witness.noise.is_empty() && !witness.any_stdout {
                 detail.push_str(" (stdout: ");
@@ -1176,11 +1176,20 @@ fn drain_stderr(stderr: std::process::ChildStderr, witness: Arc<Mutex<Witness>>,
     }
 }
 
-fn head_chars(s: &str, n: usize) -> &str {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => &s[..i],
-        None => s,
+/// What a dead server said last, for the error: at most `n` characters,
+/// starting at a line where the cut allows, after "..." where it was cut.
+/// Python, Node and Rust all end a crash's output with the exception
+/// itself: `MCP server produced no output (...): Traceb...` was all a
+/// Python server's startup crash once left us. (The reference keeps the
+/// first 300 bytes.)
+fn last_lines(s: &str, n: usize) -> String {
+    let tail = tail_chars(s, n);
+    if tail.len() == s.len() {
+        return tail.to_string();
     }
+    // A whole line, when one starts in the tail (not its last).
+    let start = tail.find('\n').filter(|&i| i + 1 < tail.len()).map_or(0, |i| i + 1);
+    format!("...{}{}", if start > 0 { "\n" } else { "" }, &tail[start..])
 }
 
 fn tail_chars(s: &str, n: usize) -> &str {
@@ -1191,5 +1200,24 @@ fn tail_chars(s: &str, n: usize) -> &str {
     match s.char_indices().nth(count - n) {
         Some((i, _)) => &s[i..],
         None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::last_lines;
+
+    #[test]
+    fn a_long_stderr_is_quoted_from_its_last_lines_with_the_cut_marked() {
+        let traceback = format!(
+            "Traceback (most recent call last):\n{}AttributeError: 'Server' object has no attribute 'list_resources'",
+            "  File \"x.py\", line 1, in <module>\n".repeat(40)
+        );
+        assert_eq!(
+            last_lines(&traceback, 120),
+            "...\n  File \"x.py\", line 1, in <module>\nAttributeError: 'Server' object has no attribute 'list_resources'"
+        );
+        assert_eq!(last_lines("short", 120), "short");
+        assert_eq!(last_lines(&"x".repeat(10), 4), "...xxxx");
     }
 }
