@@ -232,13 +232,21 @@ describe('HTTP transport quirks', function()
     assert.equal('mcp: the opts.auth.token function must return a string, got nil', err)
   end)
 
-  it('a 403 without a challenge says credentials are needed', function()
-    local client = mcp.new({ url = base .. '/forbidden' })
-    local ok, err = pcall(client.discover, client)
-    assert.is_false(ok)
-    assert.equal('MCP transport failed (403): the server at ' .. base .. '/forbidden refused the request (HTTP 403);'
-      .. ' it needs credentials: set opts.auth.token (or opts.headers.Authorization)', err)
-    client:close()
+  it("a 403 without a challenge is the server's own refusal, in its words, with no talk of credentials", function()
+    local refusals = {
+      { '/forbidden', 'MCP transport failed (403): HTTP 403' },
+      { '/forbidden-reason', 'MCP transport failed (403): HTTP 403: Origin http://evil.example is not allowed' },
+      { '/unauthorized-reason', 'MCP transport failed (401): the server at ' .. base .. '/unauthorized-reason'
+        .. ' refused the request (HTTP 401: Your API key has expired); it needs credentials: set opts.auth.token'
+        .. ' (or opts.headers.Authorization)' },
+    }
+    for _, case in ipairs(refusals) do
+      local client = mcp.new({ url = base .. case[1] })
+      local ok, err = pcall(client.discover, client)
+      client:close()
+      assert.is_false(ok)
+      assert.equal(case[2], err)
+    end
   end)
 
   it('more response headers than the client reads (128) is a named failure', function()

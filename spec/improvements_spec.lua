@@ -33,6 +33,37 @@ describe('deliberate differences from the reference', function()
     }
   end
 
+  it('a float goes out in the shortest form that reads back the same, not rounded to 14 digits', function()
+    local ref, nat = both(call_with({ third = 1 / 3, edge = 1e15, tiny = 1e-7, pi = math.pi, two53 = 2 ^ 53,
+      sum = 0.1 + 0.2 }))
+    assert.equal('{"edge":1e+15,"pi":3.1415926535898,"sum":0.3,"third":0.33333333333333,"tiny":1e-07,'
+      .. '"two53":9.007199254741e+15}', ref.sent[1]:match('"arguments":(%b{})'))
+    assert.equal('{"edge":1000000000000000,"pi":3.141592653589793,"sum":0.30000000000000004,'
+      .. '"third":0.3333333333333333,"tiny":1e-7,"two53":9007199254740992}', nat.sent[1]:match('"arguments":(%b{})'))
+  end)
+
+  it("an empty table goes out as [] where the discovered tool's inputSchema wants an array", function()
+    local schema = { type = 'object', properties = {
+      tags = { type = 'array', items = { type = 'string' } },
+      meta = { type = 'object' },
+      rows = { type = 'array', items = { type = 'object', properties = { cells = { type = 'array' } } } },
+    } }
+    local case = {
+      server = { tools = { { name = 'store', description = 'Stores.', inputSchema = schema } } },
+      run = function(c)
+        c.new()
+        c.step('discover', function() return c.client:discover() end)
+        c.step('call', function() return c.client:call('store', { tags = {}, meta = {}, rows = { { cells = {} } } }) end)
+        c.step('undiscovered', function() return c.client:call('other', { tags = {} }) end)
+      end,
+    }
+    local ref, nat = both(case)
+    assert.equal('{"meta":{},"rows":[{"cells":{}}],"tags":{}}', ref.sent[2]:match('"arguments":(%b{})'))
+    assert.equal('{"meta":{},"rows":[{"cells":[]}],"tags":[]}', nat.sent[2]:match('"arguments":(%b{})'))
+    -- A tool the client did not discover: the reference's bytes.
+    assert.equal(ref.sent[3], nat.sent[3])
+  end)
+
   it('a function in the arguments is refused with the path where it sits', function()
     local ref, nat = both(call_with({ nested = { cb = print } }))
     assert.equal('trace.encode: cannot encode a function', only_step(ref).error)

@@ -109,3 +109,53 @@ describe('the demo (make demo)', function()
     assert.same({ '1', '1', '1' }, pure)
   end)
 end)
+
+describe('JSON types Lua cannot tell apart', function()
+  local mcp = H.native()
+
+  it('mcp.array, mcp.object and mcp.null say what an empty table or a nil cannot', function()
+    assert.equal('{"empty":[],"list":[1,2],"map":{"1":"a","2":"b"},"none":null,"plain":{}}', mcp.json_encode({
+      empty = mcp.array(), list = mcp.array({ 1, 2 }), map = mcp.object({ 'a', 'b' }), none = mcp.null, plain = {} }))
+    -- dkjson's field works on a metatable of one's own.
+    assert.equal('[]', mcp.json_encode(setmetatable({}, { __jsontype = 'array', __index = {} })))
+    assert.has_error(function() mcp.array(setmetatable({}, {})) end,
+      'mcp.array: the table has a metatable already; set __jsontype = "array" in it instead')
+    assert.has_error(function() mcp.object('x') end, 'mcp.object: expected a table, got string')
+  end)
+
+  it('json_types keeps null and empty arrays on the way in, so they go back out as they came', function()
+    local text = '{"a":null,"b":[],"c":[null,1],"d":{},"e":[[]]}'
+    assert.equal('{"b":{},"c":[1],"d":{},"e":[{}]}', mcp.json_encode(mcp.json_decode(text)))
+    local typed = mcp.json_decode(text, { json_types = true })
+    assert.equal(mcp.null, typed.a)
+    assert.equal(mcp.null, typed.c[1])
+    assert.equal(text, mcp.json_encode(typed))
+    assert.has_error(function() mcp.json_decode('[]', { json_types = 1 }) end,
+      'mcp.json_decode: opts.json_types must be a boolean, got number')
+  end)
+
+  it('a client made with json_types returns results with their nulls and empty arrays', function()
+    local function server(text)
+      local lines = {}
+      for line in text:gmatch('[^\n]+') do
+        local id = line:match('"id":(%d+)')
+        if line:find('"initialize"') then
+          lines[#lines + 1] = '{"jsonrpc":"2.0","id":' .. id .. ',"result":{"protocolVersion":"2025-06-18",'
+            .. '"capabilities":{},"serverInfo":{"name":"s","version":"1"}}}'
+        elseif id then
+          lines[#lines + 1] = '{"jsonrpc":"2.0","id":' .. id .. ',"result":{"content":[],'
+            .. '"structuredContent":{"items":[],"next":null}}}'
+        end
+      end
+      return true, table.concat(lines, '\n') .. '\n', 200
+    end
+    local typed = mcp.new({ transport = server, json_types = true })
+    local _, _, result = typed:call('list', {})
+    assert.equal('{"content":[],"structuredContent":{"items":[],"next":null}}', mcp.json_encode(result))
+    local plain = mcp.new({ transport = server })
+    _, _, result = plain:call('list', {})
+    assert.equal('{"content":{},"structuredContent":{"items":{}}}', mcp.json_encode(result))
+    assert.has_error(function() mcp.new({ command = 'x', json_types = 'yes' }) end,
+      'mcp.new: opts.json_types must be a boolean, got string')
+  end)
+end)

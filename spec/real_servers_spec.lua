@@ -25,16 +25,31 @@ describe('empty arrays #peer', function()
   it("the filesystem server's search_files takes an empty excludePatterns, as its schema asks", function()
     local client = mcp.new({ command = filesystem(dir) })
     client:discover()
-    local text, is_error = client:call('search_files', { path = dir, pattern = '*.txt', excludePatterns = {} })
+    local text, is_error = client:call('search_files', { path = dir, pattern = '**/*.txt', excludePatterns = {} })
     client:close()
     assert.is_false(is_error, text)
     assert.equal(dir .. '/notes/todo.txt', text)
   end)
 
+  it('call_async, a mounted tool and a tools/call sent through exchange shape arguments the same way', function()
+    local client = mcp.new({ command = filesystem(dir) })
+    client:discover()
+    local args = function() return { path = dir, pattern = '**/*.txt', excludePatterns = {} } end
+    assert.equal(dir .. '/notes/todo.txt', (client:call_async('search_files', args()):wait()))
+    local registry = H.registry()
+    mcp.mount(registry, client, { prefix = 'fs_' })
+    assert.equal(dir .. '/notes/todo.txt', (registry:get('fs_search_files').run(args())))
+    local id = client:id()
+    local replies = client:exchange({ { jsonrpc = '2.0', id = id, method = 'tools/call',
+      params = { name = 'search_files', arguments = args() } } })
+    client:close()
+    assert.equal(dir .. '/notes/todo.txt', replies[id].result.content[1].text)
+  end)
+
   it('an empty table marked with mcp.array goes out as [] with no schema to say so', function()
     local client = mcp.new({ command = filesystem(dir) })
     local text, is_error = client:call('search_files',
-      { path = dir, pattern = '*.txt', excludePatterns = mcp.array({}) })
+      { path = dir, pattern = '**/*.txt', excludePatterns = mcp.array({}) })
     client:close()
     assert.is_false(is_error, text)
     assert.equal(dir .. '/notes/todo.txt', text)
@@ -43,16 +58,25 @@ describe('empty arrays #peer', function()
   it('the command-line tool sends key=[] and --args arrays as arrays', function()
     local server = "--mcp 'node " .. MODULES .. "server-filesystem/dist/index.js " .. dir .. "'"
     local out, status = H.command(CLI .. ' ' .. server .. ' call search_files path=' .. dir
-      .. " pattern='*.txt' excludePatterns=[]")
+      .. " pattern='**/*.txt' excludePatterns=[]")
     assert.equal(0, status, out)
     assert.equal(dir .. '/notes/todo.txt\n', out)
     out, status = H.command(CLI .. ' ' .. server .. ' call search_files --args \'{"path":"' .. dir
-      .. '","pattern":"*.txt","excludePatterns":[]}\' --json')
+      .. '","pattern":"**/*.txt","excludePatterns":[]}\'')
     assert.equal(0, status, out)
-    -- [] and null come back as the server sent them
-    local printed = out:match('"structuredContent":(%b{})')
-    assert.is_truthy(printed, out)
-    assert.is_truthy(out:find('"content":[{', 1, true), out)
+    assert.equal(dir .. '/notes/todo.txt\n', out)
+  end)
+
+  it('the command-line tool prints the empty arrays the server sent with --json', function()
+    local memory = 'MEMORY_FILE_PATH=' .. dir .. '/memory.jsonl '
+    local server = "--mcp 'node " .. MODULES .. "server-memory/dist/index.js'"
+    local out, status = H.command(memory .. CLI .. ' ' .. server .. ' call create_entities --args'
+      .. ' \'{"entities":[{"name":"Ada","entityType":"person","observations":[]}]}\'')
+    assert.equal(0, status, out)
+    out, status = H.command(memory .. CLI .. ' ' .. server .. ' call read_graph --json')
+    assert.equal(0, status, out)
+    assert.equal('{"entities":[{"entityType":"person","name":"Ada","observations":[]}],"relations":[]}',
+      out:match('"structuredContent":(%b{})'), out)
   end)
 
   it("the memory server creates an entity with nothing observed yet", function()

@@ -163,6 +163,30 @@ describe('stdio faults', function()
       .. "echo 'usage: srv [--port N]'; exit 4): config file missing (stdout: usage: srv [--port N])", err)
   end)
 
+  it('a long stderr is quoted from its end, where the exception is; the reference quotes its first 300 bytes', function()
+    local lines = {}
+    for i = 1, 100 do lines[i] = 'frame ' .. i end
+    lines[#lines + 1] = 'Fatal: out of cheese'
+    local said = table.concat(lines, '\n')
+    local script = H.tmpname() .. '.sh'
+    local f = assert(io.open(script, 'w'))
+    f:write("cat >&2 <<'END'\n", said, '\nEND\nexit 3\n')
+    f:close()
+    local command = 'sh ' .. script
+    local native = mcp.new({ command = command })
+    local _, got = pcall(native.discover, native)
+    native:close()
+    local prefix = 'MCP transport failed (3): MCP server produced no output (' .. command .. '): '
+    local tail = said:sub(-600)
+    assert.equal(prefix .. '...\n' .. tail:sub(tail:find('\n') + 1), got)
+    assert.is_truthy(got:find('\nframe 100\nFatal: out of cheese$'))
+    local reference = H.reference().new({ command = command })
+    local _, want = pcall(reference.discover, reference)
+    local status = H.REFERENCE_SEES_STATUS and '3' or 'nil'
+    assert.equal(prefix:gsub('%(3%)', '(' .. status .. ')', 1) .. said:sub(1, 300), want)
+    os.remove(script)
+  end)
+
   it('banners, binary junk, a BOM and CRLF on stdout are skipped', function()
     local client = mcp.new({ command = H.faulty('garbage') })
     local tools = client:discover()
@@ -297,8 +321,8 @@ describe('stdio faults', function()
 
   it('a server that never answers initialize times out, and no cancel is sent for initialize', function()
     local log = H.tmpname()
-    local client = mcp.new({ command = H.faulty('deaf'), timeout = 0.5, env = { METHOD_LOG = log } })
-    assert.has_error(function() client:discover() end, 'MCP initialize timed out after 0.5 s')
+    local client = mcp.new({ command = H.faulty('deaf'), connect_timeout = 0.5, env = { METHOD_LOG = log } })
+    assert.has_error(function() client:discover() end, 'MCP initialize timed out after 0.5 s (opts.connect_timeout)')
     client:close()
     -- the server heard initialize and nothing after it
     assert.equal('initialize\n', H.slurp(log))

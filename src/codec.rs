@@ -1088,7 +1088,8 @@ pub fn write_json_float(f: f64, out: &mut Vec<u8>) {
         count += 1;
     }
     let digits = &digits[..count];
-    let exponent: i32 = std::str::from_utf8(&text[(e_at + 1).min(len)..]).ok().and_then(|e| e.parse().ok()).unwrap_or(0);
+    let exponent: i32 =
+        std::str::from_utf8(&text[(e_at + 1).min(len)..]).ok().and_then(|e| e.parse().ok()).unwrap_or(0);
     // Where the decimal point falls after the first `point` digits.
     let point = exponent + 1;
     if f < 0.0 {

@@ -109,12 +109,14 @@ fn pointer<'s>(root: &'s Json, reference: &[u8]) -> Option<&'s Json> {
 }
 
 /// The branches of a combining keyword.
-fn branches<'s>(node: &'s Json) -> impl Iterator<Item = &'s Json> {
-    ["allOf", "anyOf", "oneOf"].into_iter().filter_map(|k| match node.get(k) {
-        Some(Json::Array(items)) => Some(items.iter()),
-        _ => None,
-    })
-    .flatten()
+fn branches(node: &Json) -> impl Iterator<Item = &Json> {
+    ["allOf", "anyOf", "oneOf"]
+        .into_iter()
+        .filter_map(|k| match node.get(k) {
+            Some(Json::Array(items)) => Some(items.iter()),
+            _ => None,
+        })
+        .flatten()
 }
 
 fn member_schema<'s>(root: &'s Json, node: &'s Json, key: &[u8], depth: usize) -> Option<&'s Json> {
@@ -267,7 +269,8 @@ mod tests {
 
     #[test]
     fn tuples_no_schema_and_a_message_above_the_arguments() {
-        let s = schema(r#"{"type":"array","prefixItems":[{"type":"string"},{"type":"array"}],"items":{"type":"object"}}"#);
+        let s =
+            schema(r#"{"type":"array","prefixItems":[{"type":"string"},{"type":"array"}],"items":{"type":"object"}}"#);
         let top = Place::of(Some(&s));
         assert!(top.wants_array());
         assert!(!top.element(0).wants_array());

@@ -27,6 +27,10 @@
 //   /auth       a POST gets 401 with a WWW-Authenticate challenge naming the
 //               resource metadata, and the JSON body {"error":"invalid_token"}
 //   /forbidden  a POST gets 403 with no WWW-Authenticate and no body
+//   /forbidden-reason  a POST gets 403 with no WWW-Authenticate and its
+//               reason as plain text, as a proxy or an origin check says it
+//   /unauthorized-reason  a POST gets 401 with no WWW-Authenticate and its
+//               reason as plain text
 //   /bearer     a well-behaved server for requests with "Authorization:
 //               Bearer right" (or "Bearer right-N"); 401 with a challenge
 //               for any other
@@ -146,6 +150,11 @@ function handle(path, req, res, body) {
   if (req.method === 'POST' && path === '/forbidden') {
     res.writeHead(403);
     res.end();
+    return;
+  }
+  if (req.method === 'POST' && (path === '/forbidden-reason' || path === '/unauthorized-reason')) {
+    res.writeHead(path === '/forbidden-reason' ? 403 : 401, { 'Content-Type': 'text/plain' });
+    res.end(path === '/forbidden-reason' ? 'Origin http://evil.example is not allowed\n' : 'Your API key has expired\n');
     return;
   }
   if (req.method === 'POST' && path === '/many-headers') {

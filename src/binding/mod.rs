@@ -239,9 +239,8 @@ fn export(lua: &Lua, cell: &Rc<OnceCell<Glue>>, f: fn(&Cx, MultiValue) -> Outcom
                 let check = hook_watch(lua);
                 let outer = CALLBACK_ERROR.with(|slot| slot.take());
                 let typed = keeps_json_types(glue, args.front());
-                let result = guarded(|| {
-                    interrupt::watching(check, || with_json_types(typed, || f(&Cx { lua, glue }, args)))
-                });
+                let result =
+                    guarded(|| interrupt::watching(check, || with_json_types(typed, || f(&Cx { lua, glue }, args))));
                 let raised = CALLBACK_ERROR.with(|slot| slot.replace(outer));
                 match raised {
                     Some(v) => Err(Raise::Lua(v)),

@@ -300,8 +300,10 @@ pub(super) fn json_types_option(opts: &Table) -> Outcome<bool> {
     match opts.get::<Value>("json_types")? {
         Value::Nil => Ok(false),
         Value::Boolean(b) => Ok(b),
-        other => Err(Error::BadInput(format!("mcp.new: opts.json_types must be a boolean, got {}", other.type_name()))
-            .into()),
+        other => {
+            Err(Error::BadInput(format!("mcp.new: opts.json_types must be a boolean, got {}", other.type_name()))
+                .into())
+        }
     }
 }
 

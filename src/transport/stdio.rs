@@ -1192,6 +1192,13 @@ fn last_lines(s: &str, n: usize) -> String {
     format!("...{}{}", if start > 0 { "\n" } else { "" }, &tail[start..])
 }
 
+fn head_chars(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
 fn tail_chars(s: &str, n: usize) -> &str {
     let count = s.chars().count();
     if count <= n {
