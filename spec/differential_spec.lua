@@ -273,9 +273,12 @@ case('arrays, sparse tables and mixed keys', {}, function(c)
   c.step('top-level array', function() return c.client:call('store', { 'x', 'y' }) end)
 end)
 
+-- Without an integer subtype (5.1, LuaJIT) the largest is 2^53, where
+-- 2^63 would be a float past every integer the two modules agree on.
 case('integers', {}, function(c)
   c.new()
-  c.step('call', function() return c.client:call('store', { zero = 0, neg = -17, max = H.MAXINT, min = H.MININT }) end)
+  c.step('call', function() return c.client:call('store', {
+    zero = 0, neg = -17, max = math.maxinteger or 2 ^ 53, min = H.MININT }) end)
 end)
 
 -- Floats whose %.14g is also their shortest form: the same bytes. (The

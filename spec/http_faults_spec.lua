@@ -247,6 +247,14 @@ describe('HTTP transport quirks', function()
       assert.is_false(ok)
       assert.equal(case[2], err)
     end
+    -- A server that quotes the refused token does not get it into the error.
+    local client = mcp.new({ url = base .. '/unauthorized-reason', auth = { token = 'sk-live-0123456789' } })
+    local ok, err = pcall(client.discover, client)
+    client:close()
+    assert.is_false(ok)
+    assert.equal('MCP transport failed (401): the server at ' .. base .. '/unauthorized-reason refused the request'
+      .. ' (HTTP 401: Your API key has expired (Bearer [credentials])); the token in opts.auth.token was not accepted',
+      err)
   end)
 
   it('more response headers than the client reads (128) is a named failure', function()

@@ -129,8 +129,10 @@ describe('a slow start', function()
   end)
 
   it('has its own bound, opts.connect_timeout, named when it is met', function()
-    local client = mcp.new({ command = { 'sh', '-c', 'sleep 5; exec ' .. H.COUNTER }, connect_timeout = 0.5 })
-    assert.has_error(function() client:discover() end, 'MCP initialize timed out after 0.5 s (opts.connect_timeout)')
+    local waiting = 'echo "waiting for the database at db:5432" >&2; sleep 5; exec ' .. H.COUNTER
+    local client = mcp.new({ command = { 'sh', '-c', waiting }, connect_timeout = 0.5 })
+    assert.has_error(function() client:discover() end, 'MCP initialize timed out after 0.5 s (opts.connect_timeout);'
+      .. ' its stderr ends: waiting for the database at db:5432')
     client:close()
   end)
 end)

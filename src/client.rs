@@ -520,7 +520,9 @@ impl Client {
             Ok(reply) => reply,
             Err(e @ Error::Unauthorized { .. }) => return Err(Failure::Refused(e)),
             Err(Error::Timeout { what, seconds, note }) => {
-                let note = format!("{note} (opts.connect_timeout)");
+                // A server that hangs while it starts often says why.
+                let said = session.last_words().map(|w| format!("; its stderr ends: {w}")).unwrap_or_default();
+                let note = format!("{note} (opts.connect_timeout){said}");
                 return Err(Failure::Other(Error::Timeout { what, seconds, note }.into()));
             }
             Err(e) => return Err(Failure::Other(e.into())),

@@ -17,6 +17,14 @@
 //! JSON pointer into the schema). A place the schema does not describe,
 //! or describes loosely (no `type`, or array among others), keeps the
 //! reference's `{}`: the schema only ever changes what it is sure of.
+//!
+//! A schema comes from the server, so every question asked of it visits
+//! at most [`VISITS`] nodes: `{"anyOf":[{"$ref":"#"},{"$ref":"#"},...]}`
+//! would otherwise cost ten to the eighth visits for each key of the
+//! arguments, with the host's Ctrl-C unheard. Out of visits, the schema
+//! does not say.
+
+use std::cell::Cell;
 
 use crate::codec::Json;
 
@@ -26,6 +34,25 @@ const MAX_REFS: usize = 16;
 
 /// How deep `anyOf` / `oneOf` / `allOf` are followed within one place.
 const MAX_BRANCH_DEPTH: usize = 8;
+
+/// Schema nodes one question may visit.
+const VISITS: usize = 256;
+
+/// What is left of one question's visits.
+struct Budget(Cell<usize>);
+
+impl Budget {
+    fn new() -> Budget {
+        Budget(Cell::new(VISITS))
+    }
+
+    /// Takes a visit; false when none is left.
+    fn visit(&self) -> bool {
+        let left = self.0.get();
+        self.0.set(left.saturating_sub(1));
+        left > 0
+    }
+}
 
 /// A place in a value being encoded, and what the schema says of it.
 #[derive(Clone, Copy)]
@@ -57,14 +84,14 @@ impl<'s> Place<'s> {
                 _ => Place::Above { path: rest, root },
             },
             Place::Above { .. } => Place::Nowhere,
-            Place::Described { root, node } => Place::found(root, member_schema(root, node, key, 0)),
+            Place::Described { root, node } => Place::found(root, member_schema(root, node, key, 0, &Budget::new())),
         }
     }
 
     /// The element at `index` (from 0) of the array here.
     pub fn element(self, index: usize) -> Place<'s> {
         match self {
-            Place::Described { root, node } => Place::found(root, element_schema(root, node, index, 0)),
+            Place::Described { root, node } => Place::found(root, element_schema(root, node, index, 0, &Budget::new())),
             _ => Place::Nowhere,
         }
     }
@@ -72,7 +99,7 @@ impl<'s> Place<'s> {
     /// Whether only an array fits here: an empty table is then `[]`.
     pub fn wants_array(self) -> bool {
         match self {
-            Place::Described { root, node } => only_array(root, node, 0) == Some(true),
+            Place::Described { root, node } => only_array(root, node, 0, &Budget::new()) == Some(true),
             _ => false,
         }
     }
@@ -85,8 +112,12 @@ impl<'s> Place<'s> {
     }
 }
 
-/// `node` with its `$ref`s followed (local ones only).
-fn resolve<'s>(root: &'s Json, mut node: &'s Json) -> Option<&'s Json> {
+/// `node` with its `$ref`s followed (local ones only), if the budget
+/// allows the visit.
+fn resolve<'s>(root: &'s Json, mut node: &'s Json, budget: &Budget) -> Option<&'s Json> {
+    if !budget.visit() {
+        return None;
+    }
     for _ in 0..MAX_REFS {
         let Some(Json::Str(reference)) = node.get("$ref") else { return Some(node) };
         node = pointer(root, reference)?;
@@ -119,17 +150,25 @@ fn branches(node: &Json) -> impl Iterator<Item = &Json> {
         .flatten()
 }
 
-fn member_schema<'s>(root: &'s Json, node: &'s Json, key: &[u8], depth: usize) -> Option<&'s Json> {
-    let node = resolve(root, node)?;
-    let key = std::str::from_utf8(key).ok()?;
+/// The schema of member `key` of `node`: its own `properties`, else the
+/// one branch of a combination that names it (two that do may disagree:
+/// a tagged union's `toys` may be an array in one and an object in the
+/// other), else `additionalProperties`.
+fn member_schema<'s>(root: &'s Json, node: &'s Json, key: &[u8], depth: usize, budget: &Budget) -> Option<&'s Json> {
+    let node = resolve(root, node, budget)?;
+    let key_text = std::str::from_utf8(key).ok()?;
     if let Some(Json::Object(_)) = node.get("properties") {
-        if let Some(found) = node.get("properties").and_then(|p| p.get(key)) {
+        if let Some(found) = node.get("properties").and_then(|p| p.get(key_text)) {
             return Some(found);
         }
     }
     if depth < MAX_BRANCH_DEPTH {
-        if let Some(found) = branches(node).find_map(|b| member_schema(root, b, key.as_bytes(), depth + 1)) {
-            return Some(found);
+        let mut named = branches(node).filter_map(|b| member_schema(root, b, key, depth + 1, budget));
+        if let Some(found) = named.next() {
+            return match named.next() {
+                None => Some(found),
+                Some(_) => None,
+            };
         }
     }
     match node.get("additionalProperties") {
@@ -138,8 +177,8 @@ fn member_schema<'s>(root: &'s Json, node: &'s Json, key: &[u8], depth: usize) -
     }
 }
 
-fn element_schema<'s>(root: &'s Json, node: &'s Json, index: usize, depth: usize) -> Option<&'s Json> {
-    let node = resolve(root, node)?;
+fn element_schema<'s>(root: &'s Json, node: &'s Json, index: usize, depth: usize, budget: &Budget) -> Option<&'s Json> {
+    let node = resolve(root, node, budget)?;
     if let Some(Json::Array(prefix)) = node.get("prefixItems") {
         if let Some(found) = prefix.get(index) {
             return Some(found);
@@ -151,15 +190,18 @@ fn element_schema<'s>(root: &'s Json, node: &'s Json, index: usize, depth: usize
         _ => {}
     }
     if depth < MAX_BRANCH_DEPTH {
-        return branches(node).find_map(|b| element_schema(root, b, index, depth + 1));
+        let mut described = branches(node).filter_map(|b| element_schema(root, b, index, depth + 1, budget));
+        if let (Some(found), None) = (described.next(), described.next()) {
+            return Some(found);
+        }
     }
     None
 }
 
 /// Some(true) when only an array fits `node`, Some(false) when something
 /// else does too, None when it does not say.
-fn only_array(root: &Json, node: &Json, depth: usize) -> Option<bool> {
-    let node = resolve(root, node)?;
+fn only_array(root: &Json, node: &Json, depth: usize, budget: &Budget) -> Option<bool> {
+    let node = resolve(root, node, budget)?;
     let named = |name: &[u8]| name != b"null";
     match node.get("type") {
         Some(Json::Str(name)) if named(name) => return Some(name == b"array"),
@@ -182,7 +224,7 @@ fn only_array(root: &Json, node: &Json, depth: usize) -> Option<bool> {
     }
     // allOf: every branch must hold, so one that wants an array decides.
     if let Some(Json::Array(all)) = node.get("allOf") {
-        if all.iter().any(|b| only_array(root, b, depth + 1) == Some(true)) {
+        if all.iter().any(|b| only_array(root, b, depth + 1, budget) == Some(true)) {
             return Some(true);
         }
     }
@@ -195,7 +237,7 @@ fn only_array(root: &Json, node: &Json, depth: usize) -> Option<bool> {
         })
         .flatten()
         .filter(|b| !matches!(b.get("type"), Some(Json::Str(t)) if t == b"null"))
-        .map(|b| only_array(root, b, depth + 1))
+        .map(|b| only_array(root, b, depth + 1, budget))
         .collect();
     if either.is_empty() {
         return None;
@@ -265,6 +307,23 @@ mod tests {
         assert!(!top.member(b"e").wants_array());
         assert!(!top.member(b"f").wants_array());
         assert!(top.member(b"g").member(b"any").wants_array());
+    }
+
+    #[test]
+    fn a_schema_built_to_explode_is_cut_off_and_branches_that_disagree_say_nothing() {
+        let branches = vec![r##"{"$ref":"#"}"##; 20].join(",");
+        let s = schema(&format!(r#"{{"anyOf":[{branches}]}}"#));
+        let top = Place::of(Some(&s));
+        let started = std::time::Instant::now();
+        assert!(!top.member(b"a").member(b"b").wants_array());
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "{:?}", started.elapsed());
+        let union = schema(
+            r#"{"oneOf":[{"properties":{"kind":{"const":"cat"},"toys":{"type":"array"},"bowls":{"type":"array"}}},
+            {"properties":{"kind":{"const":"dog"},"toys":{"type":"object"}}}]}"#,
+        );
+        let top = Place::of(Some(&union));
+        assert!(!top.member(b"toys").wants_array());
+        assert!(top.member(b"bowls").wants_array());
     }
 
     #[test]

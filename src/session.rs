@@ -499,6 +499,10 @@ impl Session {
         self.transport.session_id()
     }
 
+    pub fn last_words(&self) -> Option<String> {
+        self.transport.last_words()
+    }
+
     pub fn close(&mut self) {
         self.transport.close();
     }

@@ -67,3 +67,76 @@ fn a_value_json_cannot_carry_is_named_by_its_path() {
         .unwrap();
     assert_eq!(err, "MCP: cannot encode a function at arguments.list[2].cb");
 }
+
+/// An `on_done` that raises leaves the other ready callbacks pending, and
+/// the descriptor an event loop watches rings for them: no message will.
+/// A callback that calls the client runs the others itself, each once.
+#[test]
+fn callbacks_left_pending_by_a_raise_ring_the_descriptor_and_none_runs_twice() {
+    let lua = Lua::new();
+    module(&lua);
+    let counter = format!("lua5.4 {}/lua/servers/counter.lua", env!("CARGO_MANIFEST_DIR"));
+    lua.globals().set("COUNTER", counter).unwrap();
+    let (fd, first): (i32, String) = lua
+        .load(
+            r#"
+            C = mcp.new({ command = COUNTER })
+            C:call('increment', {})
+            local fd = C:fd()
+            RUNS = {}
+            for _, name in ipairs({ 'a', 'b' }) do
+              C:call_async('increment', {}, { on_done = function()
+                RUNS[#RUNS + 1] = name
+                error('failed in ' .. name, 0)
+              end })
+            end
+            local t0 = mcp.clock()
+            while mcp.clock() - t0 < 0.5 do end
+            local _, first = pcall(C.dispatch, C)
+            return fd, first
+            "#,
+        )
+        .eval()
+        .unwrap();
+    assert!(first.starts_with("failed in "), "{first}");
+    let mut ready = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one live pollfd; the client (and so its descriptor) is open.
+    let readable = unsafe { libc::poll(&mut ready, 1, 0) };
+    assert_eq!(readable, 1, "the descriptor did not ring for the callback left pending");
+    let (second, runs): (String, String) = lua
+        .load(
+            r#"
+            local _, second = pcall(C.dispatch, C)
+            assert(C:dispatch() == 0)
+            C:close()
+            table.sort(RUNS)
+            return second, table.concat(RUNS, ' ')
+            "#,
+        )
+        .eval()
+        .unwrap();
+    assert!(second.starts_with("failed in ") && second != first, "{second}");
+    assert_eq!(runs, "a b");
+    let once_each: String = lua
+        .load(
+            r#"
+            local c = mcp.new({ command = COUNTER })
+            local runs = {}
+            for i = 1, 3 do
+              c:call_async('increment', {}, { on_done = function()
+                runs[#runs + 1] = i
+                if i == 1 then c:call('increment', {}) end
+              end })
+            end
+            local t0 = mcp.clock()
+            while mcp.clock() - t0 < 0.5 do end
+            c:dispatch()
+            c:close()
+            table.sort(runs)
+            return table.concat(runs, ' ')
+            "#,
+        )
+        .eval()
+        .unwrap();
+    assert_eq!(once_each, "1 2 3");
+}

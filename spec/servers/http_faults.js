@@ -30,7 +30,7 @@
 //   /forbidden-reason  a POST gets 403 with no WWW-Authenticate and its
 //               reason as plain text, as a proxy or an origin check says it
 //   /unauthorized-reason  a POST gets 401 with no WWW-Authenticate and its
-//               reason as plain text
+//               reason as plain text, quoting the Authorization it got
 //   /bearer     a well-behaved server for requests with "Authorization:
 //               Bearer right" (or "Bearer right-N"); 401 with a challenge
 //               for any other
@@ -154,7 +154,8 @@ function handle(path, req, res, body) {
   }
   if (req.method === 'POST' && (path === '/forbidden-reason' || path === '/unauthorized-reason')) {
     res.writeHead(path === '/forbidden-reason' ? 403 : 401, { 'Content-Type': 'text/plain' });
-    res.end(path === '/forbidden-reason' ? 'Origin http://evil.example is not allowed\n' : 'Your API key has expired\n');
+    const given = req.headers.authorization ? ` (${req.headers.authorization})` : '';
+    res.end(path === '/forbidden-reason' ? 'Origin http://evil.example is not allowed\n' : `Your API key has expired${given}\n`);
     return;
   }
   if (req.method === 'POST' && path === '/many-headers') {

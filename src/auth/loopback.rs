@@ -11,7 +11,8 @@
 //! time, six such connections held a real redirect for twelve seconds;
 //! so every connection is read as its bytes come (one `poll` over all of
 //! them, no thread each), each gets [`REQUEST_WAIT`] in all, and past
-//! [`MAX_CONNECTIONS`] the oldest is dropped for the newest.
+//! [`MAX_CONNECTIONS`] the oldest that has sent nothing is dropped for
+//! the newest.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -125,16 +126,21 @@ impl Listener {
         }
     }
 
-    /// Takes every connection waiting to be accepted.
+    /// Takes the connections waiting to be accepted, [`MAX_CONNECTIONS`]
+    /// at most a round: a flood of them must not keep the wait from
+    /// reading, or from noticing Ctrl-C and its deadline.
     fn accept_all(&self, incoming: &mut Vec<Incoming>, deadline: Instant) -> Result<()> {
-        loop {
+        for _ in 0..MAX_CONNECTIONS {
             match self.socket.accept() {
                 Ok((stream, _)) => {
                     if stream.set_nonblocking(true).is_err() {
                         continue;
                     }
                     if incoming.len() >= MAX_CONNECTIONS {
-                        incoming.remove(0);
+                        // The oldest that has sent nothing goes first: a
+                        // browser's request is on its way in already.
+                        let idle = incoming.iter().position(|c| c.request.is_empty()).unwrap_or(0);
+                        incoming.remove(idle);
                     }
                     let until = deadline.min(Instant::now() + REQUEST_WAIT);
                     incoming.push(Incoming { stream, request: Vec::new(), until });
@@ -144,6 +150,7 @@ impl Listener {
                 Err(e) => return Err(Error::BadInput(format!("mcp: listening for the login's redirect failed: {e}"))),
             }
         }
+        Ok(())
     }
 
     /// Sleeps until the listener or a connection has something to read,

@@ -195,6 +195,10 @@ pub struct Authorizer {
     /// The issuer a pre-registered secret was first used with (kept in
     /// the store): see [`Authorizer::bind_secret`].
     secret_bound_to: Option<String>,
+    /// The authorization server as discovery named it (the resource's
+    /// word, or a 2025-03-26 server's origin): what a binding holds, since
+    /// it is what the next discovery compares.
+    named_issuer: Option<String>,
 }
 
 fn now_seconds() -> i64 {
@@ -228,6 +232,7 @@ impl Authorizer {
             loaded: false,
             refresh_failed: None,
             secret_bound_to: None,
+            named_issuer: None,
         })
     }
 
@@ -353,7 +358,7 @@ impl Authorizer {
             // A server from before protected-resource metadata is its own
             // authorization server.
             let origin = Url::parse(&discovery::origin_of(&self.server)).map_err(|e| self.fail(e.to_string()))?;
-            self.check_pinned(&[origin.to_string()])?;
+            self.named_issuer = Some(self.check_pinned(&[origin.to_string()])?);
             let issuer = self.server_metadata(&origin, false)?;
             self.adopt_issuer(issuer);
             return Ok(());
@@ -377,6 +382,7 @@ impl Authorizer {
             );
         }
         let issuer = self.check_pinned(&named)?;
+        self.named_issuer = Some(issuer.clone());
         let issuer_url = Url::parse(&issuer).map_err(|_| {
             self.fail(format!(
                 "its protected-resource metadata names an authorization server that is not a URL: {issuer}"
@@ -441,7 +447,7 @@ impl Authorizer {
         if !self.bound_secret() || self.secret_bound_to.is_some() {
             return Ok(());
         }
-        let issuer = self.issuer().issuer.clone();
+        let Some(issuer) = self.named_issuer.clone() else { return Ok(()) };
         self.secret_bound_to = Some(issuer.clone());
         if let (Some(store), Some(client_id)) = (store, &self.settings.client_id) {
             store.save(&store::secret_binding_key(client_id), &Json::object([("issuer", Json::str(&issuer))]))?;

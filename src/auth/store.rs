@@ -19,7 +19,7 @@
 //! someone else could have written is refused, as ssh refuses such keys.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
@@ -68,14 +68,19 @@ impl FileStore {
     /// is not a JSON object is refused rather than replaced: the path may
     /// name a file that is not ours.
     fn read_all(&self) -> Result<Vec<(Vec<u8>, Json)>> {
-        self.check_owner()?;
-        let text = match fs::read(&self.path) {
-            Ok(text) => text,
+        let cannot =
+            |e: std::io::Error| Error::BadInput(format!("mcp: cannot read the token store {}: {e}", self.describe()));
+        // Opened once, and the checks made on what was opened: a path
+        // checked and then read again could be swapped in between. Not
+        // blocking: a FIFO planted there would hold the login for ever.
+        let mut file = match OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&self.path) {
+            Ok(file) => file,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => {
-                return Err(Error::BadInput(format!("mcp: cannot read the token store {}: {e}", self.describe())))
-            }
+            Err(e) => return Err(cannot(e)),
         };
+        self.check_owner(&file.metadata().map_err(cannot)?)?;
+        let mut text = Vec::new();
+        file.read_to_end(&mut text).map_err(cannot)?;
         match codec::decode(&text) {
             Ok(Json::Object(pairs)) => Ok(pairs),
             _ => Err(Error::BadInput(format!(
@@ -87,15 +92,15 @@ impl FileStore {
 }
 
 impl FileStore {
-    /// Refuses a store another user owns or could have written.
-    fn check_owner(&self) -> Result<()> {
-        let metadata = match fs::metadata(&self.path) {
-            Ok(metadata) => metadata,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-            Err(e) => {
-                return Err(Error::BadInput(format!("mcp: cannot read the token store {}: {e}", self.describe())))
-            }
-        };
+    /// Refuses a store that is not a file, or that another user owns or
+    /// could have written.
+    fn check_owner(&self, metadata: &fs::Metadata) -> Result<()> {
+        if !metadata.file_type().is_file() {
+            return Err(Error::BadInput(format!(
+                "mcp: the token store {} is not a regular file; set opts.auth.store to a file's path",
+                self.describe()
+            )));
+        }
         // SAFETY: geteuid has no preconditions and cannot fail.
         let me = unsafe { libc::geteuid() };
         if metadata.uid() != me {
@@ -124,14 +129,19 @@ impl FileStore {
         let path = PathBuf::from(path);
         let fail =
             |why: String| Error::BadInput(format!("mcp: cannot lock the token store {}: {why}", self.describe()));
+        // Read-only is enough for flock; never through a link, and never
+        // blocking on a FIFO planted at the path.
         let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
+            .read(true)
+            .write(false)
+            .create(false)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CREAT)
             .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(|e| fail(format!("{e} ({})", path.display())))?;
+        if !file.metadata().is_ok_and(|m| m.file_type().is_file()) {
+            return Err(fail(format!("{} is not a regular file", path.display())));
+        }
         let deadline = Instant::now() + LOCK_WAIT;
         loop {
             // SAFETY: the descriptor is open for as long as `file` lives.
@@ -257,6 +267,27 @@ mod tests {
             format!("mcp: the token store {0} can be written by others (mode 664), who could steer every login through it; run chmod 600 {0}", path.display())
         );
         fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn a_fifo_at_the_store_or_its_lock_is_refused_without_waiting_for_a_writer() {
+        let fifo = |path: &PathBuf| {
+            let name = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+            // SAFETY: a valid C string for the path.
+            assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        };
+        let path = scratch("fifo");
+        fifo(&path);
+        let mut store = FileStore { path: path.clone() };
+        let e = store.load("k").unwrap_err().to_string();
+        assert!(e.ends_with("is not a regular file; set opts.auth.store to a file's path"), "{e}");
+        fs::remove_file(&path).unwrap();
+        let lock = PathBuf::from(format!("{}.lock", path.display()));
+        let _ = fs::remove_file(&lock);
+        fifo(&lock);
+        let e = store.save("k", &Json::Int(1)).unwrap_err().to_string();
+        assert!(e.ends_with("is not a regular file"), "{e}");
+        fs::remove_file(&lock).unwrap();
     }
 
     #[test]

@@ -76,7 +76,12 @@ unsafe fn push_null(state: *mut ffi::lua_State) -> bool {
 unsafe fn mark_empty_array(state: *mut ffi::lua_State, count: ffi::lua_Integer) {
     if count == 0 && json_types() {
         ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, ARRAY_METATABLE.as_ptr());
-        ffi::lua_setmetatable(state, -2);
+        // (Anything but a table there was put there by someone else.)
+        if ffi::lua_type(state, -1) == ffi::LUA_TTABLE {
+            ffi::lua_setmetatable(state, -2);
+        } else {
+            ffi::lua_pop(state, 1);
+        }
     }
 }
 

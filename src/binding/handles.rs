@@ -552,19 +552,40 @@ pub(super) fn run_on_done(lua: &Cx, client: &Table) -> Outcome<usize> {
         Ok(ready)
     })
     .unwrap_or_default();
+    // Each taken out of `pending` just before it runs, and only if still
+    // there: a callback that calls the client runs the others itself.
     // After a callback raised, the rest stay pending for the next
-    // dispatch or wait: each runs once, and none is lost.
+    // dispatch or wait, and the bell rings so that an event loop calls
+    // again: each runs once, and none is lost.
+    let json_types = entry.raw_get::<bool>(JSON_TYPES).unwrap_or(false);
     let mut ran = 0;
     for (handle, ud, on_done) in ready {
         if callback_pending() {
+            ring_for_lua(lua, client)?;
             break;
+        }
+        if !matches!(pending.raw_get::<Value>(handle.clone())?, Value::Function(_)) {
+            continue;
         }
         pending.raw_set(handle, Value::Nil)?;
         let state = ud.borrow::<HandleState>()?;
-        call_on_done(lua, on_done, &state)?;
+        with_json_types(json_types, || call_on_done(lua, on_done, &state))?;
         ran += 1;
     }
     Ok(ran)
+}
+
+/// Rings the client's descriptor (`client:fd()`), if it was asked for:
+/// something waits for Lua that no message will announce.
+fn ring_for_lua(lua: &Cx, client: &Table) -> Outcome<()> {
+    if let Some(beside) = state_of(lua, client)? {
+        if let Ok(state) = beside.state.borrow::<ClientState>() {
+            if let Some(bell) = state.options.doorbell.get() {
+                bell.ring();
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `handle:done()`: whether it has settled; reads what already arrived,

@@ -391,7 +391,8 @@ impl Shared {
             let reason = match &www_authenticate {
                 Some(_) => None,
                 None => Some(read_capped(&mut response, ERROR_BODY_READ).map(|b| excerpt(&b)).unwrap_or_default())
-                    .filter(|r| !r.is_empty()),
+                    .filter(|r| !r.is_empty())
+                    .map(|r| self.without_credentials(r)),
             };
             return Err(Error::Unauthorized { status, url: self.url(), www_authenticate, reason, hint });
         }
@@ -407,6 +408,19 @@ impl Shared {
         let excerpt = excerpt(&body);
         let detail = if excerpt.is_empty() { format!("HTTP {status}") } else { format!("HTTP {status}: {excerpt}") };
         Err(Error::Transport { code: status.to_string(), detail })
+    }
+
+    /// `text` with the credentials this client sends blotted out: a
+    /// server may quote the token it refused ("invalid token: sk-...").
+    fn without_credentials(&self, mut text: String) -> String {
+        let bearer = lock(&self.options.bearer).clone();
+        let headers = self.options.headers.iter().filter(|(name, _)| name.eq_ignore_ascii_case("authorization"));
+        let given =
+            headers.map(|(_, value)| value.trim_start_matches("Bearer ").trim_start_matches("Basic ").to_string());
+        for secret in bearer.into_iter().chain(given).filter(|s| s.len() >= 4) {
+            text = text.replace(&secret, "[credentials]");
+        }
+        text
     }
 
     /// An async request's POST, on its own thread: whatever comes of it

@@ -66,6 +66,12 @@ pub trait Transport {
         None
     }
 
+    /// What the server said last on its own (a stdio server's stderr),
+    /// for an error about a server that did not answer.
+    fn last_words(&self) -> Option<String> {
+        None
+    }
+
     /// Ends the session the way the spec asks for this transport. Safe to
     /// call more than once.
     fn close(&mut self);

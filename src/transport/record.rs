@@ -25,7 +25,7 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::time::{Duration, Instant};
 
 use std::sync::{Arc, Mutex};
@@ -70,6 +70,10 @@ pub fn open_for_recording(path: &str) -> Result<File> {
     }
     if metadata.uid() != me {
         return Err(fail(format!("it belongs to another user (uid {})", metadata.uid())));
+    }
+    // One made before (by hand, or by an older version) is ours to close.
+    if metadata.mode() & 0o077 != 0 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(|e| fail(e.to_string()))?;
     }
     Ok(file)
 }

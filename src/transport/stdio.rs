@@ -592,6 +592,14 @@ impl Transport for Stdio {
         !self.inbox.is_empty()
     }
 
+    fn last_words(&self) -> Option<String> {
+        let witness = self.witness.lock().unwrap_or_else(|p| p.into_inner());
+        let stderr: Vec<u8> = witness.stderr.iter().copied().collect();
+        let stderr = String::from_utf8_lossy(&stderr);
+        let stderr = stderr.trim_end();
+        (!stderr.is_empty()).then(|| last_lines(stderr, STDERR_EXCERPT_CHARS))
+    }
+
     fn close(&mut self) {
         self.shut_down();
     }
