@@ -39,4 +39,13 @@ if [ "${1:-test}" != demo ]; then
      [ spec/peers/package-lock.json -nt spec/peers/node_modules/.package-lock.json ]; then
     (cd spec/peers && npm ci --no-audit --no-fund --loglevel=error)
   fi
+  # Python peers, pinned by spec/peers/requirements.txt, in a virtual
+  # environment of their own (made again when the pins change).
+  if [ ! -x spec/peers/python/bin/mcp-server-sqlite ] ||
+     [ spec/peers/requirements.txt -nt spec/peers/python/installed ]; then
+    rm -rf spec/peers/python
+    python3 -m venv spec/peers/python
+    spec/peers/python/bin/pip install --quiet --disable-pip-version-check -r spec/peers/requirements.txt
+    touch spec/peers/python/installed
+  fi
 fi

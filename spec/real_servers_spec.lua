@@ -1,9 +1,9 @@
 -- What the servers people run need of a client, each pinned against the
 -- real thing: the official filesystem and memory servers (whose zod
--- validators refuse {} where their schema says array), a Python server
--- that crashes at start, a TypeScript SDK server that checks the Host
--- header, a server slow to start, and server-everything's arithmetic for
--- floats with every digit.
+-- validators refuse {} where their schema says array), the sqlite server
+-- crashing at start on Python's SDK 2.x, a TypeScript SDK server that
+-- checks the Host header, a server slow to start, and server-everything's
+-- arithmetic for floats with every digit.
 local H = require('helpers')
 local trace = require('trace')
 
@@ -97,12 +97,17 @@ end)
 
 describe('what a failing server said #peer', function()
   it("a Python server's startup crash is quoted from its end, where the exception is", function()
-    local client = mcp.new({ command = { 'python3', H.ROOT .. '/spec/servers/crash_at_start.py' } })
+    -- mcp-server-sqlite 2025.4.25 on the Python SDK 2.3.0 (spec/peers/requirements.txt)
+    local sqlite = H.ROOT .. '/spec/peers/python/bin/mcp-server-sqlite'
+    local db = H.tmpname() .. '.db'
+    local client = mcp.new({ command = { sqlite, '--db-path', db } })
     local ok, err = pcall(client.discover, client)
     client:close()
+    os.remove(db)
     assert.is_false(ok)
     assert.is_truthy(err:find("\nAttributeError: 'Server' object has no attribute 'list_resources'$"), err)
-    assert.is_truthy(err:find('^MCP transport failed %(1%): MCP server produced no output %(python3 .-%): %.%.%.\n'), err)
+    assert.is_truthy(err:find('^MCP transport failed %(1%): MCP server produced no output %(' .. sqlite:gsub('%p', '%%%0')
+      .. ' %-%-db%-path .-%): %.%.%.\n'), err)
   end)
 
   it("a 403 that is not about credentials gives the server's reason, and suggests none", function()
