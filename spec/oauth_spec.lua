@@ -293,11 +293,14 @@ describe('OAuth login', function()
   end)
 
   describe('the redirect names its issuer (RFC 9207 mix-up defence)', function()
+    local function mixed_up()
+      return authorization_failed('the login came back from the issuer https://attacker.invalid, not from '
+        .. base .. ' where it was sent (RFC 9207 mix-up defence); the code was not redeemed')
+    end
+
     it('an iss naming another issuer is refused before the code is redeemed', function()
       control('iss=wrong')
-      assert.equal(authorization_failed('the login came back from the issuer https://attacker.invalid, not from '
-        .. base .. ' where it was sent (RFC 9207 mix-up defence); the code was not redeemed'),
-        login_error({ authorize = headless }))
+      assert.equal(mixed_up(), login_error({ authorize = headless }))
       assert.equal(1, stats().authorize)
       assert.is_nil(stats().token.authorization_code)
     end)
@@ -316,9 +319,7 @@ describe('OAuth login', function()
 
     it('an iss naming another issuer is refused even where none was promised', function()
       control('iss=wrong&no_iss_support=1')
-      assert.equal(authorization_failed('the login came back from the issuer https://attacker.invalid, not from '
-        .. base .. ' where it was sent (RFC 9207 mix-up defence); the code was not redeemed'),
-        login_error({ authorize = headless }))
+      assert.equal(mixed_up(), login_error({ authorize = headless }))
     end)
   end)
 
