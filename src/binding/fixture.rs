@@ -77,6 +77,7 @@ pub(super) fn store_tools(lua: &Cx, client: &Table, tools: Value, pages: &[Json]
         if let Ok(mut state) = beside.state.borrow_mut::<ClientState>() {
             let selected: Vec<_> = pages.iter().map(|page| page.selected(TOOL_SCHEMAS)).collect();
             state.schemas.learn(selected.iter().map(|page| page.as_ref()));
+            state.schemas.keep_pages(pages);
         }
     }
     client.set("tools", tools.clone())?;
