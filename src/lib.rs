@@ -26,6 +26,7 @@
 //!   bounded inbox between their reader threads and Lua.
 //! * `mount`     the registry rules: descriptions, schemas, collisions.
 //! * `schema`    tool results checked against their `outputSchema`.
+//! * `private_file` files that hold secrets are ours alone.
 //! * `input_shape` where a tool's `inputSchema` wants an array, so that
 //!   an empty Lua table goes out as `[]` there.
 //! * `binding`   the only code that touches Lua (one file per concern).
@@ -41,6 +42,7 @@ pub mod error;
 pub mod input_shape;
 pub mod interrupt;
 pub mod mount;
+pub mod private_file;
 pub mod protocol;
 pub mod schema;
 pub mod session;

@@ -458,12 +458,17 @@ impl Authorizer {
     /// Metadata is believed only from where a network attacker could not
     /// have written it (see [`plain_http`]).
     fn check_believable(&self, url: &str, what: &str) -> Result<()> {
+        self.require_trusted(url, || {
+            format!("{what} at {url} would come over plain HTTP from another host; {HTTPS_REQUIRED}")
+        })
+    }
+
+    /// `url` may carry a login (see [`plain_http`]), or the login stops
+    /// with `refusal`.
+    fn require_trusted(&self, url: &str, refusal: impl FnOnce() -> String) -> Result<()> {
         match Url::parse(url) {
             Ok(parsed) if may_carry_login(&parsed) => Ok(()),
-            _ => {
-                Err(self
-                    .fail(format!("{what} at {url} would come over plain HTTP from another host; {HTTPS_REQUIRED}")))
-            }
+            _ => Err(self.fail(refusal())),
         }
     }
 
@@ -558,10 +563,9 @@ impl Authorizer {
     }
 
     fn check_sendable(&self, endpoint: &str, what: &str) -> Result<()> {
-        match Url::parse(endpoint) {
-            Ok(url) if may_carry_login(&url) => Ok(()),
-            _ => Err(self.fail(format!("{what} {endpoint} is not HTTPS; codes and secrets are not sent over it"))),
-        }
+        self.require_trusted(endpoint, || {
+            format!("{what} {endpoint} is not HTTPS; codes and secrets are not sent over it")
+        })
     }
 
     fn issuer(&self) -> &Issuer {

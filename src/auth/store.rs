@@ -30,6 +30,7 @@ use crate::auth::pkce::random_text;
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
 use crate::interrupt;
+use crate::private_file::owned_by_me;
 
 /// How long a save waits for another process's save to finish: a save
 /// takes milliseconds, so a lock held this long belongs to a process
@@ -101,9 +102,7 @@ impl FileStore {
                 self.describe()
             )));
         }
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let me = unsafe { libc::geteuid() };
-        if metadata.uid() != me {
+        if !owned_by_me(metadata) {
             return Err(Error::BadInput(format!(
                 "mcp: the token store {} belongs to another user (uid {}), who could steer every login through it; use a store of your own (opts.auth.store) or chown it",
                 self.describe(),

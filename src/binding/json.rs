@@ -15,14 +15,7 @@ pub(super) fn json_decode(lua: &Cx, args: MultiValue) -> Outcome {
     };
     let json_types = match arg(&args, 1) {
         Value::Nil => false,
-        Value::Table(opts) => match opts.get::<Value>("json_types")? {
-            Value::Nil => false,
-            Value::Boolean(b) => b,
-            other => {
-                let why = format!("mcp.json_decode: opts.json_types must be a boolean, got {}", lua_type(&other));
-                return Err(Error::BadInput(why).into());
-            }
-        },
+        Value::Table(opts) => json_types_option(&opts, "mcp.json_decode")?,
         other => {
             let why = format!("mcp.json_decode: opts must be a table, got {}", lua_type(&other));
             return Err(Error::BadInput(why).into());

@@ -482,7 +482,7 @@ fn new(lua: &Cx, args: MultiValue) -> Outcome {
     entry.raw_set(3, opts.get::<Value>("handlers")?)?;
     entry.raw_set(CALLBACKS, callbacks_of(lua, &opts)?)?;
     entry.raw_set(PROGRESS, lua.create_table()?)?;
-    entry.raw_set(JSON_TYPES, json_types_option(&opts)?)?;
+    entry.raw_set(JSON_TYPES, json_types_option(&opts, "mcp.new")?)?;
     keep_auth_callbacks(&opts, &entry)?;
     g.states.raw_set(client.clone(), entry)?;
     Ok(MultiValue::from_vec(vec![Value::Table(client)]))

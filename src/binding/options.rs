@@ -10,7 +10,7 @@ pub(super) struct ClientState {
     /// Tickets of handles collected unsettled: the core forgets them at
     /// the next call (a handle's finaliser cannot reach the client).
     pub(super) forgotten: Rc<RefCell<Vec<Ticket>>>,
-    /// The output schemas of the tools `discover` found.
+    /// The schemas of the tools `discover` found.
     pub(super) schemas: ToolSchemas,
 }
 
@@ -295,14 +295,14 @@ pub(super) const TOOLS_STALE: i64 = 9;
 /// The slot of `opts.json_types` (see `decode`).
 pub(super) const JSON_TYPES: i64 = 13;
 
-/// `opts.json_types`: a boolean, false when absent.
-pub(super) fn json_types_option(opts: &Table) -> Outcome<bool> {
+/// `opts.json_types`: a boolean, false when absent. `who` names the
+/// function in the refusal.
+pub(super) fn json_types_option(opts: &Table, who: &str) -> Outcome<bool> {
     match opts.get::<Value>("json_types")? {
         Value::Nil => Ok(false),
         Value::Boolean(b) => Ok(b),
         other => {
-            Err(Error::BadInput(format!("mcp.new: opts.json_types must be a boolean, got {}", other.type_name()))
-                .into())
+            Err(Error::BadInput(format!("{who}: opts.json_types must be a boolean, got {}", lua_type(&other))).into())
         }
     }
 }

@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
+use crate::private_file::owned_by_me;
 use crate::protocol::{classify, Kind};
 use crate::transport::doorbell::Doorbell;
 use crate::transport::{Received, Transport};
@@ -63,12 +64,10 @@ pub fn open_for_recording(path: &str) -> Result<File> {
             _ => fail(e.to_string()),
         })?;
     let metadata = file.metadata().map_err(|e| fail(e.to_string()))?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
     if !metadata.file_type().is_file() {
         return Err(fail("it is not a regular file".into()));
     }
-    if metadata.uid() != me {
+    if !owned_by_me(&metadata) {
         return Err(fail(format!("it belongs to another user (uid {})", metadata.uid())));
     }
     // One made before (by hand, or by an older version) is ours to close.

@@ -500,14 +500,11 @@ impl Stdio {
                 thread::sleep(Duration::from_millis(2));
             }
             let witness = self.witness.lock().unwrap_or_else(|p| p.into_inner());
-            let stderr: Vec<u8> = witness.stderr.iter().copied().collect();
-            let stderr = String::from_utf8_lossy(&stderr).into_owned();
-            let stderr = stderr.trim_end();
             let what = if witness.any_stdout { "MCP server exited" } else { "MCP server produced no output" };
             let mut detail = format!("{what} ({})", self.launch.describe());
-            if !stderr.is_empty() {
+            if let Some(said) = stderr_excerpt(&witness) {
                 detail.push_str(": ");
-                detail.push_str(&last_lines(stderr, STDERR_EXCERPT_CHARS));
+                detail.push_str(&said);
             }
             if !witness.noise.is_empty() && !witness.any_stdout {
                 detail.push_str(" (stdout: ");
@@ -593,11 +590,7 @@ impl Transport for Stdio {
     }
 
     fn last_words(&self) -> Option<String> {
-        let witness = self.witness.lock().unwrap_or_else(|p| p.into_inner());
-        let stderr: Vec<u8> = witness.stderr.iter().copied().collect();
-        let stderr = String::from_utf8_lossy(&stderr);
-        let stderr = stderr.trim_end();
-        (!stderr.is_empty()).then(|| last_lines(stderr, STDERR_EXCERPT_CHARS))
+        stderr_excerpt(&self.witness.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     fn close(&mut self) {
@@ -1182,6 +1175,15 @@ fn drain_stderr(stderr: std::process::ChildStderr, witness: Arc<Mutex<Witness>>,
             Chunk::Nothing => continue,
         }
     }
+}
+
+/// The end of what the server wrote to stderr, for an error; None when
+/// it wrote nothing but white space.
+fn stderr_excerpt(witness: &Witness) -> Option<String> {
+    let stderr: Vec<u8> = witness.stderr.iter().copied().collect();
+    let stderr = String::from_utf8_lossy(&stderr);
+    let stderr = stderr.trim_end();
+    (!stderr.is_empty()).then(|| last_lines(stderr, STDERR_EXCERPT_CHARS))
 }
 
 /// What a dead server said last, for the error: at most `n` characters,
