@@ -8,6 +8,7 @@
 //! touches only its own request. The handshake and the Lua-facing fields
 //! are the client's business (`client.rs`); this layer only moves messages.
 
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::codec::{self, Json};
@@ -28,13 +29,10 @@ pub struct Session {
     transport: Box<dyn Transport>,
     /// The transport failed for good; the client starts a new session.
     pub broken: bool,
-    /// The refusal (401, 403) an async request met, for the next request
-    /// to answer with new credentials before it goes out.
-    pub refused: Option<Error>,
     /// Requests started and not yet taken, by id.
     in_flight: IdMap<InFlight>,
-    /// Messages skipped as too deep, with no id that could be read: a wait
-    /// that times out says so if this grew meanwhile.
+    /// Messages skipped as too deep, with no id that could be read: a
+    /// request that times out says so if this grew meanwhile.
     unreadable: u64,
     /// Requests started so far: orders the entries.
     started: u64,
@@ -52,12 +50,12 @@ struct InFlight {
     initialize: bool,
     /// What settled it, kept until its waiter takes it.
     arrived: Option<Arrival>,
-    /// Requests nobody waits on (the async API) carry their own time limit
-    /// and name; a blocking wait keeps both itself.
-    limit: Option<Limit>,
+    limit: Limit,
+    /// [`Session::unreadable`] when it started.
+    unreadable_before: u64,
 }
 
-/// When an async request runs out, and how its errors name it.
+/// When a request runs out, how its errors name it, and how it is sent.
 pub struct Limit {
     pub timeout: Duration,
     pub deadline: Instant,
@@ -67,7 +65,44 @@ pub struct Limit {
     pub max_total: Option<Duration>,
     /// Progress notifications for it restart its timeout.
     pub progress: bool,
-    pub what: String,
+    /// Its progress token, where that is not its id: a request sent again
+    /// (on a new session, after a login) keeps the token it was first
+    /// given, so that its caller's progress callback still hears of it.
+    pub progress_token: Option<IdKey>,
+    pub what: Rc<str>,
+    /// Nobody waits on the transport for it (the async API): over HTTP
+    /// its POST goes out from a thread of the transport's own.
+    pub detached: bool,
+}
+
+impl Limit {
+    /// `timeout` from now, never past `max_total` from now.
+    pub fn new(timeout: Duration, max_total: Option<Duration>, what: Rc<str>) -> Limit {
+        let now = Instant::now();
+        let deadline = now.checked_add(timeout).unwrap_or_else(far_future);
+        let hard_deadline = max_total.map(|m| now.checked_add(m).unwrap_or_else(far_future));
+        Limit {
+            timeout,
+            deadline: hard_deadline.map_or(deadline, |h| deadline.min(h)),
+            hard_deadline,
+            max_total,
+            progress: false,
+            progress_token: None,
+            what,
+            detached: false,
+        }
+    }
+
+    /// What a transport waits at most for this request: its timeout, or,
+    /// when progress may extend it, its hard cap (the session enforces
+    /// the real one).
+    fn transport_wait(&self) -> Duration {
+        match (self.progress, self.max_total) {
+            (false, _) => self.timeout,
+            (true, Some(max_total)) => max_total,
+            (true, None) => LONGEST_TRANSPORT_WAIT,
+        }
+    }
 }
 
 enum Arrival {
@@ -83,15 +118,7 @@ fn is_initialize(message: &Json) -> bool {
 
 impl Session {
     pub fn new(transport: Box<dyn Transport>) -> Self {
-        Session {
-            transport,
-            broken: false,
-            refused: None,
-            in_flight: IdMap::default(),
-            unreadable: 0,
-            started: 0,
-            held: None,
-        }
+        Session { transport, broken: false, in_flight: IdMap::default(), unreadable: 0, started: 0, held: None }
     }
 
     pub fn notify(&mut self, message: &Json) -> Result<()> {
@@ -106,8 +133,10 @@ impl Session {
         })
     }
 
-    /// Sends `message` (a request with id `id`) and waits for its reply:
-    /// [`Session::start`], then [`Session::wait`].
+    /// Sends `message` (a request with id `id`) and waits for its reply,
+    /// `timeout` at most: the handshake's wait, before any request of the
+    /// caller's can be in flight. Ctrl-C ends it within one
+    /// [`interrupt::SLICE`], as a timeout does.
     pub fn request(
         &mut self,
         id: &Json,
@@ -116,32 +145,30 @@ impl Session {
         what: &str,
         peer: &mut dyn Peer,
     ) -> Result<Json> {
-        let outcome = self.start(id, message, None).and_then(|()| self.wait(id, timeout, what, peer));
-        // Interrupted inside the transport (an HTTP POST waiting for its
-        // body): the request still needs its cancellation and its name.
-        let outcome = match outcome {
-            Err(Error::Interrupted { what: inner }) if inner.is_empty() => {
-                // (Not `give_up`: the send itself may have been cut short,
-                // leaving no entry to say this was `initialize`.)
-                self.forget(id);
-                self.abandon(id, is_initialize(message), "interrupted by the user");
-                Err(Error::Interrupted { what: what.to_string() })
+        let limit = Limit::new(timeout, None, Rc::from(what));
+        let deadline = limit.deadline;
+        self.start(id, message, limit)?;
+        let Some(key) = id_key(id) else { return Err(Error::NoResponse { what: what.to_string() }) };
+        loop {
+            if let Some(outcome) = self.take(&key) {
+                return outcome;
             }
-            other => other,
-        };
-        // Only a dead transport ends the session; a timeout or an
-        // oversized reply leaves the server answering the next request.
-        if let Err(Error::Transport { .. }) = &outcome {
-            self.broken = true;
+            let slice_end = deadline.min(Instant::now() + interrupt::SLICE);
+            match self.pump_checked(slice_end, peer) {
+                Ok(_) => {}
+                Err(Stop::Interrupted) => {
+                    self.give_up(id, "interrupted by the user");
+                    return Err(Error::Interrupted { what: what.to_string() });
+                }
+                Err(Stop::Failed(e)) => return self.take(&key).unwrap_or(Err(e)),
+            }
         }
-        outcome
     }
 
     /// Sends `message`, a request with id `id`, and registers it as in
-    /// flight, so that its reply is kept whoever is waiting when it comes.
-    /// With a `limit` it is an async request: sent without waiting on the
-    /// transport, and settled by a timeout whoever is waiting then.
-    pub(crate) fn start(&mut self, id: &Json, message: &Json, limit: Option<Limit>) -> Result<()> {
+    /// flight, so that its reply is kept whoever is waiting when it comes,
+    /// and it is settled by its timeout whoever is waiting then.
+    pub(crate) fn start(&mut self, id: &Json, message: &Json, limit: Limit) -> Result<()> {
         // A reply is matched by its id: one that cannot be a key could
         // never be matched (and a timeout could not tell it was initialize).
         let Some(key) = id_key(id) else {
@@ -153,88 +180,39 @@ impl Session {
         // Registered before it is sent: a detached HTTP POST may report
         // its failure before `send_detached` returns.
         self.started += 1;
-        let entry =
-            InFlight { id: id.clone(), order: self.started, initialize: is_initialize(message), arrived: None, limit };
-        // The transport's own limit: the request's, or, when progress may
-        // extend it, its hard cap (the session enforces the real one).
-        let detached = entry.limit.as_ref().map(|l| match (l.progress, l.max_total) {
-            (false, _) => l.timeout,
-            (true, Some(max_total)) => max_total,
-            (true, None) => LONGEST_TRANSPORT_WAIT,
-        });
+        let detached = limit.detached.then(|| limit.transport_wait());
+        let initialize = is_initialize(message);
+        let entry = InFlight {
+            id: id.clone(),
+            order: self.started,
+            initialize,
+            arrived: None,
+            limit,
+            unreadable_before: self.unreadable,
+        };
         self.in_flight.insert(key.clone(), entry);
         let sent = match detached {
             Some(timeout) => self.transport.send_detached(message, timeout),
             None => self.transport.send(message),
         };
-        if let Err(e) = sent {
-            self.in_flight.remove(&key);
-            return Err(e);
-        }
-        Ok(())
-    }
-
-    /// Waits for the reply to the request `id`, started earlier, for
-    /// `timeout` at most. Notifications and forwarded server requests that
-    /// arrive meanwhile go to `peer` as they come (a request's answer is
-    /// sent at once). `what` names the request in errors.
-    ///
-    /// The wait runs in slices of [`interrupt::SLICE`], so that a host
-    /// asking for its thread back (Ctrl-C) gets it within one slice: the
-    /// request is then cancelled as on a timeout.
-    pub(crate) fn wait(&mut self, id: &Json, timeout: Duration, what: &str, peer: &mut dyn Peer) -> Result<Json> {
-        let outcome = self.wait_for_reply(id, timeout, what, peer);
-        // However it failed (an oversized reply, a dead transport), the
-        // request is settled: nothing may be kept for it any more.
-        if outcome.is_err() {
-            self.forget(id);
-        }
-        outcome
-    }
-
-    fn forget(&mut self, id: &Json) {
-        if let Some(key) = id_key(id) {
-            self.in_flight.remove(&key);
-        }
-    }
-
-    fn wait_for_reply(&mut self, id: &Json, timeout: Duration, what: &str, peer: &mut dyn Peer) -> Result<Json> {
-        // Not started, or settled already: nothing will come for it.
-        let Some(key) = id_key(id).filter(|key| self.in_flight.contains_key(key)) else {
-            return Err(Error::NoResponse { what: what.to_string() });
-        };
-        let deadline = Instant::now().checked_add(timeout).unwrap_or_else(far_future);
-        let unreadable_before = self.unreadable;
-        loop {
-            if let Some(outcome) = self.take(&key, what) {
-                return outcome;
+        let Err(e) = sent else { return Ok(()) };
+        let entry = self.in_flight.remove(&key);
+        Err(match e {
+            // Interrupted inside the transport (an HTTP POST waiting for
+            // its body): the request still needs its cancellation and its
+            // name.
+            Error::Interrupted { what } if what.is_empty() => {
+                self.abandon(id, initialize, "interrupted by the user");
+                Error::Interrupted { what: entry.map(|e| e.limit.what.to_string()).unwrap_or_default() }
             }
-            let slice_end = deadline.min(Instant::now() + interrupt::SLICE);
-            self.pump_checked(slice_end, peer).map_err(|stop| match stop {
-                Stop::Failed(e) => e,
-                Stop::Interrupted => {
-                    self.give_up(id, "interrupted by the user");
-                    Error::Interrupted { what: what.to_string() }
-                }
-            })?;
-            if let Some(outcome) = self.take(&key, what) {
-                return outcome;
+            // Only a dead transport ends the session; a timeout or an
+            // oversized reply leaves the server answering the next request.
+            e @ Error::Transport { .. } => {
+                self.broken = true;
+                e
             }
-            if Instant::now() >= deadline {
-                // A too-deep message whose id could not be read: perhaps our
-                // reply. Said in the timeout message.
-                let note = if self.unreadable > unreadable_before {
-                    format!(
-                        "; meanwhile a message nested deeper than {} levels was skipped, with no id that could be read",
-                        codec::MAX_DEPTH
-                    )
-                } else {
-                    String::new()
-                };
-                self.give_up(id, &format!("timed out after {} s", seconds_text(timeout)));
-                return Err(Error::Timeout { what: what.to_string(), seconds: seconds_text(timeout), note });
-            }
-        }
+            e => e,
+        })
     }
 
     /// One receive, until `until` at most, and its routing; async requests
@@ -311,12 +289,6 @@ impl Session {
                 // The server forgot the session: every later request would
                 // meet the same 404, so the client starts a new one.
                 self.broken |= matches!(e, Error::SessionExpired);
-                // An async request refused for want of credentials: every
-                // later one would be refused the same way, so the next
-                // request gets new credentials first.
-                if matches!(e, Error::Unauthorized { .. }) {
-                    self.refused = Some(e.clone());
-                }
                 settle(&mut self.in_flight, &key, Arrival::Failed(e));
             }
             // With no id (a stdio line past the size limit), it is the one
@@ -340,9 +312,17 @@ impl Session {
         if msg.get("method") != Some(&Json::str("notifications/progress")) {
             return;
         }
-        let Some(key) = msg.get("params").and_then(|p| p.get("progressToken")).and_then(id_key) else { return };
-        let Some(entry) = self.in_flight.get_mut(&key).filter(|e| e.arrived.is_none()) else { return };
-        let Some(limit) = entry.limit.as_mut().filter(|l| l.progress) else { return };
+        let Some(token) = msg.get("params").and_then(|p| p.get("progressToken")).and_then(id_key) else { return };
+        let by_token = |e: &InFlight| e.limit.progress_token.as_ref() == Some(&token);
+        let entry = match self.in_flight.get(&token) {
+            Some(e) if e.limit.progress_token.is_none() => self.in_flight.get_mut(&token),
+            _ => self.in_flight.values_mut().find(|e| by_token(e)),
+        };
+        let Some(entry) = entry.filter(|e| e.arrived.is_none()) else { return };
+        let limit = &mut entry.limit;
+        if !limit.progress {
+            return;
+        }
         let restarted = Instant::now().checked_add(limit.timeout).unwrap_or_else(far_future);
         limit.deadline = limit.hard_deadline.map_or(restarted, |h| restarted.min(h));
     }
@@ -354,19 +334,27 @@ impl Session {
         let expired: Vec<IdKey> = self
             .in_flight
             .iter()
-            .filter(|(_, e)| e.arrived.is_none() && e.limit.as_ref().is_some_and(|l| l.deadline <= now))
+            .filter(|(_, e)| e.arrived.is_none() && e.limit.deadline <= now)
             .map(|(key, _)| key.clone())
             .collect();
         for key in expired {
             let Some(entry) = self.in_flight.get_mut(&key) else { continue };
-            let Some(limit) = &entry.limit else { continue };
+            let limit = &entry.limit;
             // The hard cap ended it, not a quiet spell: say which.
             let capped = limit.hard_deadline.is_some_and(|h| h <= now);
-            let (seconds, note) = match limit.max_total {
+            let (seconds, mut note) = match limit.max_total {
                 Some(max_total) if capped => (seconds_text(max_total), " (opts.max_total_timeout)".to_string()),
                 _ => (seconds_text(limit.timeout), String::new()),
             };
-            let error = Error::Timeout { what: limit.what.clone(), seconds: seconds.clone(), note };
+            // A too-deep message whose id could not be read: perhaps its
+            // reply. Said in the timeout message.
+            if self.unreadable > entry.unreadable_before {
+                note.push_str(&format!(
+                    "; meanwhile a message nested deeper than {} levels was skipped, with no id that could be read",
+                    codec::MAX_DEPTH
+                ));
+            }
+            let error = Error::Timeout { what: limit.what.to_string(), seconds: seconds.clone(), note };
             entry.arrived = Some(Arrival::Failed(error));
             let (id, initialize) = (entry.id.clone(), entry.initialize);
             self.abandon(&id, initialize, &format!("timed out after {seconds} s"));
@@ -374,22 +362,18 @@ impl Session {
     }
 
     /// The outcome of request `key` if it has settled, which ends its
-    /// entry; `what` names it in errors.
-    fn take(&mut self, key: &IdKey, what: &str) -> Option<Result<Json>> {
+    /// entry. Taken once.
+    pub(crate) fn take(&mut self, key: &IdKey) -> Option<Result<Json>> {
         // Still running: nothing to take.
         self.in_flight.get(key)?.arrived.as_ref()?;
         let entry = self.in_flight.remove(key)?;
         Some(match entry.arrived? {
             Arrival::Reply(reply) => Ok(reply),
-            Arrival::TooDeep => Err(Error::ReplyTooDeep { what: what.to_string(), limit: codec::MAX_DEPTH }),
+            Arrival::TooDeep => {
+                Err(Error::ReplyTooDeep { what: entry.limit.what.to_string(), limit: codec::MAX_DEPTH })
+            }
             Arrival::Failed(e) => Err(e),
         })
-    }
-
-    /// [`Session::take`] for an async request, named by its own limit.
-    pub(crate) fn take_async(&mut self, key: &IdKey) -> Option<Result<Json>> {
-        let what = self.in_flight.get(key)?.limit.as_ref().map(|l| l.what.clone()).unwrap_or_default();
-        self.take(key, &what)
     }
 
     /// Whether the request `key` has settled (or was never in flight).
@@ -418,14 +402,14 @@ impl Session {
         self.held.is_some() || self.transport.queued()
     }
 
-    /// The earliest time an async request runs out.
+    /// When request `key` runs out, while it is in flight.
+    pub(crate) fn deadline_of(&self, key: &IdKey) -> Option<Instant> {
+        self.in_flight.get(key).filter(|e| e.arrived.is_none()).map(|e| e.limit.deadline)
+    }
+
+    /// The earliest time a request runs out.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.in_flight
-            .values()
-            .filter(|e| e.arrived.is_none())
-            .filter_map(|e| e.limit.as_ref())
-            .map(|l| l.deadline)
-            .min()
+        self.in_flight.values().filter(|e| e.arrived.is_none()).map(|e| e.limit.deadline).min()
     }
 
     /// The outcomes of every async request, settled or not (those get
@@ -435,17 +419,15 @@ impl Session {
     pub(crate) fn settle_all(&mut self, unsettled: impl Fn(&str) -> Error) -> Vec<(IdKey, Result<Json>)> {
         // In the order they were started: the server hears the
         // cancellations as it heard the requests.
-        let mut keys: Vec<(u64, IdKey)> =
-            self.in_flight.iter().filter(|(_, e)| e.limit.is_some()).map(|(k, e)| (e.order, k.clone())).collect();
+        let mut keys: Vec<(u64, IdKey)> = self.in_flight.iter().map(|(k, e)| (e.order, k.clone())).collect();
         keys.sort_by_key(|(order, _)| *order);
         let mut outcomes = Vec::new();
         for (_, key) in keys {
-            let what =
-                self.in_flight.get(&key).and_then(|e| e.limit.as_ref()).map(|l| l.what.clone()).unwrap_or_default();
+            let what = self.in_flight.get(&key).map(|e| e.limit.what.clone()).unwrap_or_else(|| Rc::from(""));
             if !self.settled(&key) && !self.broken {
                 self.cancel(&key, "the client was closed", unsettled(&what));
             }
-            let outcome = self.take(&key, &what).unwrap_or_else(|| Err(unsettled(&what)));
+            let outcome = self.take(&key).unwrap_or_else(|| Err(unsettled(&what)));
             outcomes.push((key, outcome));
         }
         outcomes
@@ -480,7 +462,7 @@ impl Session {
         let mut running: Vec<(u64, Json)> = self
             .in_flight
             .values()
-            .filter(|e| e.arrived.is_none() && e.limit.is_some() && !e.initialize)
+            .filter(|e| e.arrived.is_none() && !e.initialize)
             .map(|e| (e.order, e.id.clone()))
             .collect();
         running.sort_by_key(|(order, _)| *order);
@@ -575,29 +557,49 @@ mod tests {
 
     const SHORT: Duration = Duration::from_millis(20);
 
+    fn start(s: &mut Session, id: i64, what: &str) {
+        s.start(&Json::Int(id), &call(id), Limit::new(SHORT, None, Rc::from(what))).unwrap();
+    }
+
+    /// Pumps until request `id` settles, and takes its outcome.
+    fn wait(s: &mut Session, id: i64) -> Result<Json> {
+        let key = id_key(&Json::Int(id)).unwrap();
+        loop {
+            if let Some(outcome) = s.take(&key) {
+                return outcome;
+            }
+            let _ = s.pump_until(Instant::now() + Duration::from_millis(5), &mut Quiet);
+        }
+    }
+
     #[test]
     fn two_in_flight_each_get_their_own_reply_whatever_the_order() {
         let (mut s, _) = session(&[r#"{"id":2,"result":{"n":2}}"#, r#"{"id":1,"result":{"n":1}}"#]);
-        s.start(&Json::Int(1), &call(1), None).unwrap();
-        s.start(&Json::Int(2), &call(2), None).unwrap();
-        let first = s.wait(&Json::Int(1), SHORT, "one", &mut Quiet).unwrap();
+        start(&mut s, 1, "one");
+        start(&mut s, 2, "two");
+        let first = wait(&mut s, 1).unwrap();
         assert_eq!(first.get("result").and_then(|r| r.get("n")), Some(&Json::Int(1)));
         // kept while the first was waited for: no further receive needed
-        let second = s.wait(&Json::Int(2), SHORT, "two", &mut Quiet).unwrap();
+        let second = wait(&mut s, 2).unwrap();
         assert_eq!(second.get("result").and_then(|r| r.get("n")), Some(&Json::Int(2)));
         assert!(s.in_flight.is_empty());
     }
 
     #[test]
     fn a_timeout_cancels_only_its_own_request_and_its_late_reply_is_dropped() {
-        let (mut s, sent) = session(&[r#"{"id":2,"result":{"n":2}}"#]);
-        s.start(&Json::Int(1), &call(1), None).unwrap();
-        s.start(&Json::Int(2), &call(2), None).unwrap();
-        let err = s.wait(&Json::Int(1), SHORT, "tools/call one", &mut Quiet).unwrap_err();
+        let (mut s, sent) = session(&[]);
+        start(&mut s, 1, "tools/call one");
+        std::thread::sleep(SHORT / 2);
+        s.start(&Json::Int(2), &call(2), Limit::new(Duration::from_secs(5), None, Rc::from("two"))).unwrap();
+        let err = wait(&mut s, 1).unwrap_err();
         assert_eq!(err.to_string(), "MCP tools/call one timed out after 0.02 s");
         assert!(sent.borrow().last().unwrap().contains(r#""requestId":1"#));
-        // the other request's reply arrived during that wait, and is kept
-        assert!(s.wait(&Json::Int(2), SHORT, "two", &mut Quiet).is_ok());
+        // the other request is still in flight, and its reply is kept
+        assert!(!s.settled(&id_key(&Json::Int(2)).unwrap()));
+        let late = [r#"{"id":1,"result":{"n":1}}"#, r#"{"id":2,"result":{"n":2}}"#];
+        let (mut fresh, _) = session(&late);
+        std::mem::swap(&mut s.transport, &mut fresh.transport);
+        assert!(wait(&mut s, 2).is_ok());
         assert!(!s.broken);
         assert!(s.in_flight.is_empty());
     }

@@ -48,34 +48,44 @@ pub(super) fn call_params(lua: &Cx, client: &Table, name: &Value, args: &Value) 
 /// anyway).
 pub(super) fn input_schema(lua: &Cx, client: &Table, tool: &[u8]) -> Outcome<Option<Rc<Json>>> {
     let Some(beside) = state_of(lua, client)? else { return Ok(None) };
-    let schema = beside.state.borrow::<ClientState>().ok().and_then(|state| state.schemas.input(tool));
+    let schema = beside.state.borrow::<ClientState>().ok().and_then(|state| state.client.input_schema(tool));
     Ok(schema)
 }
 
 /// A called tool's name: its label, "tools/call NAME", which names the
 /// call in errors, and the name's own bytes (the key of its output schema).
 pub(super) struct ToolName {
-    pub(super) label: String,
+    pub(super) label: Rc<str>,
     /// The name's bytes, kept apart only when they are not UTF-8 (the
     /// label then shows them replaced); otherwise they are the label's tail.
-    not_utf8: Option<Vec<u8>>,
+    pub(super) not_utf8: Option<Vec<u8>>,
 }
-
-const LABEL_PREFIX: &str = "tools/call ";
 
 impl ToolName {
     pub(super) fn bytes(&self) -> &[u8] {
-        self.not_utf8.as_deref().unwrap_or(&self.label.as_bytes()[LABEL_PREFIX.len()..])
+        self.not_utf8.as_deref().unwrap_or(&self.label.as_bytes()[TOOL_CALL.len()..])
+    }
+
+    /// The request that calls it with `params`.
+    pub(super) fn request(self, params: Json) -> Request {
+        Request::new("tools/call", params, self.label).shape(Shape::ToolCall(self.not_utf8))
     }
 }
 
+thread_local! {
+    /// Where labels are put together: the label is then made in one
+    /// allocation, a small call's fewer.
+    static LABEL: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
 pub(super) fn tool_label(name: &Value) -> Outcome<ToolName> {
-    // Sized at once: format! grew it, one allocation more per call.
     let label = |text: &str| {
-        let mut label = String::with_capacity(LABEL_PREFIX.len() + text.len());
-        label.push_str(LABEL_PREFIX);
-        label.push_str(text);
-        label
+        LABEL.with_borrow_mut(|buf| {
+            buf.clear();
+            buf.push_str(TOOL_CALL);
+            buf.push_str(text);
+            Rc::<str>::from(buf.as_str())
+        })
     };
     match name {
         Value::String(s) => {

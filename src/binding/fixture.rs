@@ -75,9 +75,7 @@ pub(super) fn tools_of_page(lua: &Cx, page: &Value) -> Outcome<Value> {
 pub(super) fn store_tools(lua: &Cx, client: &Table, tools: Value, pages: &[Json]) -> Outcome {
     if let Some(beside) = state_of(lua, client)? {
         if let Ok(mut state) = beside.state.borrow_mut::<ClientState>() {
-            let selected: Vec<_> = pages.iter().map(|page| page.selected(TOOL_SCHEMAS)).collect();
-            state.schemas.learn(selected.iter().map(|page| page.as_ref()));
-            state.schemas.keep_pages(pages);
+            state.client.learn_tools(pages);
         }
     }
     client.set("tools", tools.clone())?;
@@ -86,7 +84,7 @@ pub(super) fn store_tools(lua: &Cx, client: &Table, tools: Value, pages: &[Json]
 
 pub(super) fn call_batch(lua: &Cx, client: &Table, transport: Function, name: &Value, args: &Value) -> Outcome {
     let tool = tool_label(name)?;
-    let what = tool.label.as_str();
+    let what = &*tool.label;
     let (mut messages, _) = batch_handshake(lua, client)?;
     let call_id = next_id(client)?;
     messages.push(protocol::request(call_id.clone(), "tools/call", call_params(lua, client, name, args)?));
@@ -94,7 +92,7 @@ pub(super) fn call_batch(lua: &Cx, client: &Table, transport: Function, name: &V
     let result = replies.result(&call_id, what)?;
     if let Some(beside) = state_of(lua, client)? {
         if let Ok(state) = beside.state.borrow::<ClientState>() {
-            state.schemas.check(tool.bytes(), &result, what)?;
+            state.client.check_output(tool.bytes(), &result, what)?;
         }
     }
     call_return(lua, result)

@@ -15,114 +15,46 @@
 
 use super::*;
 
-/// What a handle's request was, and so what it returns: like `call`
-/// (text, is_error, result), like `request` (the result table), one field
-/// of the result (`read_resource` returns its `contents`), or every page of
-/// a list (`list_resources` follows `nextCursor`, one request per page,
-/// and returns the items of all of them).
+/// What a handle returns: like `call` (text, is_error, result), like
+/// `request` (the result table, or the one field the core took out of
+/// it), or the items of every page of a list (`list_resources` follows
+/// `nextCursor`, one request per page, and returns them all).
 #[derive(Clone, Copy, PartialEq)]
 pub(super) enum Kind {
     Call,
     Request,
-    Field(&'static str),
     Pages { field: &'static str },
-}
-
-/// Where a paged handle has got to.
-#[derive(Default)]
-struct Paging {
-    items: Vec<Json>,
-    pages: usize,
-    cursor: Option<Json>,
 }
 
 /// How a handle ended.
 enum Settled {
-    /// A live request's result, or why it failed.
+    /// A live request's outcome, as the core shaped it.
     Core(Result<Json, Error>),
     /// A fixture's batch call, run at once: its returns.
     Returns(Vec<Value>),
 }
 
 pub(super) struct HandleState {
-    /// The request in flight; a paged handle moves on to the next page's.
-    ticket: RefCell<Option<Ticket>>,
+    /// The request on its way; none for a fixture's call, answered at
+    /// once.
+    op: RefCell<Option<Operation>>,
     kind: Kind,
     settled: RefCell<Option<Settled>>,
-    /// Where an unsettled ticket goes when this handle is collected.
+    /// Where an unsettled request goes when this handle is collected.
     forgotten: Option<Rc<RefCell<Vec<Ticket>>>>,
-    /// A paged handle's method, per-request timeout and progress.
-    method: String,
-    timeout: Option<Duration>,
-    paging: RefCell<Paging>,
-    /// A call's tool, whose output schema its result is checked against.
-    tool: Vec<u8>,
 }
 
 impl HandleState {
-    fn new(ticket: Option<Ticket>, kind: Kind, forgotten: Option<Rc<RefCell<Vec<Ticket>>>>) -> Self {
-        HandleState {
-            ticket: RefCell::new(ticket),
-            kind,
-            settled: RefCell::new(None),
-            forgotten,
-            method: String::new(),
-            timeout: None,
-            paging: RefCell::default(),
-            tool: Vec::new(),
-        }
-    }
-
-    fn ticket(&self) -> Option<Ticket> {
-        self.ticket.borrow().clone()
+    fn new(op: Option<Operation>, kind: Kind, forgotten: Option<Rc<RefCell<Vec<Ticket>>>>) -> Self {
+        HandleState { op: RefCell::new(op), kind, settled: RefCell::new(None), forgotten }
     }
 
     fn what(&self) -> String {
-        self.ticket.borrow().as_ref().map(|t| t.what.clone()).unwrap_or_default()
+        self.op.borrow().as_ref().map(|op| op.what().to_string()).unwrap_or_default()
     }
 
-    /// Settles the handle with the outcome of its current request, as its
-    /// kind wants it; a page with a next cursor instead starts the next
-    /// page's request and leaves the handle in flight (false).
-    fn absorb(&self, core: &mut Client, host: &mut LuaHost, outcome: Result<Json, Error>) -> bool {
-        if let Some(ticket) = &*self.ticket.borrow() {
-            host.forget_progress(&ticket.id);
-        }
-        let settled = match (self.kind, outcome) {
-            (Kind::Call, Ok(result)) => {
-                let what = self.what();
-                host.schemas.check(&self.tool, &result, &what).map(|()| result)
-            }
-            (Kind::Field(field), Ok(mut result)) => Ok(result.take(field).unwrap_or(Json::Null)),
-            (Kind::Pages { field }, Ok(mut page)) => {
-                let mut paging = self.paging.borrow_mut();
-                if let Some(Json::Array(items)) = page.take(field) {
-                    paging.items.extend(items.into_iter().filter(|i| !matches!(i, Json::Null)));
-                }
-                paging.pages += 1;
-                let next = page.get("nextCursor").filter(|c| matches!(c, Json::Str(_))).cloned();
-                // As `Client::list_pages`: a repeated cursor or too many
-                // pages end the listing.
-                if next.is_some() && next != paging.cursor && paging.pages < crate::client::MAX_PAGES {
-                    paging.cursor = next.clone();
-                    let params = Json::object([("cursor", next.unwrap_or(Json::Null))]);
-                    let what = self.what();
-                    match core.start(host, &self.method, params, &what, self.timeout) {
-                        Ok(ticket) => {
-                            *self.ticket.borrow_mut() = Some(ticket);
-                            return false;
-                        }
-                        Err(Raise::Mcp(e)) => Err(e),
-                        Err(Raise::Lua(_)) => Err(Error::NoResponse { what }),
-                    }
-                } else {
-                    Ok(Json::Array(std::mem::take(&mut paging.items)))
-                }
-            }
-            (_, outcome) => outcome,
-        };
-        *self.settled.borrow_mut() = Some(Settled::Core(settled));
-        true
+    fn settle(&self, outcome: Result<Json, Error>) {
+        *self.settled.borrow_mut() = Some(Settled::Core(outcome));
     }
 }
 
@@ -130,9 +62,9 @@ impl UserData for HandleState {}
 
 impl Drop for HandleState {
     fn drop(&mut self) {
-        if let (Some(ticket), Some(forgotten), None) =
-            (&*self.ticket.borrow(), &self.forgotten, &*self.settled.borrow())
-        {
+        let op = self.op.borrow();
+        let ticket = op.as_ref().and_then(Operation::ticket);
+        if let (Some(ticket), Some(forgotten), None) = (ticket, &self.forgotten, &*self.settled.borrow()) {
             forgotten.borrow_mut().push(ticket.clone());
         }
     }
@@ -163,19 +95,11 @@ pub(super) struct RequestOptions {
     max_total: Option<Duration>,
     on_progress: Option<Function>,
     on_done: Option<Function>,
-    /// For a call: its tool, whose output schema the result must keep.
-    tool: Vec<u8>,
 }
 
 impl RequestOptions {
     fn limits(&self) -> Limits {
         Limits { timeout: self.timeout, max_total: self.max_total, progress: self.on_progress.is_some() }
-    }
-
-    /// Whether the request needs the core's per-request limits rather than
-    /// the client's plain timeout.
-    pub(super) fn limited(&self) -> bool {
-        self.timeout.is_some() || self.max_total.is_some() || self.on_progress.is_some()
     }
 }
 
@@ -199,15 +123,7 @@ fn function_option(opts: &Table, field: &str, what: &str) -> Outcome<Option<Func
 
 pub(super) fn request_options(value: &Value, what: &str) -> Outcome<RequestOptions> {
     let opts = match value {
-        Value::Nil => {
-            return Ok(RequestOptions {
-                timeout: None,
-                max_total: None,
-                on_progress: None,
-                on_done: None,
-                tool: Vec::new(),
-            })
-        }
+        Value::Nil => return Ok(RequestOptions { timeout: None, max_total: None, on_progress: None, on_done: None }),
         Value::Table(t) => t,
         _ => return Err(Error::BadInput(format!("{what}: opts must be a table")).into()),
     };
@@ -216,7 +132,6 @@ pub(super) fn request_options(value: &Value, what: &str) -> Outcome<RequestOptio
         max_total: seconds_option(opts, "max_total_timeout", what)?,
         on_progress: function_option(opts, "on_progress", what)?,
         on_done: function_option(opts, "on_done", what)?,
-        tool: Vec::new(),
     })
 }
 
@@ -259,7 +174,7 @@ fn handle_arg(lua: &Cx, value: &Value, what: &str) -> Outcome<(Table, AnyUserDat
 pub(super) fn call_async(lua: &Cx, args: MultiValue) -> Outcome {
     let client = client_arg(&args, "call_async")?;
     let (name, call_args) = (arg(&args, 1), arg(&args, 2));
-    let mut opts = request_options(&arg(&args, 3), "client:call_async")?;
+    let opts = request_options(&arg(&args, 3), "client:call_async")?;
     let handle = match client.get::<Value>("transport")? {
         // A fixture answers at once: the handle is settled already.
         Value::Function(f) => {
@@ -271,10 +186,8 @@ pub(super) fn call_async(lua: &Cx, args: MultiValue) -> Outcome {
         v if truthy(&v) => return Err(Error::BadInput("MCP: client.transport must be a function".into()).into()),
         _ => {
             let tool = tool_label(&name)?;
-            let what = tool.label.as_str();
-            let params = call_params(lua, &client, &name, &call_args)?;
-            opts.tool = tool.bytes().to_vec();
-            start(lua, &client, "tools/call", params, what, Kind::Call, opts)?
+            let request = tool.request(call_params(lua, &client, &name, &call_args)?);
+            start(lua, &client, request, Kind::Call, opts)?
         }
     };
     run_on_done(lua, &client)?;
@@ -287,8 +200,9 @@ pub(super) fn request_async(lua: &Cx, args: MultiValue) -> Outcome {
     let opts = request_options(&arg(&args, 3), "client:request_async")?;
     // The prelude's typed methods name a list to follow or a field to
     // return; a user's request_async returns the whole result.
-    let kind = surface::handle_kind(&method, &arg(&args, 4))?;
-    let handle = start(lua, &client, &method, params, &method, kind, opts)?;
+    let (shape, kind) = surface::result_shape(&method, &arg(&args, 4))?;
+    let request = Request::new(&method, params, Rc::from(method.as_str())).shape(shape);
+    let handle = start(lua, &client, request, kind, opts)?;
     run_on_done(lua, &client)?;
     Ok(MultiValue::from_vec(vec![Value::Table(handle)]))
 }
@@ -301,52 +215,30 @@ pub(super) fn request(lua: &Cx, args: MultiValue) -> Outcome {
     if opts.on_done.is_some() {
         return Err(Error::BadInput("client:request: opts.on_done is for request_async".into()).into());
     }
-    let result = with_client(lua, &client, |core, host| {
-        if !opts.limited() {
-            return core.request(host, &method, params, &method);
-        }
-        limited_request(core, host, &method, params, &method, &opts)
-    })?;
+    let request = Request::new(&method, params, Rc::from(method.as_str()));
+    let result = with_client(lua, &client, |core, host| run_blocking(core, host, request, &opts))?;
     run_on_done(lua, &client)?;
     Ok(MultiValue::from_vec(vec![to_lua(lua, &result)?]))
 }
 
-/// A blocking request with limits of its own (a timeout, progress): the
-/// async path, waited for at once.
-pub(super) fn limited_request(
+/// A blocking request: the async path, waited for at once, its progress
+/// reported to `opts.on_progress` meanwhile.
+pub(super) fn run_blocking(
     core: &mut Client,
     host: &mut LuaHost,
-    method: &str,
-    params: Json,
-    what: &str,
+    request: Request,
     opts: &RequestOptions,
 ) -> Outcome<Json> {
-    let ticket = core.start_with(host, method, params, what, opts.limits())?;
-    if let Some(on_progress) = &opts.on_progress {
-        host.watch_progress(&ticket.id, on_progress.clone())?;
+    let mut op = core.start(host, request.limits(opts.limits()))?;
+    let token = op.progress_token().cloned();
+    if let (Some(on_progress), Some(token)) = (&opts.on_progress, &token) {
+        host.watch_progress(token, on_progress.clone())?;
     }
-    let outcome = settle_blocking(core, host, &ticket);
-    host.forget_progress(&ticket.id);
+    let outcome = core.finish(host, &mut op);
+    if let Some(token) = &token {
+        host.forget_progress(token);
+    }
     outcome
-}
-
-/// Waits for `ticket` however long its own limit allows, as a blocking
-/// call does; Ctrl-C cancels it.
-fn settle_blocking(core: &mut Client, host: &mut LuaHost, ticket: &Ticket) -> Outcome<Json> {
-    match core.wait(host, ticket, crate::session::far_future()) {
-        Ok(Some(outcome)) => Ok(outcome?),
-        Ok(None) => Err(Error::NoResponse { what: ticket.what.clone() }.into()),
-        Err(Raise::Mcp(Error::Interrupted { .. })) => {
-            core.cancel(ticket, "interrupted by the user");
-            let _ = core.outcome(ticket);
-            Err(Error::Interrupted { what: ticket.what.clone() }.into())
-        }
-        Err(e) => {
-            // Nobody waits for it any more: its entry must not stay behind.
-            core.forget(ticket);
-            Err(e)
-        }
-    }
 }
 
 /// The method (a string) and params (a table or nil) of `request`.
@@ -375,26 +267,15 @@ fn request_args(lua: &Cx, client: &Table, args: &MultiValue, what: &str) -> Outc
     Ok((method, params))
 }
 
-fn start(
-    lua: &Cx,
-    client: &Table,
-    method: &str,
-    params: Json,
-    what: &str,
-    kind: Kind,
-    opts: RequestOptions,
-) -> Outcome<Table> {
-    let (ticket, forgotten) = with_client_state(lua, client, "client:call_async", |core, host| {
-        let ticket = core.start_with(host, method, params, what, opts.limits())?;
-        if let Some(on_progress) = &opts.on_progress {
-            host.watch_progress(&ticket.id, on_progress.clone())?;
+fn start(lua: &Cx, client: &Table, request: Request, kind: Kind, opts: RequestOptions) -> Outcome<Table> {
+    let (op, forgotten) = with_client_state(lua, client, "client:call_async", |core, host| {
+        let op = core.start(host, request.limits(opts.limits()).detached())?;
+        if let (Some(on_progress), Some(token)) = (&opts.on_progress, op.progress_token()) {
+            host.watch_progress(token, on_progress.clone())?;
         }
-        Ok((ticket, host.forgotten.clone()))
+        Ok((op, host.forgotten.clone()))
     })?;
-    let mut state = HandleState::new(Some(ticket), kind, Some(forgotten));
-    state.method = method.to_string();
-    state.timeout = opts.timeout;
-    state.tool = opts.tool;
+    let state = HandleState::new(Some(op), kind, Some(forgotten));
     new_handle(lua, client, state, opts.on_done)
 }
 
@@ -404,26 +285,43 @@ fn returns_of(lua: &Cx, state: &HandleState) -> Outcome<MultiValue> {
     let settled = state.settled.borrow();
     match &*settled {
         Some(Settled::Returns(values)) => Ok(MultiValue::from_vec(values.clone())),
-        Some(Settled::Core(Ok(result))) => match state.kind {
-            Kind::Call => call_return(lua, result.clone()),
-            Kind::Request | Kind::Field(_) | Kind::Pages { .. } => Ok(MultiValue::from_vec(vec![to_lua(lua, result)?])),
+        Some(Settled::Core(Ok(result))) => match (state.kind, result) {
+            (Kind::Call, result) => call_return(lua, result.clone()),
+            (Kind::Pages { field }, Json::Array(pages)) => {
+                Ok(MultiValue::from_vec(vec![Value::Table(joined_field(lua, pages, field)?)]))
+            }
+            (_, result) => Ok(MultiValue::from_vec(vec![to_lua(lua, result)?])),
         },
         Some(Settled::Core(Err(e))) => Err(e.clone().into()),
         None => Ok(MultiValue::new()),
     }
 }
 
-/// Takes `state`'s outcome from the core if it has settled there.
+/// Moves `state`'s request on, and takes its outcome from the core if it
+/// has settled there.
 fn take_if_settled(core: &mut Client, host: &mut LuaHost, state: &HandleState) -> bool {
     if state.settled.borrow().is_some() {
         return true;
     }
-    let Some(ticket) = state.ticket() else { return true };
-    if !core.settled(&ticket) {
-        return false;
+    let mut slot = state.op.borrow_mut();
+    let Some(op) = slot.as_mut() else { return true };
+    let outcome = match core.poll(host, op) {
+        Ok(false) => return false,
+        Ok(true) => op.take_outcome().unwrap_or_else(|| Err(Error::NoResponse { what: op.what().to_string() })),
+        Err(Raise::Mcp(e)) => Err(e),
+        // A login's callback raised: the caller hears of it (see
+        // `callback_failed`), and the handle settles without a reply.
+        Err(Raise::Lua(error)) => {
+            callback_failed(error);
+            Err(Error::NoResponse { what: op.what().to_string() })
+        }
+    };
+    if let Some(token) = op.progress_token() {
+        host.forget_progress(token);
     }
-    let outcome = core.outcome(&ticket).unwrap_or_else(|| Err(Error::NoResponse { what: ticket.what.clone() }));
-    state.absorb(core, host, outcome)
+    drop(slot);
+    state.settle(outcome);
+    true
 }
 
 /// Settles `state` for good when its client is gone.
@@ -431,8 +329,7 @@ fn settle_orphan(state: &HandleState) {
     if state.settled.borrow().is_some() {
         return;
     }
-    let what = state.what();
-    *state.settled.borrow_mut() = Some(Settled::Core(Err(Error::ClientCollected { what })));
+    state.settle(Err(Error::ClientCollected { what: state.what() }));
 }
 
 fn client_of(lua: &Cx, handle: &Table) -> Outcome<Option<Table>> {
@@ -451,26 +348,14 @@ pub(super) fn wait(lua: &Cx, args: MultiValue) -> Outcome {
             return finish(lua, &handle, &state, None);
         };
         let until = deadline_after(bound);
-        let settled = with_client_state(lua, &client, "handle:wait", |core, host| loop {
-            let Some(ticket) = state.ticket() else { return Ok(true) };
-            match core.wait(host, &ticket, until) {
-                Ok(Some(outcome)) => {
-                    // A page with a next one goes on waiting for that.
-                    if state.absorb(core, host, outcome) {
-                        return Ok(true);
-                    }
-                }
-                Ok(None) => return Ok(take_if_settled(core, host, &state)),
-                Err(Raise::Mcp(Error::Interrupted { .. })) => {
-                    host.forget_progress(&ticket.id);
-                    core.cancel(&ticket, "interrupted by the user");
-                    let _ = core.outcome(&ticket);
-                    *state.settled.borrow_mut() =
-                        Some(Settled::Core(Err(Error::Interrupted { what: ticket.what.clone() })));
-                    return Ok(true);
-                }
-                Err(e) => return Err(e),
+        let settled = with_client_state(lua, &client, "handle:wait", |core, host| {
+            let mut slot = state.op.borrow_mut();
+            let Some(op) = slot.as_mut() else { return Ok(true) };
+            if !core.wait(host, op, until)? {
+                return Ok(false);
             }
+            drop(slot);
+            Ok(take_if_settled(core, host, &state))
         })?;
         if !settled {
             run_on_done(lua, &client)?;
@@ -651,8 +536,10 @@ pub(super) fn cancel(lua: &Cx, args: MultiValue) -> Outcome {
         return Ok(MultiValue::from_vec(vec![Value::Boolean(false)]));
     };
     let cancelled = with_client_state(lua, &client, "handle:cancel", |core, host| {
-        let Some(ticket) = state.ticket() else { return Ok(false) };
-        let cancelled = core.cancel(&ticket, &reason);
+        let mut slot = state.op.borrow_mut();
+        let Some(op) = slot.as_mut() else { return Ok(false) };
+        let cancelled = core.cancel(op, &reason);
+        drop(slot);
         take_if_settled(core, host, &state);
         Ok(cancelled)
     })?;
@@ -835,9 +722,10 @@ pub(super) fn dispatch(lua: &Cx, args: MultiValue) -> Outcome {
     })?;
     entry.raw_set(DISPATCHING, true)?;
     let callbacks = run_on_done(lua, &client);
-    // A tool list the server changed is listed again at once: an event
-    // loop's registry then follows without waiting for the next call.
-    let refreshed = refresh_if_stale(lua, &client);
+    // A tool list the server changed is listed again, without waiting:
+    // an event loop's registry then follows without waiting for the next
+    // call (it is updated once the listing is in, at a later dispatch).
+    let refreshed = with_client_state(lua, &client, "client:dispatch()", |core, host| core.refresh_tools(host));
     entry.raw_set(DISPATCHING, Value::Nil)?;
     ran += callbacks?;
     refreshed?;

@@ -113,7 +113,7 @@ fn borrow_client<T>(
     if let Some(token) = fresh_token {
         *state.options.bearer.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
     }
-    let ClientState { options, client: core, forgotten, schemas } = &mut *state;
+    let ClientState { options, client: core, forgotten } = &mut *state;
     if let Some(login) = &options.login {
         refresh_before_call(lua, &beside.entry, &mut login.borrow_mut())?;
     }
@@ -127,7 +127,6 @@ fn borrow_client<T>(
         table: client,
         options,
         forgotten,
-        schemas,
         on_notification: beside.on_notification,
         handlers: beside.handlers,
         callbacks: beside.callbacks,
@@ -147,6 +146,13 @@ fn borrow_client<T>(
         }
         bell.ring_at(core.next_deadline());
     }
+    let listing = core.take_listing();
+    drop(state);
+    // The tool list, listed by this call or by the client itself: shown
+    // once the client is free (a watched registry's callbacks may call it).
+    if let Some(listing) = listing {
+        show_tools(lua, client, listing)?;
+    }
     outcome
 }
 
@@ -157,14 +163,13 @@ pub(super) struct LuaHost<'a, 'b> {
     table: &'a Table,
     pub(super) options: &'a TransportOptions,
     pub(super) forgotten: &'a Rc<RefCell<Vec<Ticket>>>,
-    pub(super) schemas: &'a mut ToolSchemas,
     on_notification: Option<Function>,
     handlers: Option<Table>,
     /// `on_log`, `on_resource_updated`, `on_list_changed`, by name.
     callbacks: Option<Table>,
     /// Requests' `on_progress` callbacks, by progress token.
     progress: Option<Table>,
-    /// The client's entry (for the stale tool list flag).
+    /// The client's entry (for the login's callbacks).
     entry: Table,
     /// Notifications kept for the caller too (`client:exchange` returns
     /// them, as the reference does).
@@ -279,9 +284,6 @@ impl Peer for LuaHost<'_, '_> {
         if method == b"notifications/progress" {
             self.progressed(&note);
         }
-        if method == b"notifications/tools/list_changed" {
-            let _ = self.entry.raw_set(TOOLS_STALE, true);
-        }
         let list = |kind: &str| Some(("on_list_changed", Some(Json::str(kind))));
         let particular = match method {
             b"notifications/message" => Some(("on_log", note.get("params").cloned())),
@@ -362,16 +364,31 @@ impl Peer for LuaHost<'_, '_> {
 }
 
 pub(super) fn discover_session(lua: &Cx, client: &Table) -> Outcome {
-    let pages = with_client(lua, client, |core, host| core.list_pages(host, "tools/list"))?;
+    let listing =
+        Request::new("tools/list", Json::Object(vec![]), Rc::from("tools/list")).shape(Shape::Tools { refresh: false });
+    with_client(lua, client, |core, host| core.run(host, listing))?;
+    // (`with_client` has shown the listing as `client.tools`.)
+    Ok(MultiValue::from_vec(vec![client.get::<Value>("tools")?]))
+}
+
+/// A tool list the core listed, as `client.tools`, in the shape the
+/// reference gives it; a list the client listed again by itself also goes
+/// to every watched registry.
+fn show_tools(lua: &Cx, client: &Table, listing: Listing) -> Outcome<()> {
+    let pages = &listing.pages;
     let tools = if pages.len() == 1 {
         tools_of_page(lua, &to_lua(lua, &pages[0])?)?
     } else {
-        Value::Table(joined_field(lua, &pages, "tools")?)
+        Value::Table(joined_field(lua, pages, "tools")?)
     };
     if let Value::Table(tools) = &tools {
         keep_safe_icons(tools)?;
     }
-    store_tools(lua, client, tools, &pages)
+    client.set("tools", tools)?;
+    if listing.refreshed {
+        resync_watches(lua, client)?;
+    }
+    Ok(())
 }
 
 /// The array `field` of every page, joined into one table, in order; a
@@ -430,75 +447,24 @@ fn keep_safe_icons(tools: &Table) -> Outcome<()> {
     Ok(())
 }
 
-/// Lists the tools again if the server said they changed since the client
-/// last listed them (and it has listed them: a client that never
-/// discovered has nothing to refresh), updating `client.tools`, the output
-/// schemas and every watched registry.
-pub(super) fn refresh_if_stale(lua: &Cx, client: &Table) -> Outcome<()> {
-    let Value::Table(entry) = lua.glue.states.raw_get::<Value>(client)? else { return Ok(()) };
-    if !truthy(&entry.raw_get::<Value>(TOOLS_STALE)?) {
-        return Ok(());
-    }
-    if !truthy(&client.get::<Value>("tools")?) {
-        entry.raw_set(TOOLS_STALE, Value::Nil)?;
-        return Ok(());
-    }
-    // Marked fresh only once listed: a refresh that failed is tried again
-    // at the next call rather than leaving the stale list in place.
-    discover_session(lua, client)?;
-    entry.raw_set(TOOLS_STALE, Value::Nil)?;
-    resync_watches(lua, client)
-}
-
-/// Messages routed before a call at most (see `call_session`).
-const ROUTE_BEFORE_CALL: usize = 256;
-
 pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value, opts: &Value) -> Outcome {
     let tool = tool_label(name)?;
-    let what = tool.label.as_str();
     let opts = request_options(opts, "client:call")?;
-    let mut params = Some(call_params(lua, client, name, args)?);
-    // Twice at most: once more after a refresh of a stale tool list.
-    let mut may_refresh = true;
-    loop {
-        let result = with_client(lua, client, |core, host| {
-            // What the server sent after the last reply (a list_changed
-            // right behind it, typically) is routed first, if anything
-            // waits; a stale tool list is listed again before the call.
-            // (Bounded: a server flooding notifications must not keep
-            // the call from going out.)
-            for _ in 0..ROUTE_BEFORE_CALL {
-                if !(core.queued() && core.pump(host, Instant::now())?) {
-                    break;
-                }
-            }
-            if may_refresh && truthy(&host.entry.raw_get::<Value>(TOOLS_STALE)?) {
-                return Ok(None);
-            }
-            let params = params.take().unwrap_or(Json::Null);
-            let result = if opts.limited() {
-                limited_request(core, host, "tools/call", params, what, &opts)?
-            } else {
-                core.request(host, "tools/call", params, what)?
-            };
-            host.schemas.check(tool.bytes(), &result, what)?;
-            Ok(Some(result))
-        })?;
-        match result {
-            Some(result) => return call_return(lua, result),
-            None => {
-                may_refresh = false;
-                refresh_if_stale(lua, client)?;
-            }
-        }
-    }
+    let request = tool.request(call_params(lua, client, name, args)?);
+    let result = with_client(lua, client, |core, host| run_blocking(core, host, request, &opts))?;
+    call_return(lua, result)
 }
 
-/// Ends the client's session, if it has one.
+/// Ends the client's session, if it has one, and lets go of everything
+/// it held: its server, its connections, and the descriptor behind
+/// `client:fd()` (a closed client kept in a table must not hold three
+/// descriptors until the collector comes). Only the Lua object stays; a
+/// later call starts afresh.
 pub(super) fn close_session(lua: &Cx, client: &Table) -> Outcome<()> {
     if let Some(beside) = state_of(lua, client)? {
         if let Ok(mut state) = beside.state.borrow_mut::<ClientState>() {
             state.client.close();
+            state.options.doorbell.take();
         }
     }
     Ok(())

@@ -18,14 +18,13 @@ use std::time::{Duration, Instant};
 
 use mlua::{AnyUserData, Function, IntoLuaMulti, Lua, MultiValue, Table, UserData, Value};
 
-use crate::client::{Client, Host, Limits, Ticket};
+use crate::client::{Client, Host, Limits, Listing, Operation, Request, Shape, Ticket, TOOL_CALL};
 use crate::codec::{self, lua_float_text, Json};
 use crate::error::Error;
 use crate::input_shape::Place;
 use crate::interrupt;
 use crate::mount;
 use crate::protocol::{self, call_outcome, Replies};
-use crate::schema::{ToolSchemas, TOOL_SCHEMAS};
 use crate::session::Peer;
 use crate::transport::doorbell::Doorbell;
 use crate::transport::http::{self, Http};
@@ -510,7 +509,6 @@ fn call(lua: &Cx, mut args: MultiValue) -> Outcome {
         Value::Function(f) => call_batch(lua, &client, f, &name, &call_args),
         v if truthy(&v) => Err(Error::BadInput("MCP: client.transport must be a function".into()).into()),
         _ => {
-            refresh_if_stale(lua, &client)?;
             let returns = call_session(lua, &client, &name, &call_args, &opts)?;
             run_on_done(lua, &client)?;
             Ok(returns)

@@ -10,8 +10,6 @@ pub(super) struct ClientState {
     /// Tickets of handles collected unsettled: the core forgets them at
     /// the next call (a handle's finaliser cannot reach the client).
     pub(super) forgotten: Rc<RefCell<Vec<Ticket>>>,
-    /// The schemas of the tools `discover` found.
-    pub(super) schemas: ToolSchemas,
 }
 
 /// What a transport is opened with, read from `mcp.new`'s options.
@@ -206,7 +204,7 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
         bearer,
         login,
     };
-    Ok(ClientState { options, client, forgotten: Rc::default(), schemas: ToolSchemas::default() })
+    Ok(ClientState { options, client, forgotten: Rc::default() })
 }
 
 /// The methods named in `opts.handlers` (method name -> function).
@@ -289,9 +287,6 @@ pub(super) fn bearer_text(token: &str, what: &str) -> Outcome<String> {
 pub(super) const CALLBACKS: i64 = 6;
 /// Where it keeps requests' `on_progress` callbacks, by progress token.
 pub(super) const PROGRESS: i64 = 7;
-/// Set when the server said its tool list changed: the next call (or
-/// dispatch) lists the tools again first.
-pub(super) const TOOLS_STALE: i64 = 9;
 /// The slot of `opts.json_types` (see `decode`).
 pub(super) const JSON_TYPES: i64 = 13;
 

@@ -72,23 +72,26 @@ pub(super) fn list(lua: &Cx, args: MultiValue) -> Outcome {
     let Some(field) = list_field(&method) else {
         return Err(Error::BadInput(format!("client:list: {method} is not a list method")).into());
     };
-    let pages = with_client(lua, &client, |core, host| core.list_pages(host, &method))?;
+    let request = Request::new(&method, Json::Object(vec![]), Rc::from(method.as_str())).shape(Shape::Pages);
+    let pages = with_client(lua, &client, |core, host| core.run(host, request))?;
+    let Json::Array(pages) = pages else { return Err(Error::NoResponse { what: method }.into()) };
     let all = joined_field(lua, &pages, field)?;
     run_on_done(lua, &client)?;
     Ok(MultiValue::from_vec(vec![Value::Table(all)]))
 }
 
-/// The kind of handle `request_async` makes when the prelude names a
-/// list to follow or a field to return (its fifth argument).
-pub(super) fn handle_kind(method: &str, shape: &Value) -> Outcome<handles::Kind> {
+/// The shape of the outcome `request_async` asks the core for, and the
+/// kind of handle it makes, when the prelude names a list to follow or a
+/// field to return (its fifth argument).
+pub(super) fn result_shape(method: &str, shape: &Value) -> Outcome<(Shape, handles::Kind)> {
     match shape {
-        Value::Nil => Ok(handles::Kind::Request),
+        Value::Nil => Ok((Shape::Whole, handles::Kind::Request)),
         Value::String(s) if s.as_bytes().as_ref() == b"pages" => match list_field(method) {
-            Some(field) => Ok(handles::Kind::Pages { field }),
+            Some(field) => Ok((Shape::Pages, handles::Kind::Pages { field })),
             None => Err(Error::BadInput(format!("{method} is not a list method")).into()),
         },
         Value::String(s) => match result_field(&s.to_str()?) {
-            Some(field) => Ok(handles::Kind::Field(field)),
+            Some(field) => Ok((Shape::Field(field), handles::Kind::Request)),
             None => Err(Error::BadInput(format!("no result field {}", s.to_str()?)).into()),
         },
         _ => Err(Error::BadInput("the result shape must be a string".into()).into()),
@@ -200,7 +203,7 @@ fn exchange_session(lua: &Cx, client: &Table, messages: Vec<Json>) -> Outcome<(V
     with_client(lua, client, |core, host| {
         host.collected = Some(Vec::new());
         let mut replies = Vec::new();
-        let mut tickets = Vec::new();
+        let mut ops = Vec::new();
         for message in messages {
             let method = match message.get("method") {
                 Some(Json::Str(m)) => String::from_utf8_lossy(m).into_owned(),
@@ -208,22 +211,22 @@ fn exchange_session(lua: &Cx, client: &Table, messages: Vec<Json>) -> Outcome<(V
             };
             match (message.get("id").cloned(), method.as_str()) {
                 (Some(id), "initialize") => {
-                    core.notify_ready(host)?;
+                    core.ensure_session(host)?;
                     let result = core.initialize_result().cloned().unwrap_or(Json::Null);
                     replies.push(protocol::response(id, result));
                 }
-                (None, "notifications/initialized") => core.notify_ready(host)?,
-                (Some(_), _) => tickets.push(core.start_message(host, message, &method, Limits::default())?),
+                (None, "notifications/initialized") => core.ensure_session(host)?,
+                (Some(_), _) => ops.push(core.start(host, Request::message(message, Rc::from(method.as_str())))?),
                 (None, _) => core.notify(host, &message)?,
             }
         }
-        for ticket in &tickets {
-            match core.wait_reply(host, ticket) {
+        for at in 0..ops.len() {
+            match core.finish(host, &mut ops[at]) {
                 Ok(reply) => replies.push(reply),
                 Err(e) => {
                     // The others are still in flight: nobody will take them.
-                    for other in &tickets {
-                        core.forget(other);
+                    for ticket in ops[at + 1..].iter().filter_map(Operation::ticket) {
+                        core.forget(ticket);
                     }
                     return Err(e);
                 }

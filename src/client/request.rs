@@ -1,0 +1,572 @@
+//! The one path every request takes, blocking or async.
+//!
+//! A [`Request`] says what to send and what its outcome is made of; the
+//! client turns it into an [`Operation`] that is started at once and then
+//! polled (the async API) or waited for (a blocking call is start + wait)
+//! until it settles. Whatever a request may need between the two happens
+//! here, once each, before its outcome is handed over:
+//!
+//! - A server that forgot the session (HTTP 404) gets one new session and
+//!   the request once more; a listing then starts again from its first
+//!   page, since a cursor belongs to the session that gave it.
+//! - A refusal for want of credentials (401, 403) goes to the holder's
+//!   login, and the request is sent again with what it got.
+//! - A list is followed page by page while the server hands out new
+//!   cursors.
+//! - A tool call's result is checked against the tool's output schema.
+//! - A tool call on a list the server said changed waits for the list to
+//!   be listed again (its schemas may have changed with it).
+//!
+//! Before this path existed, the async API had rebuilt part of it, and the
+//! two drifted: a call with its own timeout failed on an expired session
+//! that a plain call survived.
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use super::{Client, Host, Listing, Ticket, MAX_AUTHORIZATIONS, MAX_PAGES, NEXT_CURSOR};
+use crate::codec::Json;
+use crate::error::Error;
+use crate::protocol::{self, id_key, result_of};
+use crate::session::{far_future, Limit};
+
+/// What a request may be given beyond its method and params.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Limits {
+    /// Replaces the client's timeout for this request.
+    pub timeout: Option<Duration>,
+    /// The hard cap when progress restarts the timeout (the spec's
+    /// maximum total timeout), counted from the start.
+    pub max_total: Option<Duration>,
+    /// Ask for progress notifications.
+    pub progress: bool,
+}
+
+/// What a request's outcome is made of.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Shape {
+    /// The result, as it came.
+    Whole,
+    /// One field of the result (`resources/read` gives its `contents`).
+    Field(&'static str),
+    /// Every page of a list, in order, each as it came.
+    Pages,
+    /// Every page of `tools/list`: the client learns the tools' schemas,
+    /// and the listing waits for the holder ([`Client::take_listing`]).
+    /// `refresh` when the client lists them again by itself.
+    Tools { refresh: bool },
+    /// A tool call: its result must keep the tool's output schema. The
+    /// tool is named by the end of the request's name ("tools/call
+    /// NAME"), or by these bytes when its name is not UTF-8 (the name in
+    /// errors then shows them replaced).
+    ToolCall(Option<Vec<u8>>),
+    /// A message the caller built with its own id: the whole reply, an
+    /// error reply included.
+    Reply,
+}
+
+/// How a tool call's name begins.
+pub const TOOL_CALL: &str = "tools/call ";
+
+/// One request, described once.
+pub struct Request {
+    /// Built once: a new try only changes the id, so the parameters (a
+    /// tool's arguments, perhaps megabytes) are never copied.
+    message: Json,
+    what: Rc<str>,
+    limits: Limits,
+    shape: Shape,
+    detached: bool,
+}
+
+impl Request {
+    /// `method` with `params`; `what` names it in errors
+    /// ("tools/call echo").
+    pub fn new(method: &str, params: Json, what: Rc<str>) -> Request {
+        Request {
+            message: protocol::request(Json::Null, method, params),
+            what,
+            limits: Limits::default(),
+            shape: Shape::Whole,
+            detached: false,
+        }
+    }
+
+    /// A request the caller built, with its own id (the reference's
+    /// `exchange`): its whole reply is the outcome.
+    pub fn message(message: Json, what: Rc<str>) -> Request {
+        Request { message, what, limits: Limits::default(), shape: Shape::Reply, detached: false }
+    }
+
+    pub fn shape(mut self, shape: Shape) -> Request {
+        self.shape = shape;
+        self
+    }
+
+    pub fn limits(mut self, limits: Limits) -> Request {
+        self.limits = limits;
+        self
+    }
+
+    /// Nobody waits on the transport for it (the async API): over HTTP,
+    /// its POST goes out from a thread of the transport's own.
+    pub fn detached(mut self) -> Request {
+        self.detached = true;
+        self
+    }
+
+    fn method(&self) -> &[u8] {
+        match self.message.get("method") {
+            Some(Json::Str(method)) => method,
+            _ => b"",
+        }
+    }
+
+    /// The tool a tool call calls.
+    fn tool(&self) -> &[u8] {
+        match &self.shape {
+            Shape::ToolCall(Some(bytes)) => bytes,
+            _ => self.what.strip_prefix(TOOL_CALL).unwrap_or(&self.what).as_bytes(),
+        }
+    }
+
+    fn is_list(&self) -> bool {
+        matches!(self.shape, Shape::Pages | Shape::Tools { .. })
+    }
+}
+
+/// A request on its way: what a handle (or a blocking call) holds until
+/// it settles.
+pub struct Operation {
+    request: Request,
+    /// The try in flight.
+    ticket: Option<Ticket>,
+    /// The session the last try went to.
+    session: u64,
+    /// The id the first try goes out with, taken when the operation
+    /// began (its progress token, when it asks for progress).
+    first_id: Option<Json>,
+    progress_token: Option<Json>,
+    /// Waiting for a stale tool list to be listed again: the count of
+    /// refreshes finished when it began.
+    after_refresh: Option<u64>,
+    /// Sent again once on a new session already.
+    restarted: bool,
+    authorizations: usize,
+    /// The client's credentials count when the last try went out.
+    credentials: u64,
+    /// A list's first params, its pages so far and the cursor that asked
+    /// for the last one.
+    first_params: Option<Json>,
+    pages: Vec<Json>,
+    cursor: Option<Json>,
+    outcome: Option<Result<Json, Error>>,
+}
+
+impl Operation {
+    fn new(request: Request) -> Operation {
+        let first_params = request.is_list().then(|| request.message.get("params").cloned()).flatten();
+        Operation {
+            request,
+            ticket: None,
+            session: 0,
+            first_id: None,
+            progress_token: None,
+            after_refresh: None,
+            restarted: false,
+            authorizations: 0,
+            credentials: 0,
+            first_params,
+            pages: Vec::new(),
+            cursor: None,
+            outcome: None,
+        }
+    }
+
+    /// Names the request in errors.
+    pub fn what(&self) -> &str {
+        &self.request.what
+    }
+
+    /// The token its progress notifications carry, when it asked for
+    /// them: the same for every try.
+    pub fn progress_token(&self) -> Option<&Json> {
+        self.progress_token.as_ref()
+    }
+
+    /// The try in flight, if any: what to forget if nobody will take it.
+    pub fn ticket(&self) -> Option<&Ticket> {
+        self.ticket.as_ref()
+    }
+
+    /// The outcome, once settled; taken once.
+    pub fn take_outcome(&mut self) -> Option<Result<Json, Error>> {
+        self.outcome.take()
+    }
+
+    /// Settles it with `error` unless it has settled already.
+    pub fn fail(&mut self, error: Error) {
+        if self.outcome.is_none() {
+            self.outcome = Some(Err(error));
+        }
+    }
+
+    /// The message for the page after `cursor`, or the first page again.
+    fn ask_for_page(&mut self, cursor: Option<Json>) {
+        let params = match &cursor {
+            Some(cursor) => Json::object([("cursor", cursor.clone())]),
+            None => self.first_params.clone().unwrap_or(Json::Object(vec![])),
+        };
+        let method = String::from_utf8_lossy(self.request.method()).into_owned();
+        self.request.message = protocol::request(Json::Null, &method, params);
+        self.cursor = cursor;
+    }
+}
+
+/// Messages routed before a request goes out, at most (see
+/// [`Client::route_queued`]).
+const ROUTE_BEFORE_REQUEST: usize = 256;
+
+impl Client {
+    /// Starts `request`: the session is started first if there is none
+    /// (that handshake does wait), what the server already sent is
+    /// routed, and the request goes out, unless it is a tool call that
+    /// must wait for a stale tool list to be listed again. A try that
+    /// fails at once settles the operation (see [`Client::poll`]).
+    pub fn start<H: Host>(&mut self, host: &mut H, request: Request) -> Result<Operation, H::Error> {
+        self.ready(host)?;
+        self.route_queued(host)?;
+        let mut op = Operation::new(request);
+        if op.request.shape != Shape::Reply {
+            self.check_capability(op.request.method())?;
+            let id = host.next_id()?;
+            if op.request.limits.progress {
+                if let Json::Request(message) = &mut op.request.message {
+                    protocol::set_progress_token(&mut message.params, id.clone());
+                }
+                op.progress_token = Some(id.clone());
+            }
+            op.first_id = Some(id);
+        }
+        if matches!(op.request.shape, Shape::ToolCall(_)) && self.tools.stale && self.tools.listed {
+            self.begin_refresh(host)?;
+            op.after_refresh = Some(self.tools.refreshes);
+            return Ok(op);
+        }
+        self.send(host, &mut op)?;
+        Ok(op)
+    }
+
+    /// Moves `op` on as far as what has arrived allows (a reply taken, a
+    /// next page or a new try sent) without waiting for anything; true
+    /// once it has settled.
+    pub fn poll<H: Host>(&mut self, host: &mut H, op: &mut Operation) -> Result<bool, H::Error> {
+        loop {
+            if op.outcome.is_some() {
+                return Ok(true);
+            }
+            if let Some(since) = op.after_refresh {
+                self.poll_refresh(host)?;
+                if self.tools.refreshes == since {
+                    return Ok(false);
+                }
+                op.after_refresh = None;
+                match &self.tools.last_refresh {
+                    Some(Err(e)) => op.outcome = Some(Err(e.clone())),
+                    _ => self.send(host, op)?,
+                }
+                continue;
+            }
+            let Some(ticket) = op.ticket.as_ref() else {
+                op.outcome = Some(Err(Error::NoResponse { what: op.what().to_string() }));
+                return Ok(true);
+            };
+            if !self.ticket_settled(ticket) {
+                return Ok(false);
+            }
+            let Some(ticket) = op.ticket.take() else { continue };
+            let reply = self.take_reply(&ticket);
+            self.settle(host, op, reply)?;
+        }
+    }
+
+    /// Waits for `op` until `until` at most; true once it has settled.
+    /// Ctrl-C cancels it (the server is told), and it settles with
+    /// [`Error::Interrupted`].
+    pub fn wait<H: Host>(&mut self, host: &mut H, op: &mut Operation, until: Instant) -> Result<bool, H::Error> {
+        loop {
+            if self.poll(host, op)? {
+                return Ok(true);
+            }
+            let now = Instant::now();
+            if now >= until {
+                return Ok(false);
+            }
+            // To the slice's end, or the request's own deadline if that
+            // comes first: its timeout is then noticed on time.
+            let mut slice_end = until.min(now + crate::interrupt::SLICE);
+            if let Some(deadline) = op.ticket.as_ref().and_then(|t| self.deadline_of(t)) {
+                slice_end = slice_end.min(deadline);
+            }
+            match self.pump_session(host, slice_end) {
+                Ok(_) => {}
+                Err(Error::Interrupted { .. }) => {
+                    self.cancel(op, "interrupted by the user");
+                    op.outcome = Some(Err(Error::Interrupted { what: op.what().to_string() }));
+                    return Ok(true);
+                }
+                Err(e) => {
+                    self.cancel(op, "interrupted by the user");
+                    op.outcome = Some(Err(e));
+                    return Ok(true);
+                }
+            }
+        }
+    }
+
+    /// A blocking request: started, then waited for as long as its own
+    /// limit allows.
+    pub fn run<H: Host>(&mut self, host: &mut H, request: Request) -> Result<Json, H::Error> {
+        let mut op = self.start(host, request)?;
+        self.finish(host, &mut op)
+    }
+
+    /// Waits for `op` to settle, however long its own limit allows, and
+    /// hands over its outcome.
+    pub fn finish<H: Host>(&mut self, host: &mut H, op: &mut Operation) -> Result<Json, H::Error> {
+        if let Err(e) = self.wait(host, op, far_future()) {
+            // Nobody waits for it any more: its entry must not stay behind.
+            if let Some(ticket) = op.ticket.take() {
+                self.forget(&ticket);
+            }
+            return Err(e);
+        }
+        let what = op.what().to_string();
+        Ok(op.take_outcome().unwrap_or(Err(Error::NoResponse { what }))?)
+    }
+
+    /// Stops `op` at the caller's word: the server gets
+    /// `notifications/cancelled` with `reason`, and `op` settles with
+    /// [`Error::Cancelled`]. False if it had settled (or its reply had
+    /// come) already.
+    pub fn cancel(&mut self, op: &mut Operation, reason: &str) -> bool {
+        if op.outcome.is_some() {
+            return false;
+        }
+        let cancelled = Error::Cancelled { what: op.what().to_string() };
+        match op.ticket.take() {
+            Some(ticket) => {
+                if !self.cancel_ticket(&ticket, reason, cancelled.clone()) {
+                    op.ticket = Some(ticket);
+                    return false;
+                }
+                let _ = self.take_reply(&ticket);
+            }
+            None if op.after_refresh.take().is_some() => {}
+            None => return false,
+        }
+        op.outcome = Some(Err(cancelled));
+        true
+    }
+
+    /// Lists a stale tool list again, without waiting: started if it is
+    /// stale and none runs, moved on if one runs (an event loop's
+    /// registry then follows the server without waiting for a call).
+    pub fn refresh_tools<H: Host>(&mut self, host: &mut H) -> Result<(), H::Error> {
+        if self.tools.stale && self.tools.listed && self.tools.refreshing.is_none() {
+            self.begin_refresh(host)?;
+        }
+        self.poll_refresh(host)
+    }
+
+    /// What the server sent after the last reply (a `list_changed` right
+    /// behind it, typically) is routed before the next request goes out,
+    /// so that the request sees it. Bounded: a server flooding
+    /// notifications must not keep the request from going out.
+    fn route_queued<H: Host>(&mut self, host: &mut H) -> Result<(), H::Error> {
+        for _ in 0..ROUTE_BEFORE_REQUEST {
+            if !(self.queued() && self.pump(host, Instant::now())?) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends `op`'s next try, and more while a try fails in a way that is
+    /// worth another (see [`Client::worth_again`]); settles it otherwise.
+    fn send<H: Host>(&mut self, host: &mut H, op: &mut Operation) -> Result<(), H::Error> {
+        loop {
+            let Err(failure) = self.send_once(host, op)? else { return Ok(()) };
+            if !self.worth_again(host, op, &failure)? {
+                op.outcome = Some(Err(failure));
+                return Ok(());
+            }
+        }
+    }
+
+    /// One try: on the current session, or a new one if there is none or
+    /// it broke. Err when the send itself failed.
+    fn send_once<H: Host>(&mut self, host: &mut H, op: &mut Operation) -> Result<Result<(), Error>, H::Error> {
+        self.ready(host)?;
+        let id = match (op.first_id.take(), &op.request.shape) {
+            (_, Shape::Reply) => op.request.message.get("id").cloned().unwrap_or(Json::Null),
+            (Some(id), _) => id,
+            (None, _) => host.next_id()?,
+        };
+        let Some(key) = id_key(&id) else {
+            return Ok(Err(Error::BadInput(format!(
+                "MCP: a request id must be a number or a string, got {}",
+                protocol::lua_text(Some(&id))
+            ))));
+        };
+        if op.request.shape != Shape::Reply {
+            set_id(&mut op.request.message, id.clone());
+        }
+        let limits = op.request.limits;
+        let mut limit = Limit::new(limits.timeout.unwrap_or(self.timeout), limits.max_total, op.request.what.clone());
+        limit.progress = limits.progress;
+        limit.detached = op.request.detached;
+        limit.progress_token = op.progress_token.as_ref().filter(|token| **token != id).and_then(id_key);
+        op.credentials = self.credentials;
+        op.session = self.session_number;
+        let Some(session) = self.session.as_mut() else { unreachable!("a session was just made ready") };
+        if let Err(e) = session.start(&id, &op.request.message, limit) {
+            return Ok(Err(e));
+        }
+        let what = op.request.what.clone();
+        op.ticket = Some(Ticket { session: self.session_number, key, id, what });
+        Ok(Ok(()))
+    }
+
+    /// A try's reply (or why none came), made into `op`'s outcome: or the
+    /// next page, or another try.
+    fn settle<H: Host>(
+        &mut self,
+        host: &mut H,
+        op: &mut Operation,
+        reply: Result<Json, Error>,
+    ) -> Result<(), H::Error> {
+        let result = match reply {
+            Ok(reply) if op.request.shape == Shape::Reply => Ok(reply),
+            Ok(reply) => result_of(Some(reply), op.what()),
+            Err(e) => Err(e),
+        };
+        let result = match result {
+            Ok(result) => result,
+            Err(failure) => {
+                if self.worth_again(host, op, &failure)? {
+                    return self.send(host, op);
+                }
+                op.outcome = Some(Err(failure));
+                return Ok(());
+            }
+        };
+        op.outcome = Some(match &op.request.shape {
+            Shape::Whole | Shape::Reply => Ok(result),
+            Shape::Field(field) => {
+                let mut result = result;
+                Ok(result.take(field).unwrap_or(Json::Null))
+            }
+            Shape::ToolCall(_) => self.tools.schemas.check(op.request.tool(), &result, op.what()).map(|()| result),
+            Shape::Pages | Shape::Tools { .. } => {
+                let next =
+                    result.selected(NEXT_CURSOR).get("nextCursor").filter(|c| matches!(c, Json::Str(_))).cloned();
+                op.pages.push(result);
+                // A repeated cursor or too many pages end the listing.
+                if next.is_some() && next != op.cursor && op.pages.len() < MAX_PAGES {
+                    op.ask_for_page(next);
+                    return self.send(host, op);
+                }
+                let pages = std::mem::take(&mut op.pages);
+                if let Shape::Tools { refresh } = op.request.shape {
+                    self.listed(&pages, refresh);
+                }
+                Ok(Json::Array(pages))
+            }
+        });
+        Ok(())
+    }
+
+    /// Whether a try that failed with `failure` is worth another, which
+    /// is then prepared: a forgotten session is replaced once (a listing
+    /// starting over), and a refusal is answered with new credentials, up
+    /// to [`MAX_AUTHORIZATIONS`] times.
+    fn worth_again<H: Host>(&mut self, host: &mut H, op: &mut Operation, failure: &Error) -> Result<bool, H::Error> {
+        match failure {
+            Error::SessionExpired if !op.restarted => {
+                op.restarted = true;
+                if op.session == self.session_number {
+                    // Every request on it would meet the same 404: each
+                    // gets the same one more try on the new session.
+                    self.retire(|_| Error::SessionExpired);
+                }
+                if op.request.is_list() {
+                    op.pages.clear();
+                    op.ask_for_page(None);
+                }
+                Ok(true)
+            }
+            Error::Unauthorized { .. } if op.authorizations < MAX_AUTHORIZATIONS => {
+                // Refused under credentials that were replaced since: the
+                // new ones are tried without a login of its own.
+                if op.credentials == self.credentials {
+                    if !host.authorize(failure, op.authorizations > 0)? {
+                        return Ok(false);
+                    }
+                    self.credentials += 1;
+                }
+                op.authorizations += 1;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// A listing of the tools finished.
+    fn listed(&mut self, pages: &[Json], refreshed: bool) {
+        self.learn_tools(pages);
+        self.tools.listed = true;
+        self.tools.stale = false;
+        self.tools.fresh = Some(Listing { pages: pages.to_vec(), refreshed });
+    }
+
+    fn begin_refresh<H: Host>(&mut self, host: &mut H) -> Result<(), H::Error> {
+        if self.tools.refreshing.is_some() {
+            return Ok(());
+        }
+        let request = Request::new("tools/list", Json::Object(vec![]), Rc::from("tools/list"))
+            .shape(Shape::Tools { refresh: true })
+            .detached();
+        let op = self.start(host, request)?;
+        self.tools.refreshing = Some(Box::new(op));
+        Ok(())
+    }
+
+    /// Moves the running refresh on; when it settles, the calls waiting
+    /// for it go on (or fail with its error). A refresh that failed
+    /// leaves the list stale, to be tried again.
+    fn poll_refresh<H: Host>(&mut self, host: &mut H) -> Result<(), H::Error> {
+        let Some(mut op) = self.tools.refreshing.take() else { return Ok(()) };
+        let polled = self.poll(host, &mut op);
+        if let Ok(false) = polled {
+            self.tools.refreshing = Some(op);
+            return Ok(());
+        }
+        let outcome = op.take_outcome().unwrap_or_else(|| Err(Error::NoResponse { what: "tools/list".into() }));
+        self.tools.last_refresh = Some(outcome.map(|_| ()));
+        self.tools.refreshes += 1;
+        polled.map(|_| ())
+    }
+}
+
+fn set_id(request: &mut Json, id: Json) {
+    match request {
+        Json::Request(request) => request.id = id,
+        Json::Object(pairs) => {
+            if let Some(slot) = pairs.iter_mut().find(|(k, _)| k == b"id") {
+                slot.1 = id;
+            }
+        }
+        _ => {}
+    }
+}
