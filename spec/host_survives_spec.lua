@@ -174,6 +174,54 @@ describe('closing is bounded', function()
   end)
 end)
 
+describe('close lets go of everything', function()
+  it('200 clients opened, used, closed and kept: descriptors, threads and processes back where they were', function()
+    local out, status = H.run_lua(string.format([[
+      collectgarbage('stop') -- what close releases must not wait for the collector
+      local mcp = require('mcp')
+      local f = io.open('/proc/self/stat')
+      local pid = f:read('*n')
+      f:close()
+      local function count(command)
+        local p = io.popen(string.format(command, pid))
+        local n = tonumber(p:read('*a'):match('%%d+'))
+        p:close()
+        return n
+      end
+      local function held()
+        return count('ls /proc/%%d/fd | wc -l'), count("grep '^Threads' /proc/%%d/status"),
+          count("ps --ppid %%d -o comm= | grep -vc '^sh$'")
+      end
+      local clients = {}
+      local fds0, threads0, children0 = held()
+      for i = 1, 200 do
+        local c = mcp.new({ command = { %q, %q, 'plain' } })
+        c:fd()
+        assert(c:call('echo', { message = 'x' }) == 'Echo: x')
+        assert(c:call_async('echo', { message = 'y' }):wait() == 'Echo: y')
+        c:close()
+        clients[i] = c
+      end
+      -- Servers are reaped beside Lua: give them a moment, bounded.
+      local fds, threads, children
+      for _ = 1, 100 do
+        fds, threads, children = held()
+        if fds <= fds0 and threads <= threads0 and children <= children0 then break end
+        os.execute('sleep 0.1')
+      end
+      print(string.format('descriptors %%d -> %%d, threads %%d -> %%d, children %%d -> %%d',
+        fds0, fds, threads0, threads, children0, children))
+    ]], H.LUA, FAULTY))
+    assert.equal(0, status, out)
+    local fds0, fds, threads0, threads, children0, children =
+      out:match('descriptors (%d+) %-> (%d+), threads (%d+) %-> (%d+), children (%d+) %-> (%d+)')
+    assert.is_truthy(fds0, out)
+    assert.equal(tonumber(fds0), tonumber(fds), out)
+    assert.is_true(tonumber(threads) <= tonumber(threads0), out)
+    assert.equal(tonumber(children0), tonumber(children), out)
+  end)
+end)
+
 describe('options are validated', function()
   local bad_number = {
     { 'timeout', H.MAXINT }, { 'timeout', -1 }, { 'timeout', 0 }, { 'timeout', 0 / 0 },

@@ -222,6 +222,40 @@ describe('HTTP faults', function()
     assert.equal(5, calls) -- four calls, one of them sent twice
   end)
 
+  -- Four calls on a session the server forgets at its fourth request:
+  -- each way of calling gets the same one new session, and the forgotten
+  -- call is sent once more on it.
+  local function survives_a_forgotten_session(path, call)
+    local client = mcp.new({ url = base .. path })
+    client:discover()
+    local first = client.session_id
+    for i = 1, 4 do
+      assert.equal('Echo: ' .. i, (call(client, { message = tostring(i) })))
+    end
+    assert.are_not.equal(first, client.session_id)
+    client:close()
+    local inits, calls = 0, 0
+    for _, r in ipairs(requests('POST', path)) do
+      local m = trace.decode(r.body).method
+      if m == 'initialize' then inits = inits + 1 end
+      if m == 'tools/call' then calls = calls + 1 end
+    end
+    assert.equal(2, inits)
+    assert.equal(5, calls)
+  end
+
+  it('a call with its own timeout gets the same new session after a 404 as a plain call', function()
+    survives_a_forgotten_session('/expire-timeout', function(client, args)
+      return client:call('echo', args, { timeout = 5 })
+    end)
+  end)
+
+  it('an async call gets the same new session after a 404 as a plain call', function()
+    survives_a_forgotten_session('/expire-async', function(client, args)
+      return client:call_async('echo', args):wait()
+    end)
+  end)
+
   it('an SSE stream that drops after its priming event is resumed with Last-Event-ID', function()
     local client = mcp.new({ url = base .. '/drop' })
     assert.equal('Echo: resumed', (client:call('echo', { message = 'resumed' })))

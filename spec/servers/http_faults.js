@@ -5,6 +5,7 @@
 //
 //   /plain      a well-behaved server (JSON replies, a GET stream)
 //   /expire     forgets its first session after 3 requests (404), as after a restart
+//   /expire-*   the same, each such path once on its own (/expire-timeout, ...)
 //   /drop       answers tools/call over SSE, but closes the stream after a
 //               priming event; the reply is there on resumption (GET with
 //               Last-Event-ID)
@@ -61,7 +62,7 @@ const port = Number(process.argv[2] || 0);
 let log = [];
 const sessions = new Map(); // id -> { requests, stream }
 let counter = 0;
-let expiredOnce = false;
+const expired = new Set(); // the /expire paths that forgot a session already
 
 const EVIL_ID = "x$(touch /tmp/lua-mcp-pwned)`touch /tmp/lua-mcp-pwned2`;touch${IFS}/tmp/lua-mcp-pwned3";
 
@@ -224,7 +225,7 @@ function handle(path, req, res, body) {
   try { msg = JSON.parse(body); } catch (e) { return json(res, 400, { jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error' } }); }
   if (msg.method === 'initialize') {
     const id = path === '/evil' ? EVIL_ID : `session-${++counter}`;
-    sessions.set(id, { requests: 0, survivor: path === '/expire' && expiredOnce });
+    sessions.set(id, { requests: 0, survivor: expired.has(path) });
     return json(res, 200, result(msg.id, {
       protocolVersion: msg.params.protocolVersion,
       capabilities: { tools: {} },
@@ -234,9 +235,9 @@ function handle(path, req, res, body) {
   const s = sessions.get(sid);
   if (!s) return json(res, 404, { jsonrpc: '2.0', id: msg.id ?? null, error: { code: -32001, message: 'Session not found' } });
   s.requests++;
-  if (path === '/expire' && s.requests > 3 && !s.survivor) {
+  if (path.startsWith('/expire') && s.requests > 3 && !s.survivor) {
     sessions.delete(sid);
-    expiredOnce = true;
+    expired.add(path);
     return json(res, 404, { jsonrpc: '2.0', id: msg.id ?? null, error: { code: -32001, message: 'Session not found' } });
   }
   if (msg.id === undefined || msg.method === undefined) {
