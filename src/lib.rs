@@ -47,6 +47,7 @@ pub mod protocol;
 pub mod schema;
 pub mod session;
 pub mod transport;
+pub mod wire;
 
 mod binding;
 

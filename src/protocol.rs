@@ -245,7 +245,7 @@ impl Replies {
             }
             let msg = match codec::decode_message(payload) {
                 Ok(msg) => msg,
-                Err(e) if e.what == codec::TOO_DEEP => {
+                Err(e) if e.is_too_deep() => {
                     let envelope = codec::peek_envelope(payload);
                     if !envelope.has_method {
                         self.too_deep.extend(envelope.id.as_ref().and_then(id_key));

@@ -17,7 +17,7 @@ use url::Url;
 
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
-use crate::transport::http::interrupted;
+use crate::wire::interrupted;
 
 /// A metadata document is small; one larger than this is not one.
 const MAX_METADATA: u64 = 1 << 20;

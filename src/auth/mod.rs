@@ -41,8 +41,7 @@ use url::Url;
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
 use crate::protocol::SUPPORTED_VERSIONS;
-use crate::session::seconds_text;
-use crate::transport::http::{interrupted, side_agent};
+use crate::wire::{interrupted, side_agent};
 use discovery::{parse_challenge, text, texts, Challenge, Fetched};
 use loopback::Listener;
 use pkce::Pkce;
@@ -1094,7 +1093,7 @@ impl Authorizer {
             e if interrupted(&e) => Error::Interrupted { what: "login".into() },
             ureq::Error::Timeout(_) => self.fail(format!(
                 "the request to {endpoint} timed out: no whole answer within {} s (opts.timeout)",
-                seconds_text(self.settings.timeout)
+                codec::format_float(self.settings.timeout.as_secs_f64())
             )),
             e => self.fail(format!("the request to {endpoint} failed ({e})")),
         }

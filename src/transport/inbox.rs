@@ -18,9 +18,9 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
-use crate::codec::Json;
+use crate::codec::{self, Json};
 use crate::error::Error;
-use crate::protocol::{classify, IdKey, Kind};
+use crate::protocol::{answer_server_request, classify, id_key, is_forwarded, too_deep_request_answer, IdKey, Kind};
 use crate::transport::doorbell::Doorbell;
 
 /// Notifications kept for Lua at most; older ones are dropped first.
@@ -45,6 +45,58 @@ pub enum Event {
     Failed(IdKey, Error),
     /// stdio: the server closed stdout or exited.
     Ended,
+}
+
+/// What a reader does with one message from the server (see [`sort`]).
+#[derive(Debug, PartialEq)]
+pub enum Sorted {
+    /// For the session, with its kind: a reply, a notification, a server
+    /// request that one of Lua's handlers answers, or whatever else
+    /// decoded (the session skips what it cannot use).
+    Deliver(Json, Kind),
+    /// A server request the reader answers itself, at once, with this, so
+    /// that a server's `ping` never waits on Lua.
+    Answer(Json),
+    /// A reply or notification nested too deep to read: the id it carried,
+    /// when one could be read, so that whoever waits for it fails at once.
+    TooDeep(Option<IdKey>),
+    /// A server request nested too deep to read, refused with this, so
+    /// that the server does not wait either.
+    Refuse(Json),
+    /// A server request nested too deep to read that carries no id: there
+    /// is nobody to tell.
+    Skip,
+    /// Not JSON.
+    NotJson,
+}
+
+/// Sorts one message from the server, as it came on the wire, the same way
+/// for every transport. `lua_handled` lists the server requests that Lua's
+/// handlers answer (`opts.handlers`); the reader answers every other one.
+pub fn sort(text: &[u8], lua_handled: &[String]) -> Sorted {
+    let msg = match codec::decode_message(text) {
+        Ok(msg) => msg,
+        Err(e) if e.is_too_deep() => {
+            // Too deep to read. A reply: say so to whoever waits for its
+            // id, rather than let them time out. A server request: refuse
+            // it, so the server does not wait either.
+            let envelope = codec::peek_envelope(text);
+            return match (envelope.has_method, envelope.id) {
+                (false, id) => Sorted::TooDeep(id.as_ref().and_then(id_key)),
+                (true, Some(id)) => Sorted::Refuse(too_deep_request_answer(id)),
+                (true, None) => Sorted::Skip,
+            };
+        }
+        Err(_) => return Sorted::NotJson,
+    };
+    let kind = classify(&msg);
+    if kind == Kind::ServerRequest && !is_forwarded(&msg, lua_handled) {
+        return match answer_server_request(&msg) {
+            Some(answer) => Sorted::Answer(answer),
+            None => Sorted::Skip,
+        };
+    }
+    Sorted::Deliver(msg, kind)
 }
 
 struct Queue {
@@ -120,7 +172,7 @@ impl Inbox {
                 return;
             }
         } else {
-            // A Lua call reading for itself (see `stdio::ReadSide`) never
+            // A Lua call reading for itself (see `stdio::pipes::ReadSide`) never
             // waits: it is the only one who would make room. It reads one
             // chunk at a time and takes what it queued, so the excess is
             // bounded by a chunk.
@@ -272,5 +324,51 @@ mod tests {
         inbox.close();
         blocked.join().unwrap();
         assert!(inbox.pop(soon()).is_none());
+    }
+
+    /// `envelope` followed by a value nested past the decoder's limit.
+    fn nested(envelope: &str) -> Vec<u8> {
+        let depth = codec::MAX_DEPTH + 1;
+        format!("{envelope}{}{}}}", "[".repeat(depth), "]".repeat(depth)).into_bytes()
+    }
+
+    #[test]
+    fn a_ping_is_answered_at_once_unless_lua_handles_it() {
+        let ping = br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#;
+        let Sorted::Answer(answer) = sort(ping, &[]) else { panic!("a ping must be answered by the reader") };
+        assert_eq!(answer.get("id"), Some(&Json::Int(7)));
+        assert!(answer.get("result").is_some());
+        assert!(matches!(sort(ping, &["ping".to_string()]), Sorted::Deliver(_, Kind::ServerRequest)));
+    }
+
+    #[test]
+    fn a_server_request_without_a_handler_is_refused_as_unknown() {
+        let Sorted::Answer(answer) = sort(br#"{"id":"a","method":"sampling/createMessage"}"#, &[]) else {
+            panic!("an unhandled server request must be answered by the reader")
+        };
+        assert_eq!(answer.get("error").and_then(|e| e.get("code")), Some(&Json::Int(-32601)));
+    }
+
+    #[test]
+    fn replies_and_notifications_are_delivered_with_their_kind() {
+        assert!(matches!(sort(br#"{"id":1,"result":{}}"#, &[]), Sorted::Deliver(_, Kind::Response(IdKey::Int(1)))));
+        assert!(matches!(sort(br#"{"method":"notifications/message"}"#, &[]), Sorted::Deliver(_, Kind::Notification)));
+    }
+
+    #[test]
+    fn a_reply_too_deep_to_read_keeps_its_id_and_such_a_request_is_refused() {
+        assert_eq!(sort(&nested(r#"{"id":4,"result":"#), &[]), Sorted::TooDeep(Some(IdKey::Int(4))));
+        let Sorted::Refuse(refusal) = sort(&nested(r#"{"id":5,"method":"sampling/createMessage","params":"#), &[])
+        else {
+            panic!("a too deep server request must be refused")
+        };
+        assert_eq!(refusal.get("id"), Some(&Json::Int(5)));
+        assert_eq!(refusal.get("error").and_then(|e| e.get("code")), Some(&Json::Int(-32600)));
+        assert_eq!(sort(&nested(r#"{"method":"notifications/message","params":"#), &[]), Sorted::Skip);
+    }
+
+    #[test]
+    fn text_that_is_not_json_is_told_apart() {
+        assert_eq!(sort(b"Server listening on stdio", &[]), Sorted::NotJson);
     }
 }

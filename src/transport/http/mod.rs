@@ -23,12 +23,12 @@
 //!
 //! The Lua thread reads only until the session wants it back (its receive
 //! deadline, at most `interrupt::SLICE` away): the wait for input then
-//! stops with [`Pause`], which ureq passes up without closing anything, and
-//! the next receive reads on. Meanwhile what the server's own stream brought
-//! waits in the inbox for that long at most.
+//! stops with [`Pause`](crate::wire::Pause), which ureq passes up without
+//! closing anything, and the next receive reads on. Meanwhile what the
+//! server's own stream brought waits in the inbox for that long at most.
 //!
 //! A server's name is looked up once per client (see
-//! [`RememberingResolver`]).
+//! [`RememberingResolver`](crate::wire::RememberingResolver)).
 //!
 //! ENDING WITH THE CLIENT
 //!
@@ -47,7 +47,7 @@
 //! thread. So that the host can still take its thread back (see
 //! `interrupt`), the connection is ureq's own chain (proxy, TCP, TLS) with
 //! its waits for input cut into slices on a Lua call's thread; between
-//! slices it asks `interrupt::requested`.
+//! slices it asks `interrupt::requested` (see `wire`).
 //!
 //! REDIRECTS
 //!
@@ -59,37 +59,29 @@
 //! turned into a GET means nothing; one to another origin is refused with
 //! its Location in the error, for the user to decide.
 
-use std::cell::Cell;
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read};
-use std::net::SocketAddr;
+use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use ureq::config::Config;
 use ureq::http::Response;
-use ureq::http::Uri;
-use ureq::tls::{parse_pem, PemItem, RootCerts, TlsConfig};
-use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
-use ureq::unversioned::transport::time::Duration as WireDuration;
-use ureq::unversioned::transport::{
-    Buffers, ConnectProxyConnector, ConnectionDetails, Connector, NextTimeout, RustlsConnector, TcpConnector,
-    Transport as Wire,
-};
 use ureq::{Agent, Body};
 
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
 use crate::interrupt;
-use crate::protocol::{
-    self, answer_server_request, classify, id_key, is_forwarded, too_deep_request_answer, IdKey, Kind,
-};
-use crate::session::seconds_text;
+use crate::protocol::{self, id_key, IdKey};
 use crate::transport::doorbell::Doorbell;
 use crate::transport::inbox::{Event, Inbox};
 use crate::transport::{Received, Transport};
+use crate::wire::{is_user_interrupt, pausing_at, sliced_connector, tls_config, RememberingResolver, SharedResolver};
+
+mod sse;
+mod streams;
+
+use streams::{read_stream, ReplyStream, Step};
 
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -108,17 +100,14 @@ pub struct Options {
     pub bearer: Arc<Mutex<Option<String>>>,
     /// The bearer comes from a login (`opts.auth` without a token).
     pub login: bool,
-    /// Server requests Lua answers (`opts.handlers`).
-    pub forward: Vec<String>,
+    /// The server requests that Lua's handlers answer (the methods in
+    /// `opts.handlers`): a stream hands those to Lua through the inbox and
+    /// answers every other one itself, at once.
+    pub lua_handled: Vec<String>,
     /// Rung when something is queued for Lua (`client:fd()`).
     pub doorbell: Option<Arc<Doorbell>>,
 }
 
-/// Reconnecting to a stream that closed before our reply: how often, and
-/// how long to wait when the server gave no `retry:`.
-const MAX_RESUMES: usize = 5;
-const DEFAULT_RETRY: Duration = Duration::from_millis(500);
-const MAX_RETRY: Duration = Duration::from_secs(10);
 /// How much of an error body an error message quotes.
 const ERROR_EXCERPT: usize = 200;
 /// Same-origin redirects followed for one request.
@@ -136,10 +125,6 @@ const STREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the Lua thread waits, once its reply is in, for the rest of
 /// the reply stream (normally just its end, already on the way).
 const FOREGROUND_DRAIN: Duration = Duration::from_millis(5);
-/// How long a stream thread reads a reply stream past its reply, and how
-/// many do at once; past either, the stream is dropped with its connection.
-const DRAIN_LIMIT: Duration = Duration::from_secs(1);
-const MAX_DRAINING: usize = 4;
 
 /// The three kinds of request this transport makes.
 #[derive(Clone, Copy)]
@@ -300,7 +285,7 @@ impl Shared {
             self.resolver.forget();
         }
         match err {
-            ureq::Error::Timeout(_) => Error::HttpTimeout { url: url.to_string(), seconds: seconds_text(timeout) },
+            ureq::Error::Timeout(_) => Error::HttpTimeout { url: url.to_string(), seconds: seconds(timeout) },
             // Our own, from `SlicedWire`: the session names the request.
             ureq::Error::Io(e) if is_user_interrupt(&e) => Error::Interrupted { what: String::new() },
             ureq::Error::HostNotFound => unreachable("6", None),
@@ -330,13 +315,12 @@ impl Shared {
         self.exchange(&self.agent, Verb::Get { last_event_id }, self.options.timeout)
     }
 
-    /// Answers a request the server sent us, on a connection of its own.
-    fn answer(&self, request: &Json) {
-        if let Some(answer) = answer_server_request(request) {
-            // Read to its end, so that the connection goes back to the pool.
-            if let Ok(response) = self.post(&codec::encode(&answer), self.options.timeout) {
-                drain_briefly(response, self.options.max_message_bytes);
-            }
+    /// Sends our answer to a request the server sent us, on a connection
+    /// of its own.
+    fn answer(&self, answer: &Json) {
+        // Read to its end, so that the connection goes back to the pool.
+        if let Ok(response) = self.post(&codec::encode(answer), self.options.timeout) {
+            drain_briefly(response, self.options.max_message_bytes);
         }
     }
 
@@ -358,7 +342,7 @@ impl Shared {
         match codec::decode_message(text) {
             Ok(Json::Array(items)) => Ok(items.into_iter().map(Incoming::Message).collect()),
             Ok(msg @ Json::Object(_)) => Ok(vec![Incoming::Message(msg)]),
-            Err(e) if e.what == codec::TOO_DEEP => {
+            Err(e) if e.is_too_deep() => {
                 // A POST's own body answers that POST: a method here would
                 // be a server talking out of turn, and is skipped.
                 let envelope = codec::peek_envelope(text);
@@ -534,8 +518,7 @@ impl Http {
                 .max_idle_connections_per_host(idle)
                 .tls_config(tls.clone())
                 .build();
-            let chain = ().chain(ConnectProxyConnector::default()).chain(TcpConnector::default());
-            Agent::with_parts(config, Sliced(chain.chain(RustlsConnector::default())), shared_resolver.clone())
+            Agent::with_parts(config, sliced_connector(), shared_resolver.clone())
         };
         let inbox = Arc::new(Inbox::new(options.doorbell.clone()));
         let shared = Arc::new(Shared {
@@ -679,176 +662,6 @@ impl Http {
         });
         let (done, wake) = &*answered;
         let _ = wake.wait_timeout_while(lock(done), LISTEN_WAIT, |done| !*done);
-    }
-}
-
-/// What reading a stream gave.
-enum Step {
-    /// For the session, with the size it had on the wire.
-    Deliver(Event, usize),
-    /// The reader's pause time came (see [`pausing_at`]); the stream is
-    /// intact and can be read on, by this thread or another.
-    Paused,
-    /// Ctrl-C, on the Lua thread.
-    Interrupted,
-    /// Nothing more will come: the stream ended (and was not resumed), or
-    /// failed.
-    Ended,
-}
-
-/// One SSE stream: a POST's reply stream (`awaiting` its reply) or the
-/// server's own (awaiting nothing). Server requests are answered here, or
-/// handed to Lua when it has a handler; everything else is delivered.
-struct ReplyStream {
-    reader: SseReader,
-    awaiting: Option<IdKey>,
-    /// A reply stream is resumed only while its request could still be
-    /// waited for: one abandoned on a timeout must not live on.
-    resume_until: Option<Instant>,
-    resumes: usize,
-    /// The reply came: what follows is read only to reach the stream's
-    /// end, so that its connection goes back to the pool.
-    answered: bool,
-}
-
-impl ReplyStream {
-    fn new(shared: &Shared, response: Response<Body>, awaiting: Option<IdKey>) -> ReplyStream {
-        ReplyStream {
-            reader: SseReader::new(response.into_body().into_reader(), shared.options.max_message_bytes),
-            resume_until: awaiting.as_ref().map(|_| Instant::now() + shared.options.timeout),
-            awaiting,
-            resumes: 0,
-            answered: false,
-        }
-    }
-
-    /// The next thing to deliver. A stream that ends before its reply is
-    /// resumed with `Last-Event-ID` after the server's `retry:` or a bounded
-    /// backoff when `may_resume` (a thread of its own may sleep; the Lua
-    /// thread hands such a stream to one instead); the server's own stream
-    /// is resumed the same way until the client closes.
-    fn next(&mut self, shared: &Shared, may_resume: bool) -> Step {
-        loop {
-            if shared.is_stopped() {
-                return Step::Ended;
-            }
-            let event = match self.reader.next_event() {
-                Ok(Some(event)) => event,
-                Err(StreamError::TooLarge) => match &self.awaiting {
-                    Some(id) if !self.answered => {
-                        self.answered = true;
-                        return Step::Deliver(Event::TooLarge(Some(id.clone())), 0);
-                    }
-                    // On the server's own stream, or past the reply: skip
-                    // the event (the reader reads past the rest of it).
-                    _ => continue,
-                },
-                Err(StreamError::Paused) => return Step::Paused,
-                Err(StreamError::Interrupted) => return Step::Interrupted,
-                Ok(None) | Err(StreamError::Broken) => {
-                    if may_resume && self.resume(shared) {
-                        continue;
-                    }
-                    return Step::Ended;
-                }
-            };
-            let text = trim(&event);
-            let msg = match codec::decode_message(text) {
-                Ok(msg) => msg,
-                Err(e) if e.what == codec::TOO_DEEP => {
-                    let envelope = codec::peek_envelope(text);
-                    if envelope.has_method {
-                        if let Some(id) = envelope.id {
-                            let answer = codec::encode(&too_deep_request_answer(id));
-                            let _ = never_pausing(|| shared.post(&answer, shared.options.timeout));
-                        }
-                        continue;
-                    }
-                    let id = envelope.id.as_ref().and_then(id_key);
-                    self.answered |= id.is_some() && id == self.awaiting;
-                    return Step::Deliver(Event::TooDeep(id), text.len());
-                }
-                Err(_) => continue,
-            };
-            let kind = classify(&msg);
-            if kind == Kind::ServerRequest && !is_forwarded(&msg, &shared.options.forward) {
-                never_pausing(|| shared.answer(&msg));
-                continue;
-            }
-            self.answered |= matches!(&kind, Kind::Response(id) if Some(id) == self.awaiting.as_ref());
-            return Step::Deliver(Event::Message(msg), text.len());
-        }
-    }
-
-    /// Whether a stream that ended without its reply can still bring it.
-    fn resumable(&self, shared: &Shared) -> bool {
-        self.reader.last_event_id.is_some()
-            && !self.answered
-            && !shared.is_stopped()
-            && self.resumes < MAX_RESUMES
-            && self.resume_until.is_none_or(|t| Instant::now() < t)
-    }
-
-    /// Reconnects with `Last-Event-ID` after a pause; false when the
-    /// stream cannot or should not be resumed.
-    fn resume(&mut self, shared: &Shared) -> bool {
-        if !self.resumable(shared) {
-            return false;
-        }
-        let Some(last_id) = self.reader.last_event_id.clone() else { return false };
-        self.resumes += 1;
-        let backoff = DEFAULT_RETRY * (1 << (self.resumes - 1)).min(8);
-        shared.pause(self.reader.retry.unwrap_or(backoff).min(MAX_RETRY));
-        if let Ok(r) = shared.get_stream(Some(&last_id)) {
-            if r.status().as_u16() == 200 && is_event_stream(&r) {
-                let retry = self.reader.retry;
-                self.reader = SseReader::new(r.into_body().into_reader(), shared.options.max_message_bytes);
-                self.reader.last_event_id = Some(last_id);
-                self.reader.retry = retry;
-            }
-        }
-        // Read on: a failed reconnection ends the stream there, and the
-        // next end comes back here while resumptions are left.
-        true
-    }
-}
-
-/// Reads a stream on a thread of its own: everything goes to the inbox.
-/// After the reply the rest is read for [`DRAIN_LIMIT`] at most, and by
-/// [`MAX_DRAINING`] threads at most, so that a server that keeps its reply
-/// streams open costs a closed connection, not a thread per request.
-fn read_stream(shared: &Shared, mut stream: ReplyStream) {
-    while !stream.answered {
-        match stream.next(shared, true) {
-            Step::Deliver(event, size) => shared.inbox.push(event, size),
-            Step::Paused | Step::Interrupted | Step::Ended => return,
-        }
-    }
-    let Some(_slot) = DrainSlot::take(shared) else { return };
-    pausing_at(Instant::now() + DRAIN_LIMIT, || {
-        while let Step::Deliver(event, size) = stream.next(shared, false) {
-            shared.inbox.push(event, size);
-        }
-    });
-}
-
-/// One of the [`MAX_DRAINING`] places for a stream read past its reply.
-struct DrainSlot<'a>(&'a Shared);
-
-impl<'a> DrainSlot<'a> {
-    fn take(shared: &'a Shared) -> Option<DrainSlot<'a>> {
-        let taken = shared.draining.fetch_add(1, Ordering::Relaxed);
-        if taken >= MAX_DRAINING {
-            shared.draining.fetch_sub(1, Ordering::Relaxed);
-            return None;
-        }
-        Some(DrainSlot(shared))
-    }
-}
-
-impl Drop for DrainSlot<'_> {
-    fn drop(&mut self) {
-        self.0.draining.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -1039,303 +852,15 @@ pub fn join_background() {
     }
 }
 
-/// Looks a server's name up once per client. ureq asks its resolver before
-/// every request, even one that goes out on a pooled connection, and its
-/// own resolver starts a thread for every lookup with a time limit (ours
-/// all have one): a thread per call, even for 127.0.0.1. An address
-/// given as numbers needs no lookup at all; a name is looked up again
-/// after a request could not connect (see `Shared::failed`).
-#[derive(Debug, Default)]
-struct RememberingResolver {
-    known: Mutex<Option<(String, ResolvedSocketAddrs)>>,
-    lookup: DefaultResolver,
-}
-
-impl RememberingResolver {
-    fn forget(&self) {
-        *lock(&self.known) = None;
-    }
-}
-
-/// The one resolver both of a client's agents share.
-#[derive(Debug, Clone)]
-struct SharedResolver(Arc<RememberingResolver>);
-
-impl Resolver for SharedResolver {
-    fn resolve(
-        &self,
-        uri: &Uri,
-        config: &Config,
-        timeout: NextTimeout,
-    ) -> std::result::Result<ResolvedSocketAddrs, ureq::Error> {
-        let this = &self.0;
-        let (Some(scheme), Some(authority)) = (uri.scheme(), uri.authority()) else {
-            return this.lookup.resolve(uri, config, timeout);
-        };
-        let Some(host_port) = DefaultResolver::host_and_port(scheme, authority) else {
-            return this.lookup.resolve(uri, config, timeout);
-        };
-        if let Ok(addr) = host_port.parse::<SocketAddr>() {
-            let mut addrs = self.empty();
-            addrs.push(addr);
-            return Ok(addrs);
-        }
-        if let Some((name, addrs)) = lock(&this.known).as_ref() {
-            if *name == host_port {
-                return Ok(addrs.clone());
-            }
-        }
-        let addrs = this.lookup.resolve(uri, config, timeout)?;
-        *lock(&this.known) = Some((host_port, addrs.clone()));
-        Ok(addrs)
-    }
-}
-
-/// What `SlicedWire` fails with when the host wants its thread back. A
-/// type of our own rather than `ErrorKind::Interrupted`, which rustls and
-/// `Read::read_to_end` retry as a mere signal.
-#[derive(Debug)]
-struct UserInterrupt;
-
-impl std::fmt::Display for UserInterrupt {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("interrupted by the user")
-    }
-}
-
-impl std::error::Error for UserInterrupt {}
-
-/// What `SlicedWire` fails with when this thread's [`PAUSE_AT`] comes.
-/// The connection is left as it was: ureq's body reader hands the error
-/// up and reads on at the next call.
-#[derive(Debug)]
-struct Pause;
-
-impl std::fmt::Display for Pause {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("paused")
-    }
-}
-
-impl std::error::Error for Pause {}
-
-thread_local! {
-    /// When set, a wait for input on this thread stops at this instant
-    /// with [`Pause`]. The Lua thread reads its reply stream only until
-    /// the session wants its thread back (its `receive` deadline), and a
-    /// stream read past its reply only so long.
-    static PAUSE_AT: Cell<Option<Instant>> = const { Cell::new(None) };
-}
-
-/// Runs `body` with waits for input pausing at `at`.
-fn pausing_at<T>(at: Instant, body: impl FnOnce() -> T) -> T {
-    with_pause(Some(at), body)
-}
-
-/// Runs `body` without pausing: for a request of its own made while a
-/// stream is read (an answer to the server), which must not be cut off.
-fn never_pausing<T>(body: impl FnOnce() -> T) -> T {
-    with_pause(None, body)
-}
-
-fn with_pause<T>(at: Option<Instant>, body: impl FnOnce() -> T) -> T {
-    struct Restore(Option<Instant>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            PAUSE_AT.set(self.0);
-        }
-    }
-    let _restore = Restore(PAUSE_AT.replace(at));
-    body()
-}
-
-/// Whether `err` is, or wraps, an error of type `E` (ureq's body reader
-/// wraps its own errors in an `io::Error`).
-fn wraps<E: std::error::Error + 'static>(err: &std::io::Error) -> bool {
-    let Some(inner) = err.get_ref() else { return false };
-    if inner.is::<E>() {
-        return true;
-    }
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(inner);
-    while let Some(e) = source {
-        if e.is::<E>() || e.downcast_ref::<std::io::Error>().is_some_and(wraps::<E>) {
-            return true;
-        }
-        if let Some(ureq::Error::Io(io)) = e.downcast_ref::<ureq::Error>() {
-            if wraps::<E>(io) {
-                return true;
-            }
-        }
-        source = e.source();
-    }
-    false
-}
-
-/// Whether a request on a [`side_agent`] stopped for Ctrl-C.
-pub fn interrupted(err: &ureq::Error) -> bool {
-    matches!(err, ureq::Error::Io(e) if is_user_interrupt(e))
-}
-
-fn is_user_interrupt(err: &std::io::Error) -> bool {
-    wraps::<UserInterrupt>(err)
-}
-
-fn is_pause(err: &std::io::Error) -> bool {
-    wraps::<Pause>(err)
-}
-
-/// Trusts the bundled Mozilla roots, or only the PEM certificates given
-/// (`opts.ca_file`).
-fn tls_config(ca_pem: Option<&[u8]>) -> Result<TlsConfig> {
-    let mut tls = TlsConfig::builder();
-    if let Some(pem) = ca_pem {
-        let certs: Vec<_> = parse_pem(pem)
-            .filter_map(|item| match item {
-                Ok(PemItem::Certificate(cert)) => Some(cert),
-                _ => None,
-            })
-            .collect();
-        if certs.is_empty() {
-            return Err(Error::BadInput("mcp: opts.ca_file holds no PEM certificate".into()));
-        }
-        tls = tls.root_certs(RootCerts::from(certs));
-    }
-    Ok(tls.build())
-}
-
-/// An agent for requests beside the session's (authorization metadata,
-/// token endpoints): the same trust and the same Ctrl-C slices, no
-/// redirects followed (a token request redirected elsewhere would carry
-/// its secrets along), no pooled connections kept.
-pub fn side_agent(ca_pem: Option<&[u8]>, timeout: Duration) -> Result<Agent> {
-    let config = Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .max_idle_connections(0)
-        .timeout_global(Some(timeout))
-        .tls_config(tls_config(ca_pem)?)
-        .build();
-    let chain = ().chain(ConnectProxyConnector::default()).chain(TcpConnector::default());
-    Ok(Agent::with_parts(config, Sliced(chain.chain(RustlsConnector::default())), DefaultResolver::default()))
-}
-
-/// A connector whose connections wait for input in slices (see CTRL-C),
-/// wrapped around the whole chain so that TLS never sees a slice end.
-#[derive(Debug)]
-struct Sliced<C>(C);
-
-impl<In: Wire, C: Connector<In>> Connector<In> for Sliced<C> {
-    type Out = SlicedWire<C::Out>;
-
-    fn connect(
-        &self,
-        details: &ConnectionDetails,
-        chained: Option<In>,
-    ) -> std::result::Result<Option<Self::Out>, ureq::Error> {
-        Ok(self.0.connect(details, chained)?.map(|wire| SlicedWire { wire, unsent: Vec::new() }))
-    }
-}
-
-/// Also holds back what ureq transmits until it waits for input: ureq
-/// writes a request's head and its body with a write each, and two small
-/// segments cost the server two wake-ups (and us a system call) per
-/// request; held back, they leave in one write.
-#[derive(Debug)]
-struct SlicedWire<T> {
-    wire: T,
-    unsent: Vec<u8>,
-}
-
-/// Bytes held back at most before they are sent anyway.
-const HOLD_BACK_LIMIT: usize = 64 << 10;
-
-impl<T: Wire> SlicedWire<T> {
-    fn flush(&mut self, timeout: NextTimeout) -> std::result::Result<(), ureq::Error> {
-        let mut sent = 0;
-        while sent < self.unsent.len() {
-            let buffer = self.wire.buffers().output();
-            let n = buffer.len().min(self.unsent.len() - sent);
-            buffer[..n].copy_from_slice(&self.unsent[sent..sent + n]);
-            self.wire.transmit_output(n, timeout)?;
-            sent += n;
-        }
-        self.unsent.clear();
-        Ok(())
-    }
-}
-
-impl<T: Wire> Wire for SlicedWire<T> {
-    fn buffers(&mut self) -> &mut dyn Buffers {
-        self.wire.buffers()
-    }
-
-    fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> std::result::Result<(), ureq::Error> {
-        let output = self.wire.buffers().output();
-        self.unsent.extend_from_slice(&output[..amount]);
-        if self.unsent.len() >= HOLD_BACK_LIMIT {
-            self.flush(timeout)?;
-        }
-        Ok(())
-    }
-
-    fn await_input(&mut self, timeout: NextTimeout) -> std::result::Result<bool, ureq::Error> {
-        if !self.unsent.is_empty() {
-            self.flush(timeout)?;
-        }
-        let pause_at = PAUSE_AT.get();
-        // Stream threads run no Lua call: one wait, however long.
-        if !interrupt::watched() && pause_at.is_none() {
-            return self.wire.await_input(timeout);
-        }
-        let start = Instant::now();
-        loop {
-            let left = timeout.after.saturating_sub(start.elapsed());
-            let mut slice = left.min(interrupt::SLICE);
-            let mut pausing = false;
-            if let Some(at) = pause_at {
-                let until = at.saturating_duration_since(Instant::now());
-                if until <= slice {
-                    // A zero wait would mean no limit at all to the socket.
-                    if until.is_zero() {
-                        return Err(ureq::Error::Io(std::io::Error::other(Pause)));
-                    }
-                    (slice, pausing) = (until, true);
-                }
-            }
-            let last = slice == left && !timeout.after.is_not_happening() && !pausing;
-            match self.wire.await_input(NextTimeout { after: WireDuration::Exact(slice), ..timeout }) {
-                // The slice ended, not the wait: nothing was read.
-                Err(ureq::Error::Timeout(_)) if !last => {
-                    if interrupt::requested() {
-                        return Err(ureq::Error::Io(std::io::Error::other(UserInterrupt)));
-                    }
-                    if pausing {
-                        return Err(ureq::Error::Io(std::io::Error::other(Pause)));
-                    }
-                }
-                other => return other,
-            }
-        }
-    }
-
-    fn is_open(&mut self) -> bool {
-        self.wire.is_open()
-    }
-
-    fn is_tls(&self) -> bool {
-        self.wire.is_tls()
-    }
-}
-
 fn header<'a>(response: &'a Response<Body>, name: &str) -> Option<&'a str> {
     // Any letter case: header names are case-insensitive.
     response.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
-/// The start of a body, for an error message.
 /// How much of a refusal's body is read for its reason.
 const ERROR_BODY_READ: usize = 64 << 10;
 
+/// The start of a body, for an error message.
 fn excerpt(body: &[u8]) -> String {
     String::from_utf8_lossy(body).trim().chars().take(ERROR_EXCERPT).collect()
 }
@@ -1376,201 +901,7 @@ fn trim(s: &[u8]) -> &[u8] {
     &s[start..end.max(start)]
 }
 
-#[derive(Debug)]
-enum StreamError {
-    TooLarge,
-    /// The connection failed or was cut.
-    Broken,
-    /// The wait for input reached [`PAUSE_AT`]; reading can go on later.
-    Paused,
-    /// Ctrl-C while the Lua thread read.
-    Interrupted,
-}
-
-/// Reads Server-Sent Events as they arrive: `data:` lines joined with
-/// "\n", `id:` and `retry:` remembered, comments and events with empty
-/// data (priming events) skipped. A read that pauses keeps what it had of
-/// the line and the event, so the next call (on any thread) goes on.
-struct SseReader {
-    reader: BufReader<Box<dyn Read + Send>>,
-    limit: usize,
-    last_event_id: Option<String>,
-    retry: Option<Duration>,
-    /// The line being read, and the event's data so far.
-    line: Vec<u8>,
-    data: Option<Vec<u8>>,
-}
-
-impl SseReader {
-    fn new(reader: impl Read + Send + 'static, limit: usize) -> Self {
-        SseReader {
-            reader: BufReader::new(Box::new(reader)),
-            limit,
-            last_event_id: None,
-            retry: None,
-            line: Vec::new(),
-            data: None,
-        }
-    }
-
-    /// The next event's data; `None` when the stream ends.
-    fn next_event(&mut self) -> std::result::Result<Option<Vec<u8>>, StreamError> {
-        loop {
-            let n = read_line(&mut self.reader, &mut self.line, self.limit).map_err(|e| match e {
-                LineError::TooLarge => {
-                    self.line.clear();
-                    self.data = None;
-                    StreamError::TooLarge
-                }
-                LineError::Io(e) if is_pause(&e) => StreamError::Paused,
-                LineError::Io(e) if is_user_interrupt(&e) => StreamError::Interrupted,
-                LineError::Io(_) => StreamError::Broken,
-            })?;
-            if n == 0 {
-                return Ok(None);
-            }
-            let line = std::mem::take(&mut self.line);
-            let text = line.strip_suffix(b"\n").unwrap_or(&line);
-            let text = text.strip_suffix(b"\r").unwrap_or(text);
-            let event = self.take_line(text);
-            self.line = line;
-            self.line.clear();
-            match event {
-                Err(e) => return Err(e),
-                Ok(Some(event)) => return Ok(Some(event)),
-                Ok(None) => {}
-            }
-        }
-    }
-
-    /// One whole line: the event it ends, if it ends one.
-    fn take_line(&mut self, line: &[u8]) -> std::result::Result<Option<Vec<u8>>, StreamError> {
-        if line.is_empty() {
-            return Ok(self.data.take().filter(|d| !d.is_empty()));
-        }
-        if line.starts_with(b":") {
-            return Ok(None);
-        }
-        let (field, value) = match line.iter().position(|&b| b == b':') {
-            Some(i) => (&line[..i], &line[i + 1..]),
-            None => (line, &[][..]),
-        };
-        let value = value.strip_prefix(b" ").unwrap_or(value);
-        match field {
-            b"data" => {
-                let d = self.data.get_or_insert_with(Vec::new);
-                if !d.is_empty() {
-                    d.push(b'\n');
-                }
-                if d.len() + value.len() > self.limit {
-                    self.data = None;
-                    return Err(StreamError::TooLarge);
-                }
-                d.extend_from_slice(value);
-            }
-            b"id" => self.last_event_id = Some(String::from_utf8_lossy(value).into_owned()),
-            b"retry" => {
-                if let Some(ms) = std::str::from_utf8(value).ok().and_then(|s| s.trim().parse::<u64>().ok()) {
-                    self.retry = Some(Duration::from_millis(ms));
-                }
-            }
-            _ => {}
-        }
-        Ok(None)
-    }
-}
-
-enum LineError {
-    TooLarge,
-    Io(std::io::Error),
-}
-
-/// One line (with its "\n") appended to `line`, refusing lines over
-/// `limit`. On an error `line` keeps what was read, for the next call.
-fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>, limit: usize) -> std::result::Result<usize, LineError> {
-    loop {
-        let chunk = reader.fill_buf().map_err(LineError::Io)?;
-        if chunk.is_empty() {
-            return Ok(line.len());
-        }
-        let (used, done) = match chunk.iter().position(|&b| b == b'\n') {
-            Some(i) => (i + 1, true),
-            None => (chunk.len(), false),
-        };
-        if line.len() + used > limit + 2 {
-            return Err(LineError::TooLarge);
-        }
-        line.extend_from_slice(&chunk[..used]);
-        reader.consume(used);
-        if done {
-            return Ok(line.len());
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn events(text: &str) -> (Vec<String>, Option<String>, Option<Duration>) {
-        let mut r = SseReader::new(std::io::Cursor::new(text.as_bytes().to_vec()), 1 << 20);
-        let mut out = Vec::new();
-        while let Ok(Some(e)) = r.next_event() {
-            out.push(String::from_utf8(e).unwrap());
-        }
-        (out, r.last_event_id, r.retry)
-    }
-
-    #[test]
-    fn sse_events_join_data_lines_and_skip_priming_and_comments() {
-        let (evs, id, retry) = events("id: 0\nretry: 1500\ndata:\n\n: keep-alive\n\nevent: message\nid: 7\ndata: {\"a\":\ndata: 1}\n\r\ndata: x\n\n");
-        assert_eq!(evs, vec!["{\"a\":\n1}".to_string(), "x".to_string()]);
-        assert_eq!(id.as_deref(), Some("7"));
-        assert_eq!(retry, Some(Duration::from_millis(1500)));
-    }
-
-    #[test]
-    fn an_unfinished_event_at_the_end_is_dropped() {
-        let (evs, _, _) = events("data: whole\n\ndata: half");
-        assert_eq!(evs, vec!["whole".to_string()]);
-    }
-
-    /// Hands out its chunks one read at a time, with a pause between each.
-    struct Chunks(VecDeque<Option<&'static [u8]>>);
-
-    impl Read for Chunks {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            match self.0.pop_front() {
-                Some(Some(chunk)) => {
-                    buf[..chunk.len()].copy_from_slice(chunk);
-                    Ok(chunk.len())
-                }
-                Some(None) => Err(std::io::Error::other(Pause)),
-                None => Ok(0),
-            }
-        }
-    }
-
-    #[test]
-    fn a_read_that_pauses_mid_event_goes_on_where_it_stopped() {
-        let chunks = [Some(&b"id: 4\nda"[..]), None, Some(b"ta: {\"a\""), None, Some(b":1}\n"), None, Some(b"\n")];
-        let mut r = SseReader::new(Chunks(chunks.into_iter().collect()), 1 << 20);
-        let mut pauses = 0;
-        let event = loop {
-            match r.next_event() {
-                Err(StreamError::Paused) => pauses += 1,
-                other => break other,
-            }
-        };
-        assert_eq!(pauses, 3);
-        assert_eq!(event.unwrap().as_deref(), Some(&b"{\"a\":1}"[..]));
-        assert_eq!(r.last_event_id.as_deref(), Some("4"));
-        assert!(matches!(r.next_event(), Ok(None)));
-    }
-
-    #[test]
-    fn an_oversized_event_is_refused() {
-        let mut r = SseReader::new(std::io::Cursor::new(format!("data: {}\n\n", "x".repeat(100)).into_bytes()), 50);
-        assert!(matches!(r.next_event(), Err(StreamError::TooLarge)));
-    }
+/// Seconds as a user wrote them: "60", "0.5".
+fn seconds(d: Duration) -> String {
+    codec::format_float(d.as_secs_f64())
 }

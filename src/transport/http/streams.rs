@@ -1,0 +1,190 @@
+//! Reply streams: a POST's reply as an SSE stream, or the server's own
+//! stream, read event by event; resumed with `Last-Event-ID` when one breaks
+//! before its reply, and read past the reply (to give its connection back
+//! to the pool) on a thread of its own.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use ureq::http::Response;
+use ureq::Body;
+
+use crate::codec;
+use crate::protocol::{IdKey, Kind};
+use crate::transport::inbox::{sort, Event, Sorted};
+use crate::wire::{never_pausing, pausing_at};
+
+use super::sse::{SseReader, StreamError};
+use super::{is_event_stream, trim, Shared};
+
+/// Reconnecting to a stream that closed before our reply: how often, and
+/// how long to wait when the server gave no `retry:`.
+const MAX_RESUMES: usize = 5;
+const DEFAULT_RETRY: Duration = Duration::from_millis(500);
+const MAX_RETRY: Duration = Duration::from_secs(10);
+/// How long a stream thread reads a reply stream past its reply, and how
+/// many do at once; past either, the stream is dropped with its connection.
+const DRAIN_LIMIT: Duration = Duration::from_secs(1);
+const MAX_DRAINING: usize = 4;
+
+/// What reading a stream gave.
+pub(super) enum Step {
+    /// For the session, with the size it had on the wire.
+    Deliver(Event, usize),
+    /// The reader's pause time came (see [`pausing_at`]); the stream is
+    /// intact and can be read on, by this thread or another.
+    Paused,
+    /// Ctrl-C, on the Lua thread.
+    Interrupted,
+    /// Nothing more will come: the stream ended (and was not resumed), or
+    /// failed.
+    Ended,
+}
+
+/// One SSE stream: a POST's reply stream (`awaiting` its reply) or the
+/// server's own (awaiting nothing). Server requests are answered here, or
+/// handed to Lua when it has a handler; everything else is delivered.
+pub(super) struct ReplyStream {
+    reader: SseReader,
+    awaiting: Option<IdKey>,
+    /// A reply stream is resumed only while its request could still be
+    /// waited for: one abandoned on a timeout must not live on.
+    resume_until: Option<Instant>,
+    resumes: usize,
+    /// The reply came: what follows is read only to reach the stream's
+    /// end, so that its connection goes back to the pool.
+    pub(super) answered: bool,
+}
+
+impl ReplyStream {
+    pub(super) fn new(shared: &Shared, response: Response<Body>, awaiting: Option<IdKey>) -> ReplyStream {
+        ReplyStream {
+            reader: SseReader::new(response.into_body().into_reader(), shared.options.max_message_bytes),
+            resume_until: awaiting.as_ref().map(|_| Instant::now() + shared.options.timeout),
+            awaiting,
+            resumes: 0,
+            answered: false,
+        }
+    }
+
+    /// The next thing to deliver. A stream that ends before its reply is
+    /// resumed with `Last-Event-ID` after the server's `retry:` or a bounded
+    /// backoff when `may_resume` (a thread of its own may sleep; the Lua
+    /// thread hands such a stream to one instead); the server's own stream
+    /// is resumed the same way until the client closes.
+    pub(super) fn next(&mut self, shared: &Shared, may_resume: bool) -> Step {
+        loop {
+            if shared.is_stopped() {
+                return Step::Ended;
+            }
+            let event = match self.reader.next_event() {
+                Ok(Some(event)) => event,
+                Err(StreamError::TooLarge) => match &self.awaiting {
+                    Some(id) if !self.answered => {
+                        self.answered = true;
+                        return Step::Deliver(Event::TooLarge(Some(id.clone())), 0);
+                    }
+                    // On the server's own stream, or past the reply: skip
+                    // the event (the reader reads past the rest of it).
+                    _ => continue,
+                },
+                Err(StreamError::Paused) => return Step::Paused,
+                Err(StreamError::Interrupted) => return Step::Interrupted,
+                Ok(None) | Err(StreamError::Broken) => {
+                    if may_resume && self.resume(shared) {
+                        continue;
+                    }
+                    return Step::Ended;
+                }
+            };
+            let text = trim(&event);
+            match sort(text, &shared.options.lua_handled) {
+                Sorted::Deliver(msg, kind) => {
+                    self.answered |= matches!(&kind, Kind::Response(id) if Some(id) == self.awaiting.as_ref());
+                    return Step::Deliver(Event::Message(msg), text.len());
+                }
+                Sorted::TooDeep(id) => {
+                    self.answered |= id.is_some() && id == self.awaiting;
+                    return Step::Deliver(Event::TooDeep(id), text.len());
+                }
+                Sorted::Answer(answer) => never_pausing(|| shared.answer(&answer)),
+                Sorted::Refuse(refusal) => {
+                    let refusal = codec::encode(&refusal);
+                    let _ = never_pausing(|| shared.post(&refusal, shared.options.timeout));
+                }
+                Sorted::Skip | Sorted::NotJson => {}
+            }
+        }
+    }
+
+    /// Whether a stream that ended without its reply can still bring it.
+    pub(super) fn resumable(&self, shared: &Shared) -> bool {
+        self.reader.last_event_id.is_some()
+            && !self.answered
+            && !shared.is_stopped()
+            && self.resumes < MAX_RESUMES
+            && self.resume_until.is_none_or(|t| Instant::now() < t)
+    }
+
+    /// Reconnects with `Last-Event-ID` after a pause; false when the
+    /// stream cannot or should not be resumed.
+    fn resume(&mut self, shared: &Shared) -> bool {
+        if !self.resumable(shared) {
+            return false;
+        }
+        let Some(last_id) = self.reader.last_event_id.clone() else { return false };
+        self.resumes += 1;
+        let backoff = DEFAULT_RETRY * (1 << (self.resumes - 1)).min(8);
+        shared.pause(self.reader.retry.unwrap_or(backoff).min(MAX_RETRY));
+        if let Ok(r) = shared.get_stream(Some(&last_id)) {
+            if r.status().as_u16() == 200 && is_event_stream(&r) {
+                let retry = self.reader.retry;
+                self.reader = SseReader::new(r.into_body().into_reader(), shared.options.max_message_bytes);
+                self.reader.last_event_id = Some(last_id);
+                self.reader.retry = retry;
+            }
+        }
+        // Read on: a failed reconnection ends the stream there, and the
+        // next end comes back here while resumptions are left.
+        true
+    }
+}
+
+/// Reads a stream on a thread of its own: everything goes to the inbox.
+/// After the reply the rest is read for [`DRAIN_LIMIT`] at most, and by
+/// [`MAX_DRAINING`] threads at most, so that a server that keeps its reply
+/// streams open costs a closed connection, not a thread per request.
+pub(super) fn read_stream(shared: &Shared, mut stream: ReplyStream) {
+    while !stream.answered {
+        match stream.next(shared, true) {
+            Step::Deliver(event, size) => shared.inbox.push(event, size),
+            Step::Paused | Step::Interrupted | Step::Ended => return,
+        }
+    }
+    let Some(_slot) = DrainSlot::take(shared) else { return };
+    pausing_at(Instant::now() + DRAIN_LIMIT, || {
+        while let Step::Deliver(event, size) = stream.next(shared, false) {
+            shared.inbox.push(event, size);
+        }
+    });
+}
+
+/// One of the [`MAX_DRAINING`] places for a stream read past its reply.
+struct DrainSlot<'a>(&'a Shared);
+
+impl<'a> DrainSlot<'a> {
+    fn take(shared: &'a Shared) -> Option<DrainSlot<'a>> {
+        let taken = shared.draining.fetch_add(1, Ordering::Relaxed);
+        if taken >= MAX_DRAINING {
+            shared.draining.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(DrainSlot(shared))
+    }
+}
+
+impl Drop for DrainSlot<'_> {
+    fn drop(&mut self) {
+        self.0.draining.fetch_sub(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,215 @@
+//! The server process's life: started in a process group of its own,
+//! watched for its exit without being reaped, stopped by the spec's
+//! sequence, and stopped at the host's exit if nobody closed it.
+
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio as Pipe};
+use std::sync::{Mutex, Once};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use super::{Launch, Options};
+
+/// The spec's shutdown: close stdin, wait, SIGTERM, wait, SIGKILL.
+const GRACE: Duration = Duration::from_secs(2);
+
+/// Starts the server with all three pipes, in a process group of its own
+/// (see the module's header), and remembers the group for the exit hook.
+pub(super) fn spawn_in_group(options: &Options) -> std::io::Result<Child> {
+    let mut command = match &options.launch {
+        Launch::Shell(line) => {
+            // argv[0] "sh", as system(3) gives it: the shell's own
+            // messages then read as they do under the reference.
+            let mut c = Command::new("/bin/sh");
+            c.arg0("sh").arg("-c").arg(line);
+            c
+        }
+        Launch::Argv(argv) => {
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..]);
+            c
+        }
+    };
+    command.stdin(Pipe::piped()).stdout(Pipe::piped()).stderr(Pipe::piped()).process_group(0);
+    for (key, value) in &options.env {
+        command.env(key, value);
+    }
+    if let Some(dir) = &options.cwd {
+        command.current_dir(dir);
+    }
+    let child = command.spawn()?;
+    remember_group(child.id() as libc::pid_t);
+    Ok(child)
+}
+
+/// The child process, watched for its exit without reaping it.
+pub(super) struct ExitWatch {
+    pid: libc::pid_t,
+    /// A pidfd (Linux 5.3+) becomes readable when the process exits; with
+    /// none, the reader polls `waitid` every [`EXIT_POLL_MS`].
+    pub(super) pidfd: Option<OwnedFd>,
+}
+
+pub(super) const EXIT_POLL_MS: libc::c_int = 100;
+
+impl ExitWatch {
+    pub(super) fn new(pid: libc::pid_t) -> ExitWatch {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new
+        // descriptor or -1; we own the descriptor it returns.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        let pidfd = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
+        ExitWatch { pid, pidfd }
+    }
+
+    pub(super) fn exited(&self) -> bool {
+        exit_status_without_reaping(self.pid).is_some()
+    }
+}
+
+static REAPERS: Mutex<Vec<JoinHandle<()>>> = Mutex::new(Vec::new());
+
+/// Runs a shutdown on a thread of its own, for [`join_reapers`] to wait for.
+pub(super) fn reap_in_background(shutdown: impl FnOnce() + Send + 'static) {
+    let reaper = thread::spawn(shutdown);
+    REAPERS.lock().unwrap_or_else(|p| p.into_inner()).push(reaper);
+}
+
+/// Waits for every shutdown handed to the background. Called when the Lua
+/// state closes, before the module's code is unloaded; each one ends within
+/// the bounded shutdown sequence.
+pub fn join_reapers() {
+    let reapers = std::mem::take(&mut *REAPERS.lock().unwrap_or_else(|p| p.into_inner()));
+    for r in reapers {
+        let _ = r.join();
+    }
+}
+
+/// Process groups of servers still running, for the exit hook, with the
+/// process that started each (see `Stdio::owner`).
+static LIVE_GROUPS: Mutex<Vec<(libc::pid_t, libc::pid_t)>> = Mutex::new(Vec::new());
+static EXIT_HOOK: Once = Once::new();
+
+pub(super) fn current_pid() -> libc::pid_t {
+    // SAFETY: getpid(2) has no preconditions.
+    unsafe { libc::getpid() }
+}
+
+fn remember_group(pgid: libc::pid_t) {
+    EXIT_HOOK.call_once(|| {
+        // SAFETY: registers a plain extern "C" function. Linked through
+        // libc_nonshared's atexit, it is tied to this module: if the module
+        // is unloaded first, it runs then instead (with nothing left to do).
+        unsafe { libc::atexit(stop_groups_at_exit) };
+    });
+    LIVE_GROUPS.lock().unwrap_or_else(|p| p.into_inner()).push((pgid, current_pid()));
+}
+
+/// Called before the leader is reaped, so the exit hook never signals a
+/// group id that may have been reused.
+fn forget_group(pgid: libc::pid_t) {
+    LIVE_GROUPS.lock().unwrap_or_else(|p| p.into_inner()).retain(|&(g, _)| g != pgid);
+}
+
+/// The host is exiting without having closed its clients (`os.exit()`
+/// without closing the state). Nothing will reap these children; ask them
+/// to stop, give them a second, then make sure.
+extern "C" fn stop_groups_at_exit() {
+    // Held to the end: a reaper thread still running cannot reap a leader
+    // (and free its group id) meanwhile, since it forgets the group first.
+    let live = LIVE_GROUPS.lock().unwrap_or_else(|p| p.into_inner());
+    let me = current_pid();
+    let groups: Vec<libc::pid_t> = live.iter().filter(|&&(_, owner)| owner == me).map(|&(g, _)| g).collect();
+    if groups.is_empty() {
+        return;
+    }
+    for &g in &groups {
+        signal_group(g, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline && groups.iter().any(|&g| exit_status_without_reaping(g).is_none()) {
+        thread::sleep(Duration::from_millis(10));
+    }
+    for &g in &groups {
+        signal_group(g, libc::SIGKILL);
+    }
+}
+
+/// The spec's shutdown: stdin is closed already; wait, SIGTERM, wait,
+/// SIGKILL, each wait bounded by [`GRACE`]. Then the rest of the group is
+/// killed and the leader reaped.
+pub(super) fn stop_group(child: &mut Child) {
+    let pgid = child.id() as libc::pid_t;
+    if wait_for_exit(pgid, GRACE).is_none() {
+        signal_group(pgid, libc::SIGTERM);
+        if wait_for_exit(pgid, GRACE).is_none() {
+            signal_group(pgid, libc::SIGKILL);
+        }
+    }
+    // The leader is a zombie now (we have not reaped it), so its group id
+    // cannot have been reused: whatever is left in the group (a grandchild
+    // that outlived its wrapper) is ours to end.
+    signal_group(pgid, libc::SIGKILL);
+    forget_group(pgid);
+    // After SIGKILL the leader is gone at once, so this wait is short.
+    let _ = child.wait();
+}
+
+fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: kill(2) with a negative pid signals a process group; it has
+    // no memory effects on this process.
+    unsafe {
+        libc::kill(-pgid, signal);
+    }
+}
+
+/// How the child ended.
+#[derive(Clone, Copy)]
+enum ChildEnd {
+    Exited(i32),
+    Killed(i32),
+}
+
+/// How the child ended, for an error's code, waiting up to `within` for
+/// it to end: its exit status, "signal N", or "-1" when that is not known.
+pub(super) fn exit_code(pid: Option<libc::pid_t>, within: Duration) -> String {
+    match pid.and_then(|pid| wait_for_exit(pid, within)) {
+        Some(ChildEnd::Exited(code)) => code.to_string(),
+        Some(ChildEnd::Killed(sig)) => format!("signal {sig}"),
+        None => "-1".into(),
+    }
+}
+
+/// The child's end if it has ended, read without reaping it (WNOWAIT), so
+/// its pid and group stay reserved until we have signalled the rest of the
+/// group. A child already reaped reads as ended.
+fn exit_status_without_reaping(pid: libc::pid_t) -> Option<ChildEnd> {
+    // SAFETY: waitid writes only into the siginfo we pass.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let rc = libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
+        if rc != 0 {
+            return Some(ChildEnd::Exited(-1));
+        }
+        if info.si_pid() == 0 {
+            return None;
+        }
+        Some(match info.si_code {
+            libc::CLD_EXITED => ChildEnd::Exited(info.si_status()),
+            _ => ChildEnd::Killed(info.si_status()),
+        })
+    }
+}
+
+fn wait_for_exit(pid: libc::pid_t, within: Duration) -> Option<ChildEnd> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(end) = exit_status_without_reaping(pid) {
+            return Some(end);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+}
