@@ -47,7 +47,7 @@ fn open_server(client: &Table, options: &TransportOptions) -> Outcome<Box<dyn Tr
             ca_pem: options.ca_pem.clone(),
             bearer: options.bearer.clone(),
             login: options.login.is_some(),
-            forward: options.forward.clone(),
+            lua_handled: options.lua_handled.clone(),
             doorbell: Some(options.doorbell()?),
         };
         return Ok(Box::new(Http::connect(http_options)?));
@@ -61,7 +61,7 @@ fn open_server(client: &Table, options: &TransportOptions) -> Outcome<Box<dyn Tr
         env: options.env.clone(),
         cwd: options.cwd.clone(),
         max_message_bytes: options.max_message_bytes,
-        forward: options.forward.clone(),
+        lua_handled: options.lua_handled.clone(),
         doorbell: Some(options.doorbell()?),
     };
     Ok(Box::new(Stdio::spawn(&stdio_options)?))

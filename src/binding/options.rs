@@ -23,7 +23,7 @@ pub(super) struct TransportOptions {
     pub(super) cwd: Option<String>,
     pub(super) max_message_bytes: usize,
     /// Methods of server requests that `opts.handlers` answers in Lua.
-    pub(super) forward: Vec<String>,
+    pub(super) lua_handled: Vec<String>,
     /// Made on first use: by the first transport, or by `client:fd()`.
     pub(super) doorbell: OnceCell<Arc<Doorbell>>,
     /// `opts.record`: the file every message is appended to.
@@ -160,14 +160,14 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
         let why = "mcp.new: give opts.auth or opts.headers.Authorization, not both";
         return Err(Error::BadInput(why.into()).into());
     }
-    let forward = handler_methods(opts)?;
+    let lua_handled = handler_methods(opts)?;
     match opts.get::<Value>("on_notification")? {
         Value::Nil | Value::Function(_) => {}
         _ => return Err(Error::BadInput("mcp.new: opts.on_notification must be a function".into()).into()),
     }
     // One capability per server request a handler answers.
     let mut capabilities: Vec<(&str, Json)> =
-        forward.iter().filter_map(|m| protocol::capability_for(m)).map(|c| (c, Json::Object(vec![]))).collect();
+        lua_handled.iter().filter_map(|m| protocol::capability_for(m)).map(|c| (c, Json::Object(vec![]))).collect();
     capabilities.sort_by(|a, b| a.0.cmp(b.0));
     capabilities.dedup_by(|a, b| a.0 == b.0);
     let client = Client::new(timeout, connect_timeout, Json::object(capabilities));
@@ -196,7 +196,7 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
         env,
         cwd,
         max_message_bytes,
-        forward,
+        lua_handled,
         doorbell: OnceCell::new(),
         record,
         made: Instant::now(),

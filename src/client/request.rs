@@ -341,8 +341,8 @@ impl Client {
             }
             return Err(e);
         }
-        let what = op.what().to_string();
-        Ok(op.take_outcome().unwrap_or(Err(Error::NoResponse { what }))?)
+        let outcome = op.take_outcome();
+        Ok(outcome.unwrap_or_else(|| Err(Error::NoResponse { what: op.what().to_string() }))?)
     }
 
     /// Stops `op` at the caller's word: the server gets
