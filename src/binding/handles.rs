@@ -715,6 +715,10 @@ pub(super) fn dispatch(lua: &Cx, args: MultiValue) -> Outcome {
             bell.clear();
         }
         drain(core, host)?;
+        // A tool list the server changed is listed again, without
+        // waiting: an event loop's registry then follows without waiting
+        // for the next call (it is updated once the listing is in).
+        core.refresh_tools(host)?;
         if let Some(bell) = &bell {
             bell.ring_at(core.next_deadline());
         }
@@ -722,13 +726,8 @@ pub(super) fn dispatch(lua: &Cx, args: MultiValue) -> Outcome {
     })?;
     entry.raw_set(DISPATCHING, true)?;
     let callbacks = run_on_done(lua, &client);
-    // A tool list the server changed is listed again, without waiting:
-    // an event loop's registry then follows without waiting for the next
-    // call (it is updated once the listing is in, at a later dispatch).
-    let refreshed = with_client_state(lua, &client, "client:dispatch()", |core, host| core.refresh_tools(host));
     entry.raw_set(DISPATCHING, Value::Nil)?;
     ran += callbacks?;
-    refreshed?;
     Ok(MultiValue::from_vec(vec![Value::Integer(ran as _)]))
 }
 
