@@ -1,7 +1,7 @@
 -- trace.lua - the JSON codec the reference module (lua/mcp.lua) requires.
 --
 -- It is written to the contract mcp.lua relies on, and the native module's
--- Rust codec (src/codec.rs) follows the same contract byte for byte. The
+-- Rust codec (src/codec/) follows the same contract byte for byte. The
 -- differential specs hold the two to it, so change both or neither.
 --
 -- ENCODING

@@ -13,23 +13,32 @@
 //! whole life, with one handshake, and a reader thread that answers the
 //! server's pings even while Lua is busy elsewhere.
 //!
-//! LAYERS, ONE FILE EACH
+//! LAYERS, ONE MODULE EACH
 //!
-//! * `codec`     JSON text <-> `Json`, to the reference codec's contract.
+//! * `codec`     JSON text <-> `Json`, to the reference codec's contract:
+//!   the value model, the reader and the writer.
 //! * `protocol`  JSON-RPC messages and reply matching; no I/O, no Lua.
-//! * `client`    a server's sessions over the client's life: handshake,
-//!   version check, ids, pages, restarts; knows nothing of Lua.
+//! * `client`    a server's sessions over the client's life (handshake,
+//!   version check, restarts) and the one path every request takes
+//!   (`client/request.rs`: pages, the 404 restart, the resend after a
+//!   login, output schemas, the stale tool list); knows nothing of Lua.
 //! * `session`   one session: requests matched by id, time limits,
 //!   cancellation, Ctrl-C.
 //! * `interrupt` waits in slices, and whether the host wants its thread back.
-//! * `transport` stdio (a child process) and Streamable HTTP, and the
-//!   bounded inbox between their reader threads and Lua.
+//! * `transport` stdio (a child process: `stdio/child`, `stdio/pipes`) and
+//!   Streamable HTTP (`http/streams`, `http/sse`), and the bounded inbox
+//!   between their reader threads and Lua, which sorts what arrives.
+//! * `wire`      the HTTP connection every wait can interrupt, shared by the
+//!   transport and the login.
+//! * `auth`      OAuth: discovery, registration, the loopback redirect, tokens.
 //! * `mount`     the registry rules: descriptions, schemas, collisions.
 //! * `schema`    tool results checked against their `outputSchema`.
 //! * `private_file` files that hold secrets are ours alone.
 //! * `input_shape` where a tool's `inputSchema` wants an array, so that
 //!   an empty Lua table goes out as `[]` there.
-//! * `binding`   the only code that touches Lua (one file per concern).
+//! * `binding`   the only code that touches Lua (one file per concern): it
+//!   converts values, keeps handles and registries, and hands every
+//!   request to `client`.
 //!
 //! The fixture seam (`opts.transport`, a Lua function) bypasses `client`
 //! on purpose: it reproduces the reference's batched exchange byte for

@@ -25,7 +25,7 @@ local mcp = {}
 ---@field cwd? string                  The server's working directory (stdio).
 ---@field max_message_bytes? integer   Largest reply accepted (default 64 MiB; at most 2^40).
 ---@field headers? table<string, string>  Sent on every HTTP request.
----@field auth? mcp.Auth                 Credentials for HTTP: a token, a user's login, or a machine's (README: Authorization).
+---@field auth? mcp.Auth                 Credentials for HTTP: a token, a user's login, or a machine's (docs/authorization.md).
 ---@field ca_file? string              PEM certificates to trust instead of Mozilla's roots (HTTPS).
 ---@field on_notification? fun(msg: mcp.Message)  Called for every server notification; `lua-mcp/notifications_dropped` ({count=N}) when some were dropped unread.
 ---@field handlers? table<string, fun(params: table?): (table?, string?)>  Server requests answered from Lua.

@@ -2,16 +2,18 @@
 //! `authorize` callback, a store of `load` / `save` functions). The flows
 //! themselves are `crate::auth`'s.
 
-use super::*;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mlua::{Function, IntoLuaMulti, MultiValue, Table, Value};
+
+use super::entry::Entry;
+use super::options::lua_type;
+use super::{call_lua, Cx, Outcome, Raise};
 use crate::auth::store::{FileStore, Store};
 use crate::auth::{assertion, Authorizer, Grant, IdentityProvider, Settings, User, DEFAULT_REDIRECT_URI};
-
-/// Where a client's entry keeps `opts.auth.token` when it is a function.
-pub(super) const AUTH_TOKEN: i64 = 10;
-/// `opts.auth.authorize`.
-pub(super) const AUTH_AUTHORIZE: i64 = 11;
-/// `opts.auth.store` when it is a table of `load` and `save`.
-pub(super) const AUTH_STORE: i64 = 12;
+use crate::codec::{self, Json};
+use crate::error::Error;
 
 /// How long a user's login may take by default.
 const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
@@ -205,16 +207,16 @@ pub(super) fn read_login(
 }
 
 /// Keeps the Lua callbacks of `opts.auth` in the client's entry.
-pub(super) fn keep_auth_callbacks(opts: &Table, entry: &Table) -> Outcome<()> {
+pub(super) fn keep_auth_callbacks(opts: &Table, entry: &Entry) -> Outcome<()> {
     if let Value::Function(f) = auth_token(opts)? {
-        entry.raw_set(AUTH_TOKEN, f)?;
+        entry.set_token_function(f)?;
     }
     if let Some(auth) = auth_table(opts)? {
         if let Value::Function(f) = auth.get::<Value>("authorize")? {
-            entry.raw_set(AUTH_AUTHORIZE, f)?;
+            entry.set_authorize_callback(f)?;
         }
         if let Value::Table(t) = auth.get::<Value>("store")? {
-            entry.raw_set(AUTH_STORE, t)?;
+            entry.set_store_table(t)?;
         }
     }
     Ok(())

@@ -305,7 +305,7 @@ impl<'a, 'b> Writer<'a, 'b> {
             return Ok((entries, false));
         }
         let raised = |r: Raise| Fail::Raised(r);
-        let mut iteration = call_lua(self.lua, self.lua.glue.pairs.clone(), t.clone()).map_err(raised)?;
+        let mut iteration = call_lua(self.lua, self.lua.prelude.pairs.clone(), t.clone()).map_err(raised)?;
         let next = iteration.pop_front().unwrap_or(Value::Nil);
         let state = iteration.pop_front().unwrap_or(Value::Nil);
         let mut control = iteration.pop_front().unwrap_or(Value::Nil);

@@ -1,6 +1,20 @@
 //! The client table's fields, read and written as the reference does.
 
-use super::*;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use mlua::{Table, Value};
+
+use super::convert::concat_text;
+use super::decode::to_lua_opt;
+use super::encode::{encode_call_params, encode_lua};
+use super::entry::Entry;
+use super::options::ClientState;
+use super::{Cx, Outcome};
+use crate::client::{Request, Shape, TOOL_CALL};
+use crate::codec::Json;
+use crate::error::Error;
+use crate::protocol;
 
 /// `client:id()`: the next request id, kept in the table's `next_id`.
 pub(super) fn next_id(client: &Table) -> Outcome<Json> {
@@ -21,7 +35,7 @@ pub(super) fn next_id(client: &Table) -> Outcome<Json> {
 /// declares what its handlers can answer.
 pub(super) fn initialize_request(lua: &Cx, client: &Table, id: Json, capabilities: Json) -> Outcome<Json> {
     let version = encode_lua(lua, "protocol_version", &client.get::<Value>("protocol_version")?)?;
-    let info = encode_lua(lua, "mcp.CLIENT_INFO", &lua.glue.module.get::<Value>("CLIENT_INFO")?)?;
+    let info = encode_lua(lua, "mcp.CLIENT_INFO", &lua.prelude.module.get::<Value>("CLIENT_INFO")?)?;
     Ok(protocol::request(id, "initialize", protocol::initialize_params(version, capabilities, info)))
 }
 
@@ -47,8 +61,8 @@ pub(super) fn call_params(lua: &Cx, client: &Table, name: &Value, args: &Value) 
 /// is busy: a call made from inside one of its own callbacks is refused
 /// anyway).
 pub(super) fn input_schema(lua: &Cx, client: &Table, tool: &[u8]) -> Outcome<Option<Rc<Json>>> {
-    let Some(beside) = state_of(lua, client)? else { return Ok(None) };
-    let schema = beside.state.borrow::<ClientState>().ok().and_then(|state| state.client.input_schema(tool));
+    let Some(entry) = Entry::of(lua, client)? else { return Ok(None) };
+    let schema = entry.state()?.borrow::<ClientState>().ok().and_then(|state| state.client.input_schema(tool));
     Ok(schema)
 }
 
@@ -95,7 +109,7 @@ pub(super) fn tool_label(name: &Value) -> Outcome<ToolName> {
                 Err(_) => ToolName { label: label(&String::from_utf8_lossy(&bytes)), not_utf8: Some(bytes.to_vec()) },
             })
         }
-        other => match concat_piece(other) {
+        other => match concat_text(other) {
             Some(bytes) => Ok(ToolName { label: label(&String::from_utf8_lossy(&bytes)), not_utf8: None }),
             None => {
                 Err(Error::BadInput(format!("client:call: the tool name must be a string, got {}", name.type_name()))

@@ -2,7 +2,16 @@
 //! reference's batched exchange, byte for byte. Users test their agents
 //! through this seam, so it must not drift.
 
-use super::*;
+use mlua::{Function, MultiValue, Table, Value};
+
+use super::decode::to_lua;
+use super::entry::Entry;
+use super::fields::{apply_initialize, call_params, initialize_request, next_id, tool_label};
+use super::options::ClientState;
+use super::{call_lua, listener_failed, lua_tostring, truthy, Cx, Outcome, Raise};
+use crate::codec::{self, Json};
+use crate::error::Error;
+use crate::protocol::{self, call_outcome, Replies};
 
 /// Sends `messages` as one newline-delimited batch through the user's
 /// transport function and gathers the replies, as the reference does.
@@ -73,8 +82,8 @@ pub(super) fn tools_of_page(lua: &Cx, page: &Value) -> Outcome<Value> {
 /// listing's results (only the tools' names and schemas are decoded: the
 /// Lua tables came straight from the text).
 pub(super) fn store_tools(lua: &Cx, client: &Table, tools: Value, pages: &[Json]) -> Outcome {
-    if let Some(beside) = state_of(lua, client)? {
-        if let Ok(mut state) = beside.state.borrow_mut::<ClientState>() {
+    if let Some(entry) = Entry::of(lua, client)? {
+        if let Ok(mut state) = entry.state()?.borrow_mut::<ClientState>() {
             state.client.learn_tools(pages);
         }
     }
@@ -90,8 +99,8 @@ pub(super) fn call_batch(lua: &Cx, client: &Table, transport: Function, name: &V
     messages.push(protocol::request(call_id.clone(), "tools/call", call_params(lua, client, name, args)?));
     let mut replies = exchange_batch(lua, client, transport, &messages)?;
     let result = replies.result(&call_id, what)?;
-    if let Some(beside) = state_of(lua, client)? {
-        if let Ok(state) = beside.state.borrow::<ClientState>() {
+    if let Some(entry) = Entry::of(lua, client)? {
+        if let Ok(state) = entry.state()?.borrow::<ClientState>() {
             state.client.check_output(tool.bytes(), &result, what)?;
         }
     }
@@ -182,7 +191,8 @@ pub(super) fn deliver_notifications(lua: &Cx, client: &Table, notes: Vec<Json>) 
     if notes.is_empty() {
         return Ok(());
     }
-    let Some(Beside { on_notification: Some(callback), .. }) = state_of(lua, client)? else { return Ok(()) };
+    let Some(entry) = Entry::of(lua, client)? else { return Ok(()) };
+    let Some(callback) = entry.on_notification()? else { return Ok(()) };
     for note in notes {
         let msg = to_lua(lua, &note)?;
         // As on a live client (see `listener_failed`).

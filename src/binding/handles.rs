@@ -13,7 +13,26 @@
 //! call on the same client, once the client is free again, so that a
 //! callback may call the client (chaining requests is the common case).
 
-use super::*;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use mlua::{AnyUserData, Function, MultiValue, Table, UserData, Value};
+
+use super::decode::{to_lua, with_json_types};
+use super::encode::encode_lua;
+use super::entry::Entry;
+use super::fields::{call_params, tool_label};
+use super::fixture::{call_batch, call_return};
+use super::live::{joined_field, with_client, with_client_state, LuaHost};
+use super::options::{lua_type, ClientState};
+use super::surface;
+use super::{arg, call_lua, callback_failed, callback_pending, client_arg, truthy, Cx, Outcome, Raise};
+use crate::client::{Client, Limits, Operation, Request, Ticket};
+use crate::codec::Json;
+use crate::error::Error;
+use crate::interrupt;
+use crate::transport::doorbell::Doorbell;
 
 /// What a handle returns: like `call` (text, is_error, result), like
 /// `request` (the result table, or the one field the core took out of
@@ -137,35 +156,22 @@ pub(super) fn request_options(value: &Value, what: &str) -> Outcome<RequestOptio
 
 /// A new handle for `client`, with its state.
 fn new_handle(lua: &Cx, client: &Table, state: HandleState, on_done: Option<Function>) -> Outcome<Table> {
-    let g = lua.glue;
+    let prelude = lua.prelude;
     let handle = lua.create_table()?;
-    handle.set_metatable(Some(g.handle_methods.clone()))?;
-    g.handle_states.raw_set(handle.clone(), lua.create_userdata(state)?)?;
-    g.handle_clients.raw_set(handle.clone(), client.clone())?;
+    handle.set_metatable(Some(prelude.handle_methods.clone()))?;
+    prelude.handle_states.raw_set(handle.clone(), lua.create_userdata(state)?)?;
+    prelude.handle_clients.raw_set(handle.clone(), client.clone())?;
     if let Some(on_done) = on_done {
-        pending_table(lua, client)?.raw_set(handle.clone(), on_done)?;
+        Entry::existing(lua, client)?.pending_on_done(lua)?.raw_set(handle.clone(), on_done)?;
     }
     Ok(handle)
-}
-
-/// The client's handles that have an `on_done` still to run.
-fn pending_table(lua: &Cx, client: &Table) -> Outcome<Table> {
-    let entry: Table = lua.glue.states.raw_get(client.clone())?;
-    match entry.raw_get::<Value>(4)? {
-        Value::Table(t) => Ok(t),
-        _ => {
-            let t = lua.create_table()?;
-            entry.raw_set(4, t.clone())?;
-            Ok(t)
-        }
-    }
 }
 
 fn handle_arg(lua: &Cx, value: &Value, what: &str) -> Outcome<(Table, AnyUserData)> {
     let not_a_handle =
         || Raise::Mcp(Error::BadInput(format!("{what}: expected a handle from call_async or request_async")));
     let Value::Table(handle) = value else { return Err(not_a_handle()) };
-    match lua.glue.handle_states.raw_get::<Value>(handle.clone())? {
+    match lua.prelude.handle_states.raw_get::<Value>(handle.clone())? {
         Value::UserData(state) => Ok((handle.clone(), state)),
         _ => Err(not_a_handle()),
     }
@@ -333,7 +339,7 @@ fn settle_orphan(state: &HandleState) {
 }
 
 fn client_of(lua: &Cx, handle: &Table) -> Outcome<Option<Table>> {
-    Ok(lua.glue.handle_clients.raw_get(handle.clone())?)
+    Ok(lua.prelude.handle_clients.raw_get(handle.clone())?)
 }
 
 /// `handle:wait([timeout])`: what `call` (or `request`) would return, or
@@ -371,7 +377,7 @@ pub(super) fn wait(lua: &Cx, args: MultiValue) -> Outcome {
 /// any other that became ready.
 fn finish(lua: &Cx, handle: &Table, state: &HandleState, client: Option<&Table>) -> Outcome {
     if let Some(client) = client {
-        let pending = pending_table(lua, client)?;
+        let pending = Entry::existing(lua, client)?.pending_on_done(lua)?;
         if let Value::Function(on_done) = pending.raw_get::<Value>(handle.clone())? {
             if !callback_pending() {
                 pending.raw_set(handle.clone(), Value::Nil)?;
@@ -410,15 +416,12 @@ fn call_on_done(lua: &Cx, on_done: Function, state: &HandleState) -> Outcome<()>
 /// Runs the `on_done` of every handle of `client` that has settled, once
 /// each. Called once the client is free, so callbacks may use it.
 pub(super) fn run_on_done(lua: &Cx, client: &Table) -> Outcome<usize> {
-    let entry: Table = match lua.glue.states.raw_get::<Value>(client.clone())? {
-        Value::Table(t) => t,
-        _ => return Ok(0),
-    };
-    let Value::Table(pending) = entry.raw_get::<Value>(4)? else { return Ok(0) };
+    let Some(entry) = Entry::of(lua, client)? else { return Ok(0) };
+    let Some(pending) = entry.pending_on_done_if_any()? else { return Ok(0) };
     let mut waiting = Vec::new();
     for pair in pending.pairs::<Table, Function>() {
         let (handle, on_done) = pair?;
-        if let Value::UserData(ud) = lua.glue.handle_states.raw_get::<Value>(handle.clone())? {
+        if let Value::UserData(ud) = lua.prelude.handle_states.raw_get::<Value>(handle.clone())? {
             waiting.push((handle, ud, on_done));
         }
     }
@@ -442,7 +445,7 @@ pub(super) fn run_on_done(lua: &Cx, client: &Table) -> Outcome<usize> {
     // After a callback raised, the rest stay pending for the next
     // dispatch or wait, and the bell rings so that an event loop calls
     // again: each runs once, and none is lost.
-    let json_types = entry.raw_get::<bool>(JSON_TYPES).unwrap_or(false);
+    let json_types = entry.json_types();
     let mut ran = 0;
     for (handle, ud, on_done) in ready {
         if callback_pending() {
@@ -463,8 +466,8 @@ pub(super) fn run_on_done(lua: &Cx, client: &Table) -> Outcome<usize> {
 /// Rings the client's descriptor (`client:fd()`), if it was asked for:
 /// something waits for Lua that no message will announce.
 fn ring_for_lua(lua: &Cx, client: &Table) -> Outcome<()> {
-    if let Some(beside) = state_of(lua, client)? {
-        if let Ok(state) = beside.state.borrow::<ClientState>() {
+    if let Some(entry) = Entry::of(lua, client)? {
+        if let Ok(state) = entry.state()?.borrow::<ClientState>() {
             if let Some(bell) = state.options.doorbell.get() {
                 bell.ring();
             }
@@ -702,11 +705,10 @@ pub(super) fn dispatch(lua: &Cx, args: MultiValue) -> Outcome {
     if truthy(&client.get::<Value>("transport")?) {
         return Ok(MultiValue::from_vec(vec![Value::Integer(0)]));
     }
-    let entry: Table = match lua.glue.states.raw_get::<Value>(client.clone())? {
-        Value::Table(t) => t,
-        _ => return Err(Error::BadInput("MCP: this client was not made by mcp.new".into()).into()),
+    let Some(entry) = Entry::of(lua, &client)? else {
+        return Err(Error::BadInput("MCP: this client was not made by mcp.new".into()).into());
     };
-    if truthy(&entry.raw_get::<Value>(DISPATCHING)?) {
+    if entry.dispatching()? {
         return Err(Error::Reentered { what: "client:dispatch()".into() }.into());
     }
     let mut ran = with_client_state(lua, &client, "client:dispatch()", |core, host| {
@@ -724,12 +726,9 @@ pub(super) fn dispatch(lua: &Cx, args: MultiValue) -> Outcome {
         }
         Ok(host.ran)
     })?;
-    entry.raw_set(DISPATCHING, true)?;
+    entry.set_dispatching(true)?;
     let callbacks = run_on_done(lua, &client);
-    entry.raw_set(DISPATCHING, Value::Nil)?;
+    entry.set_dispatching(false)?;
     ran += callbacks?;
     Ok(MultiValue::from_vec(vec![Value::Integer(ran as _)]))
 }
-
-/// The slot of a client's entry set while dispatch runs its callbacks.
-const DISPATCHING: i64 = 5;

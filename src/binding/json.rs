@@ -3,7 +3,14 @@
 //! Lua has them, null deleting a key), for Lua code that reads config
 //! files and prints results, as the command-line tool does.
 
-use super::*;
+use mlua::{MultiValue, Value};
+
+use super::decode::{to_lua, with_json_types};
+use super::encode::encode_lua;
+use super::options::{json_types_option, lua_type};
+use super::{arg, Cx, Outcome};
+use crate::codec;
+use crate::error::Error;
 
 pub(super) fn json_decode(lua: &Cx, args: MultiValue) -> Outcome {
     let text = match arg(&args, 0) {

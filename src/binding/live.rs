@@ -1,8 +1,31 @@
 //! Long-lived sessions, stdio and HTTP: started lazily, handshaken once,
 //! restarted when the transport dies or the HTTP session expires.
 
-use super::*;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use mlua::{Function, MultiValue, Table, Value};
+
+use super::auth::{Login, LuaStore, LuaUser};
+use super::decode::{to_lua, to_lua_opt};
+use super::encode::encode_lua;
+use super::entry::Entry;
+use super::fields::{apply_initialize, call_params, initialize_request, next_id, tool_label};
+use super::fixture::{call_return, tools_of_page};
+use super::handles::{request_options, run_blocking};
+use super::options::{bearer_text, lua_type, ClientState, TransportOptions};
+use super::registry::resync_watches;
+use super::{call_lua, callback_failed, listener_failed, lua_tostring, truthy, Cx, Outcome, Raise};
 use crate::auth::store::Store;
+use crate::client::{Client, Host, Listing, Request, Shape, Ticket};
+use crate::codec::Json;
+use crate::error::Error;
+use crate::protocol;
+use crate::session::Peer;
+use crate::transport::http::{self, Http};
+use crate::transport::record::{Recording, Replay};
+use crate::transport::stdio::{self, Launch, Stdio};
+use crate::transport::Transport;
 
 pub(super) fn launch_of(command: &Value) -> Outcome<Launch> {
     let bad = || Raise::Mcp(Error::BadInput("mcp: command must be a string or an array of strings".into()));
@@ -94,28 +117,30 @@ fn borrow_client<T>(
     busy: impl FnOnce() -> Error,
     work: impl FnOnce(&mut Client, &mut LuaHost) -> Outcome<T>,
 ) -> Outcome<T> {
-    let Some(beside) = state_of(lua, client)? else {
+    let Some(entry) = Entry::of(lua, client)? else {
         return Err(Error::BadInput("MCP: this client was not made by mcp.new".into()).into());
     };
+    let (state_ud, on_notification, handlers) = (entry.state()?, entry.on_notification()?, entry.handlers()?);
+    let (callbacks, progress) = (entry.callbacks()?, entry.progress()?);
     // A token managed elsewhere is asked for before each call, before the
     // client is borrowed (the function may look at the client).
-    let fresh_token = match beside.entry.raw_get::<Value>(AUTH_TOKEN)? {
-        Value::Function(f) => match f.call::<Value>(())? {
+    let fresh_token = match entry.token_function()? {
+        Some(f) => match f.call::<Value>(())? {
             Value::String(token) => Some(bearer_text(&token.to_str()?, "the opts.auth.token function's answer")?),
             other => {
                 let why = format!("mcp: the opts.auth.token function must return a string, got {}", lua_type(&other));
                 return Err(Error::BadInput(why).into());
             }
         },
-        _ => None,
+        None => None,
     };
-    let mut state = beside.state.borrow_mut::<ClientState>().map_err(|_| busy())?;
+    let mut state = state_ud.borrow_mut::<ClientState>().map_err(|_| busy())?;
     if let Some(token) = fresh_token {
         *state.options.bearer.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
     }
     let ClientState { options, client: core, forgotten } = &mut *state;
     if let Some(login) = &options.login {
-        refresh_before_call(lua, &beside.entry, &mut login.borrow_mut())?;
+        refresh_before_call(lua, &entry, &mut login.borrow_mut())?;
     }
     // Handles collected since the last call: nobody takes their outcome.
     let gone = std::mem::take(&mut *forgotten.borrow_mut());
@@ -127,11 +152,11 @@ fn borrow_client<T>(
         table: client,
         options,
         forgotten,
-        on_notification: beside.on_notification,
-        handlers: beside.handlers,
-        callbacks: beside.callbacks,
-        progress: beside.progress,
-        entry: beside.entry,
+        on_notification,
+        handlers,
+        callbacks,
+        progress,
+        entry,
         collected: None,
         ran: 0,
     };
@@ -170,7 +195,7 @@ pub(super) struct LuaHost<'a, 'b> {
     /// Requests' `on_progress` callbacks, by progress token.
     progress: Option<Table>,
     /// The client's entry (for the login's callbacks).
-    entry: Table,
+    entry: Entry,
     /// Notifications kept for the caller too (`client:exchange` returns
     /// them, as the reference does).
     pub(super) collected: Option<Vec<Json>>,
@@ -223,8 +248,8 @@ impl Host for LuaHost<'_, '_> {
         };
         let mut login = login.borrow_mut();
         let Login { authorizer, file } = &mut *login;
-        let mut user = LuaUser { lua: self.lua, authorize: self.entry.raw_get(AUTH_AUTHORIZE)?, raised: None };
-        let mut table = match self.entry.raw_get::<Option<Table>>(AUTH_STORE)? {
+        let mut user = LuaUser { lua: self.lua, authorize: self.entry.authorize_callback()?, raised: None };
+        let mut table = match self.entry.store_table()? {
             Some(table) => Some(LuaStore { lua: self.lua, table, raised: None }),
             None => None,
         };
@@ -461,8 +486,8 @@ pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value,
 /// descriptors until the collector comes). Only the Lua object stays; a
 /// later call starts afresh.
 pub(super) fn close_session(lua: &Cx, client: &Table) -> Outcome<()> {
-    if let Some(beside) = state_of(lua, client)? {
-        if let Ok(mut state) = beside.state.borrow_mut::<ClientState>() {
+    if let Some(entry) = Entry::of(lua, client)? {
+        if let Ok(mut state) = entry.state()?.borrow_mut::<ClientState>() {
             state.client.close();
             state.options.doorbell.take();
         }
@@ -472,9 +497,9 @@ pub(super) fn close_session(lua: &Cx, client: &Table) -> Outcome<()> {
 
 /// A token about to expire is refreshed before the call rather than
 /// refused during it (a refusal of an async request cannot be retried).
-fn refresh_before_call(lua: &Cx, entry: &Table, login: &mut Login) -> Outcome<()> {
+fn refresh_before_call(lua: &Cx, entry: &Entry, login: &mut Login) -> Outcome<()> {
     let Login { authorizer, file } = login;
-    match (file.as_mut(), entry.raw_get::<Option<Table>>(AUTH_STORE)?) {
+    match (file.as_mut(), entry.store_table()?) {
         (Some(file), _) => authorizer.refresh_if_expiring(Some(file)),
         (None, Some(table)) => authorizer.refresh_if_expiring(Some(&mut LuaStore { lua, table, raised: None })),
         (None, None) => authorizer.refresh_if_expiring(None),

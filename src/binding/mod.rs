@@ -13,29 +13,19 @@
 
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
-use mlua::{AnyUserData, Function, IntoLuaMulti, Lua, MultiValue, Table, UserData, Value};
+use mlua::{Function, IntoLuaMulti, Lua, MultiValue, Table, UserData, Value};
 
-use crate::client::{Client, Host, Limits, Listing, Operation, Request, Shape, Ticket, TOOL_CALL};
-use crate::codec::{self, lua_float_text, Json};
 use crate::error::Error;
-use crate::input_shape::Place;
 use crate::interrupt;
-use crate::mount;
-use crate::protocol::{self, call_outcome, Replies};
-use crate::session::Peer;
-use crate::transport::doorbell::Doorbell;
-use crate::transport::http::{self, Http};
-use crate::transport::record::{open_for_recording, Recorded, Recording, Replay};
-use crate::transport::stdio::{self, Launch, Stdio};
-use crate::transport::Transport;
+use crate::protocol;
+use crate::transport::{http, stdio};
 
 mod auth;
 mod convert;
 mod decode;
 mod encode;
+mod entry;
 mod fields;
 mod fixture;
 mod handles;
@@ -45,18 +35,16 @@ mod options;
 mod registry;
 mod surface;
 
-use auth::*;
-use convert::*;
-use decode::*;
-use encode::*;
-use fields::*;
-use fixture::*;
-use handles::*;
-use json::*;
-use live::*;
-use options::*;
-use registry::*;
-use surface::*;
+use auth::keep_auth_callbacks;
+use decode::{with_json_types, ARRAY_METATABLE};
+use entry::Entry;
+use fixture::{call_batch, discover_batch};
+use handles::{call_async, cancel, dispatch, done, fd, request, request_async, run_on_done, wait, wait_all, wait_any};
+use json::{json_decode, json_encode};
+use live::{call_session, close_session, discover_session};
+use options::{callbacks_of, json_types_option, read_options};
+use registry::mount_tools;
+use surface::{exchange, handshake, id, initialize_msg, list, notify};
 
 /// Why a native function did not return normally.
 enum Raise {
@@ -82,7 +70,7 @@ type Outcome<T = MultiValue> = std::result::Result<T, Raise>;
 
 /// What the prelude hands over once: the module's own tables and the Lua
 /// functions the binding must call un-overridden.
-struct Glue {
+struct Prelude {
     module: Table,
     client_methods: Table,
     runner: Function,
@@ -90,8 +78,7 @@ struct Glue {
     tostring: Function,
     /// Lua's own `pairs`, for tables with a `__pairs` metamethod.
     pairs: Function,
-    /// client table -> { ClientState userdata, on_notification, handlers,
-    /// handles with an on_done still to run, dispatching }, weak keys.
+    /// client table -> its [`Entry`], weak keys.
     states: Table,
     /// The methods of a handle (its metatable).
     handle_methods: Table,
@@ -105,9 +92,10 @@ struct Glue {
 /// Opens the module on `lua`; `luaopen_mcp` calls this, and so do the
 /// cargo tests on an in-process Lua.
 pub fn open(lua: &Lua) -> mlua::Result<Table> {
-    // Each loaded copy of the module has its own glue, so two copies in
-    // one state (a test loading it afresh) never share client states.
-    let cell: Rc<OnceCell<Glue>> = Rc::new(OnceCell::new());
+    // Each loaded copy of the module has its own prelude tables, so two
+    // copies in one state (a test loading it afresh) never share client
+    // states.
+    let cell: Rc<OnceCell<Prelude>> = Rc::new(OnceCell::new());
     let native = lua.create_table()?;
     native.set("new", export(lua, &cell, new)?)?;
     native.set("discover", export(lua, &cell, discover)?)?;
@@ -159,7 +147,7 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
                 let (states, handle_states, handle_clients) = (weak_table("k")?, weak_table("k")?, weak_table("kv")?);
                 let (pcall, tostring, pairs) =
                     (lua_functions.get("pcall")?, lua_functions.get("tostring")?, lua_functions.get("pairs")?);
-                let _ = setup_cell.set(Glue {
+                let _ = setup_cell.set(Prelude {
                     module,
                     client_methods,
                     runner,
@@ -229,17 +217,17 @@ impl Drop for Reapers {
 /// unwound into Lua would abort the host or leave the state broken. It
 /// becomes [`Error::Internal`]; whatever the call had borrowed was released
 /// on the way out, so the client can be called again.
-fn export(lua: &Lua, cell: &Rc<OnceCell<Glue>>, f: fn(&Cx, MultiValue) -> Outcome) -> mlua::Result<Function> {
+fn export(lua: &Lua, cell: &Rc<OnceCell<Prelude>>, f: fn(&Cx, MultiValue) -> Outcome) -> mlua::Result<Function> {
     let cell = cell.clone();
     lua.create_function(move |lua, args: MultiValue| {
         let mut out = MultiValue::new();
         let result = match cell.get() {
-            Some(glue) => {
+            Some(prelude) => {
                 let check = hook_watch(lua);
                 let outer = CALLBACK_ERROR.with(|slot| slot.take());
-                let typed = keeps_json_types(glue, args.front());
+                let typed = keeps_json_types(prelude, args.front());
                 let result =
-                    guarded(|| interrupt::watching(check, || with_json_types(typed, || f(&Cx { lua, glue }, args))));
+                    guarded(|| interrupt::watching(check, || with_json_types(typed, || f(&Cx { lua, prelude }, args))));
                 let raised = CALLBACK_ERROR.with(|slot| slot.replace(outer));
                 match raised {
                     Some(v) => Err(Raise::Lua(v)),
@@ -311,19 +299,19 @@ fn is_interrupt(error: &Value) -> bool {
 
 /// Whether the call is on a client (or a handle of one) made with
 /// `json_types = true`: what it returns keeps `null` and empty arrays.
-fn keeps_json_types(glue: &Glue, first: Option<&Value>) -> bool {
+fn keeps_json_types(prelude: &Prelude, first: Option<&Value>) -> bool {
     let Some(Value::Table(object)) = first else { return false };
-    let entry = match glue.states.raw_get::<Value>(object.clone()) {
-        Ok(Value::Table(entry)) => entry,
-        _ => match glue.handle_clients.raw_get::<Value>(object.clone()) {
-            Ok(Value::Table(client)) => match glue.states.raw_get::<Value>(client) {
-                Ok(Value::Table(entry)) => entry,
+    let entry = match Entry::in_prelude(prelude, object) {
+        Ok(Some(entry)) => entry,
+        _ => match prelude.handle_clients.raw_get::<Value>(object.clone()) {
+            Ok(Value::Table(client)) => match Entry::in_prelude(prelude, &client) {
+                Ok(Some(entry)) => entry,
                 _ => return false,
             },
             _ => return false,
         },
     };
-    entry.raw_get::<bool>(JSON_TYPES).unwrap_or(false)
+    entry.json_types()
 }
 
 /// Runs `call`, turning a panic into [`Error::Internal`] with its message.
@@ -389,10 +377,11 @@ fn hook_watch(lua: &Lua) -> Box<dyn Fn() -> bool> {
     })
 }
 
-/// What every native function works with: the Lua state and its glue.
+/// What every native function works with: the Lua state and what its
+/// prelude handed over.
 struct Cx<'a> {
     lua: &'a Lua,
-    glue: &'a Glue,
+    prelude: &'a Prelude,
 }
 
 impl std::ops::Deref for Cx<'_> {
@@ -412,10 +401,9 @@ fn truthy(v: &Value) -> bool {
 
 /// Calls Lua code through `pcall`: its raised value comes back untouched.
 fn call_lua(lua: &Cx, f: Function, args: impl IntoLuaMulti) -> Outcome {
-    let g = lua.glue;
     let mut all = args.into_lua_multi(lua)?;
     all.push_front(Value::Function(f));
-    let mut results: MultiValue = g.pcall.call(all)?;
+    let mut results: MultiValue = lua.prelude.pcall.call(all)?;
     match results.pop_front() {
         Some(Value::Boolean(true)) => Ok(results),
         _ => Err(Raise::Lua(results.pop_front().unwrap_or(Value::Nil))),
@@ -435,7 +423,7 @@ fn call_method(lua: &Cx, obj: &Table, owner: &str, name: &str, args: impl IntoLu
 }
 
 fn lua_tostring(lua: &Cx, v: Value) -> Outcome<Vec<u8>> {
-    let f = lua.glue.tostring.clone();
+    let f = lua.prelude.tostring.clone();
     let out = call_lua(lua, f, v)?;
     match out.front() {
         Some(Value::String(s)) => Ok(s.as_bytes().to_vec()),
@@ -462,10 +450,10 @@ fn new(lua: &Cx, args: MultiValue) -> Outcome {
         return Err(Error::NoEndpoint.into());
     }
     let state = read_options(&opts)?;
-    let g = lua.glue;
+    let prelude = lua.prelude;
     let mut version: Value = opts.get("protocol_version")?;
     if !truthy(&version) {
-        version = g.module.get("PROTOCOL_VERSION")?;
+        version = prelude.module.get("PROTOCOL_VERSION")?;
     }
     let client = lua.create_table()?;
     client.set("command", command)?;
@@ -474,16 +462,17 @@ fn new(lua: &Cx, args: MultiValue) -> Outcome {
     client.set("protocol_version", version)?;
     client.set("prefix", opts.get::<Value>("prefix")?)?;
     client.set("next_id", 0)?;
-    client.set_metatable(Some(g.client_methods.clone()))?;
-    let entry = lua.create_table()?;
-    entry.raw_set(1, lua.create_userdata(state)?)?;
-    entry.raw_set(2, opts.get::<Value>("on_notification")?)?;
-    entry.raw_set(3, opts.get::<Value>("handlers")?)?;
-    entry.raw_set(CALLBACKS, callbacks_of(lua, &opts)?)?;
-    entry.raw_set(PROGRESS, lua.create_table()?)?;
-    entry.raw_set(JSON_TYPES, json_types_option(&opts, "mcp.new")?)?;
+    client.set_metatable(Some(prelude.client_methods.clone()))?;
+    let entry = Entry::new(
+        lua,
+        lua.create_userdata(state)?,
+        opts.get::<Value>("on_notification")?,
+        opts.get::<Value>("handlers")?,
+        callbacks_of(lua, &opts)?,
+        json_types_option(&opts, "mcp.new")?,
+    )?;
     keep_auth_callbacks(&opts, &entry)?;
-    g.states.raw_set(client.clone(), entry)?;
+    entry.attach(lua, &client)?;
     Ok(MultiValue::from_vec(vec![Value::Table(client)]))
 }
 

@@ -1,7 +1,23 @@
 //! The native options and the per-client state kept beside the client
 //! table.
 
-use super::*;
+use std::cell::{OnceCell, RefCell};
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mlua::{Table, UserData, Value};
+
+use super::auth::{auth_token, read_login, Login};
+use super::convert::concat_text;
+use super::{Cx, Outcome, Raise};
+use crate::client::{Client, Ticket};
+use crate::codec::Json;
+use crate::error::Error;
+use crate::protocol;
+use crate::transport::doorbell::Doorbell;
+use crate::transport::record::{open_for_recording, Recorded};
+use crate::transport::stdio;
 
 pub(super) struct ClientState {
     pub(super) options: TransportOptions,
@@ -244,7 +260,7 @@ pub(super) fn string_map(opts: &Table, field: &str) -> Outcome<Vec<(String, Stri
                         Err(_) => return Err(refuse("has a key that is not UTF-8".into())),
                     },
                     other => {
-                        let key = concat_piece(other).map(|b| String::from_utf8_lossy(&b).into_owned());
+                        let key = concat_text(other).map(|b| String::from_utf8_lossy(&b).into_owned());
                         let key = key.unwrap_or_else(|| other.type_name().to_string());
                         return Err(refuse(format!(
                             "must map names to strings, as {{ NAME = 'value' }}; key {key} is a {}",
@@ -282,14 +298,6 @@ pub(super) fn bearer_text(token: &str, what: &str) -> Outcome<String> {
     Ok(token.to_string())
 }
 
-/// Where a client's entry keeps the callbacks for particular
-/// notifications (`on_log`, `on_resource_updated`, `on_list_changed`).
-pub(super) const CALLBACKS: i64 = 6;
-/// Where it keeps requests' `on_progress` callbacks, by progress token.
-pub(super) const PROGRESS: i64 = 7;
-/// The slot of `opts.json_types` (see `decode`).
-pub(super) const JSON_TYPES: i64 = 13;
-
 /// `opts.json_types`: a boolean, false when absent. `who` names the
 /// function in the refusal.
 pub(super) fn json_types_option(opts: &Table, who: &str) -> Outcome<bool> {
@@ -322,30 +330,4 @@ pub(super) fn lua_type(v: &Value) -> &'static str {
         Value::Integer(_) | Value::Number(_) => "number",
         other => other.type_name(),
     }
-}
-
-/// The userdata and callback kept beside a client table.
-pub(super) fn state_of(lua: &Cx, client: &Table) -> Outcome<Option<Beside>> {
-    let entry: Value = lua.glue.states.raw_get(client.clone())?;
-    let Value::Table(entry) = entry else { return Ok(None) };
-    Ok(Some(Beside {
-        state: entry.raw_get(1)?,
-        on_notification: entry.raw_get(2)?,
-        handlers: entry.raw_get(3)?,
-        callbacks: entry.raw_get(CALLBACKS)?,
-        progress: entry.raw_get(PROGRESS)?,
-        entry,
-    }))
-}
-
-/// What is kept beside a client table. The Lua functions live in a Lua
-/// table (not in the userdata) so that a callback that refers to its own
-/// client does not keep the client alive.
-pub(super) struct Beside {
-    pub(super) state: AnyUserData,
-    pub(super) on_notification: Option<Function>,
-    pub(super) handlers: Option<Table>,
-    pub(super) callbacks: Option<Table>,
-    pub(super) progress: Option<Table>,
-    pub(super) entry: Table,
 }

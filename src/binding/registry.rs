@@ -1,7 +1,16 @@
 //! `mcp.mount`: a server's tools into the user's registry, by the rules in
 //! `crate::mount`.
 
-use super::*;
+use mlua::{Function, MultiValue, Table, Value};
+
+use super::convert::concat_text;
+use super::entry::Entry;
+use super::fixture::deliver_notifications;
+use super::{arg, call_method, truthy, Cx, Outcome};
+use crate::codec::Json;
+use crate::error::Error;
+use crate::mount;
+use crate::protocol;
 
 /// How a registry is named when it lacks what mount needs of it.
 const REGISTRY: &str = "the registry (it needs get(name) and add(tool))";
@@ -33,7 +42,7 @@ fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Table, kept: &[
         prefix = client.get("prefix")?;
     }
     let prefix = if truthy(&prefix) {
-        concat_piece(&prefix).ok_or_else(|| Error::BadInput("mcp.mount: the prefix must be a string".into()))?
+        concat_text(&prefix).ok_or_else(|| Error::BadInput("mcp.mount: the prefix must be a string".into()))?
     } else {
         Vec::new()
     };
@@ -45,14 +54,14 @@ fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Table, kept: &[
         return Err(Error::BadInput("mcp.mount: the client's tools are not a list".into()).into());
     };
     let trusted = opts.get::<Value>("trust")? == Value::Boolean(true);
-    let runner = lua.glue.runner.clone();
+    let runner = lua.prelude.runner.clone();
     let mounted = lua.create_table()?;
     for tool in tools.sequence_values::<Value>() {
         let Value::Table(tool) = tool? else {
             return Err(Error::BadInput("mcp.mount: a tool descriptor is not a table".into()).into());
         };
         let tool_name: Value = tool.get("name")?;
-        let suffix = concat_piece(&tool_name).ok_or_else(|| Error::BadInput("mcp.mount: a tool has no name".into()))?;
+        let suffix = concat_text(&tool_name).ok_or_else(|| Error::BadInput("mcp.mount: a tool has no name".into()))?;
         let full = [prefix.as_slice(), suffix.as_slice()].concat();
         if kept.contains(&full) {
             continue;
@@ -63,7 +72,7 @@ fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Table, kept: &[
             return Err(Error::Collision { quoted: mount::lua_quote(&name.as_bytes()) }.into());
         }
         let description = match tool.get::<Value>("description")? {
-            v if truthy(&v) => concat_piece(&v).unwrap_or_else(|| b"MCP tool".to_vec()),
+            v if truthy(&v) => concat_text(&v).unwrap_or_else(|| b"MCP tool".to_vec()),
             _ => b"MCP tool".to_vec(),
         };
         let entry = lua.create_table()?;
@@ -78,23 +87,12 @@ fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Table, kept: &[
     Ok(mounted)
 }
 
-/// Where a client's entry keeps its watched mounts: a list of
-/// `{ registry, opts, names }`.
-const WATCHES: i64 = 8;
-
+/// Keeps the mount in the client's entry, for [`resync_watches`].
 fn watch(lua: &Cx, client: &Table, registry: &Table, opts: &Table, mounted: &Table) -> Outcome<()> {
-    let entry: Table = match lua.glue.states.raw_get::<Value>(client.clone())? {
-        Value::Table(t) => t,
-        _ => return Err(Error::BadInput("mcp.mount: watch = true needs a client made by mcp.new".into()).into()),
+    let Some(entry) = Entry::of(lua, client)? else {
+        return Err(Error::BadInput("mcp.mount: watch = true needs a client made by mcp.new".into()).into());
     };
-    let watches = match entry.raw_get::<Value>(WATCHES)? {
-        Value::Table(t) => t,
-        _ => {
-            let t = lua.create_table()?;
-            entry.raw_set(WATCHES, t.clone())?;
-            t
-        }
-    };
+    let watches = entry.watches(lua)?;
     let record = lua.create_table()?;
     record.raw_set("registry", registry.clone())?;
     record.raw_set("opts", opts.clone())?;
@@ -110,8 +108,8 @@ fn watch(lua: &Cx, client: &Table, registry: &Table, opts: &Table, mounted: &Tab
 /// the names it could not drop or replace are reported to
 /// `on_notification` as `lua-mcp/tools_not_removed` ({names = {...}}).
 pub(super) fn resync_watches(lua: &Cx, client: &Table) -> Outcome<()> {
-    let Value::Table(entry) = lua.glue.states.raw_get::<Value>(client.clone())? else { return Ok(()) };
-    let Value::Table(watches) = entry.raw_get::<Value>(WATCHES)? else { return Ok(()) };
+    let Some(entry) = Entry::of(lua, client)? else { return Ok(()) };
+    let Some(watches) = entry.watches_if_any()? else { return Ok(()) };
     for record in watches.sequence_values::<Table>() {
         let record = record?;
         let registry: Table = record.raw_get("registry")?;
@@ -149,7 +147,7 @@ pub(super) fn schema_args(lua: &Cx, schema: Value) -> Outcome<Table> {
     let mut required = Vec::new();
     if let Value::Table(list) = schema.get::<Value>("required")? {
         for r in list.sequence_values::<Value>() {
-            if let Some(name) = concat_piece(&r?) {
+            if let Some(name) = concat_text(&r?) {
                 required.push(name);
             }
         }
@@ -157,7 +155,7 @@ pub(super) fn schema_args(lua: &Cx, schema: Value) -> Outcome<Table> {
     let mut props = Vec::new();
     for pair in properties.pairs::<Value, Value>() {
         let (k, prop) = pair?;
-        let Some(name) = concat_piece(&k) else { continue };
+        let Some(name) = concat_text(&k) else { continue };
         let ty = match prop {
             Value::Table(p) => match p.get::<Value>("type")? {
                 Value::String(s) => Some(s.as_bytes().to_vec()),

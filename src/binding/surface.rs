@@ -4,7 +4,23 @@
 //! `exchange`), which agents written for the pure module use to reach
 //! what `discover` and `call` do not.
 
-use super::*;
+use std::rc::Rc;
+
+use mlua::{MultiValue, Table, Value};
+
+use super::decode::to_lua;
+use super::encode::{encode_lua, encode_lua_at};
+use super::fields::{initialize_request, input_schema, next_id};
+use super::fixture::{batch_handshake, exchange_batch};
+use super::handles::{self, run_on_done};
+use super::live::{joined_field, with_client};
+use super::options::lua_type;
+use super::{arg, client_arg, truthy, Cx, Outcome};
+use crate::client::{Operation, Request, Shape};
+use crate::codec::Json;
+use crate::error::Error;
+use crate::input_shape::Place;
+use crate::protocol;
 
 /// The list methods and the field each page keeps its items in.
 fn list_field(method: &str) -> Option<&'static str> {

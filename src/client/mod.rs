@@ -215,7 +215,11 @@ impl Client {
     /// session.
     pub fn close(&mut self) {
         self.retire(|what| Error::Closed { what: what.to_string() });
-        self.tools.refreshing = None;
+        // A refresh cut short ends as closed, for the calls waiting on it.
+        if self.tools.refreshing.take().is_some() {
+            self.tools.last_refresh = Some(Err(Error::Closed { what: "tools/list".into() }));
+            self.tools.refreshes += 1;
+        }
     }
 
     /// Whether `ticket` has settled; never waits.

@@ -272,6 +272,7 @@ impl Client {
                 }
                 op.after_refresh = None;
                 match &self.tools.last_refresh {
+                    Some(Err(Error::Closed { .. })) => op.fail(Error::Closed { what: op.what().to_string() }),
                     Some(Err(e)) => op.outcome = Some(Err(e.clone())),
                     _ => self.send(host, op)?,
                 }

@@ -18,7 +18,7 @@ pub mod stdio;
 pub enum Received {
     Message(Json),
     /// A message nested deeper than the decoder follows was skipped; the
-    /// id it carried, when one could be read (see `codec::peek_id`).
+    /// id it carried, when one could be read (see `codec::peek_envelope`).
     TooDeep(Option<IdKey>),
     /// No reply will come for the request with this id (an async HTTP
     /// POST refused, a reply over the size limit on its stream); with no

@@ -1,0 +1,205 @@
+//! What the binding keeps beside each client table: its entry, in the
+//! prelude's weak-keyed `states` table (client -> entry).
+//!
+//! The entry is a Lua table, not fields of the `ClientState` userdata, so
+//! that a callback that refers to its own client does not keep the client
+//! alive.
+
+use mlua::{AnyUserData, Function, Table, Value};
+
+use super::{truthy, Cx, Outcome, Prelude};
+
+/// The `ClientState` userdata.
+const STATE: i64 = 1;
+/// `opts.on_notification`.
+const ON_NOTIFICATION: i64 = 2;
+/// `opts.handlers`: method name -> function.
+const HANDLERS: i64 = 3;
+/// Handles whose `on_done` is still to run: handle -> on_done.
+const PENDING_ON_DONE: i64 = 4;
+/// Set while dispatch runs its callbacks.
+const DISPATCHING: i64 = 5;
+/// The callbacks for particular notifications (`on_log`,
+/// `on_resource_updated`, `on_list_changed`), by name.
+const CALLBACKS: i64 = 6;
+/// Requests' `on_progress` callbacks, by progress token.
+const PROGRESS: i64 = 7;
+/// Watched mounts: a list of `{ registry, opts, names }`.
+const WATCHES: i64 = 8;
+// (9 is no longer used.)
+/// `opts.auth.token` when it is a function.
+const AUTH_TOKEN: i64 = 10;
+/// `opts.auth.authorize`.
+const AUTH_AUTHORIZE: i64 = 11;
+/// `opts.auth.store` when it is a table of `load` and `save`.
+const AUTH_STORE: i64 = 12;
+/// `opts.json_types` (see `decode`).
+const JSON_TYPES: i64 = 13;
+
+/// A client's entry: its native state and its Lua callbacks.
+pub(super) struct Entry(Table);
+
+impl Entry {
+    /// A new entry for a client `mcp.new` makes; [`Entry::attach`] puts it
+    /// beside the client.
+    pub(super) fn new(
+        lua: &Cx,
+        state: AnyUserData,
+        on_notification: Value,
+        handlers: Value,
+        callbacks: Table,
+        json_types: bool,
+    ) -> Outcome<Entry> {
+        let entry = lua.create_table()?;
+        entry.raw_set(STATE, state)?;
+        entry.raw_set(ON_NOTIFICATION, on_notification)?;
+        entry.raw_set(HANDLERS, handlers)?;
+        entry.raw_set(CALLBACKS, callbacks)?;
+        entry.raw_set(PROGRESS, lua.create_table()?)?;
+        entry.raw_set(JSON_TYPES, json_types)?;
+        Ok(Entry(entry))
+    }
+
+    /// Keeps the entry beside `client`, for as long as the client lives.
+    pub(super) fn attach(&self, lua: &Cx, client: &Table) -> Outcome<()> {
+        lua.prelude.states.raw_set(client.clone(), self.0.clone())?;
+        Ok(())
+    }
+
+    /// The entry of `client`; None when `mcp.new` did not make it.
+    pub(super) fn of(lua: &Cx, client: &Table) -> Outcome<Option<Entry>> {
+        Ok(Entry::in_prelude(lua.prelude, client)?)
+    }
+
+    /// [`Entry::of`], for code that has the prelude but no [`Cx`].
+    pub(super) fn in_prelude(prelude: &Prelude, client: &Table) -> mlua::Result<Option<Entry>> {
+        match prelude.states.raw_get::<Value>(client.clone())? {
+            Value::Table(entry) => Ok(Some(Entry(entry))),
+            _ => Ok(None),
+        }
+    }
+
+    /// The entry of a client that must have one: when it has none, the
+    /// error mlua gives for reading nil as a table.
+    pub(super) fn existing(lua: &Cx, client: &Table) -> Outcome<Entry> {
+        Ok(Entry(lua.prelude.states.raw_get::<Table>(client.clone())?))
+    }
+
+    /// The `ClientState` userdata.
+    pub(super) fn state(&self) -> Outcome<AnyUserData> {
+        Ok(self.0.raw_get(STATE)?)
+    }
+
+    pub(super) fn on_notification(&self) -> Outcome<Option<Function>> {
+        Ok(self.0.raw_get(ON_NOTIFICATION)?)
+    }
+
+    pub(super) fn handlers(&self) -> Outcome<Option<Table>> {
+        Ok(self.0.raw_get(HANDLERS)?)
+    }
+
+    /// The handles with an `on_done` still to run (handle -> on_done),
+    /// made on first use.
+    pub(super) fn pending_on_done(&self, lua: &Cx) -> Outcome<Table> {
+        match self.0.raw_get::<Value>(PENDING_ON_DONE)? {
+            Value::Table(t) => Ok(t),
+            _ => {
+                let t = lua.create_table()?;
+                self.0.raw_set(PENDING_ON_DONE, t.clone())?;
+                Ok(t)
+            }
+        }
+    }
+
+    /// [`Entry::pending_on_done`] if it was ever made.
+    pub(super) fn pending_on_done_if_any(&self) -> Outcome<Option<Table>> {
+        match self.0.raw_get::<Value>(PENDING_ON_DONE)? {
+            Value::Table(t) => Ok(Some(t)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Whether `client:dispatch()` is running the client's callbacks.
+    pub(super) fn dispatching(&self) -> Outcome<bool> {
+        Ok(truthy(&self.0.raw_get::<Value>(DISPATCHING)?))
+    }
+
+    pub(super) fn set_dispatching(&self, on: bool) -> Outcome<()> {
+        if on {
+            self.0.raw_set(DISPATCHING, true)?;
+        } else {
+            self.0.raw_set(DISPATCHING, Value::Nil)?;
+        }
+        Ok(())
+    }
+
+    /// `on_log`, `on_resource_updated`, `on_list_changed`, by name.
+    pub(super) fn callbacks(&self) -> Outcome<Option<Table>> {
+        Ok(self.0.raw_get(CALLBACKS)?)
+    }
+
+    /// Requests' `on_progress` callbacks, by progress token.
+    pub(super) fn progress(&self) -> Outcome<Option<Table>> {
+        Ok(self.0.raw_get(PROGRESS)?)
+    }
+
+    /// The watched mounts, a list of `{ registry, opts, names }`, made on
+    /// first use.
+    pub(super) fn watches(&self, lua: &Cx) -> Outcome<Table> {
+        match self.0.raw_get::<Value>(WATCHES)? {
+            Value::Table(t) => Ok(t),
+            _ => {
+                let t = lua.create_table()?;
+                self.0.raw_set(WATCHES, t.clone())?;
+                Ok(t)
+            }
+        }
+    }
+
+    /// [`Entry::watches`] if there are any.
+    pub(super) fn watches_if_any(&self) -> Outcome<Option<Table>> {
+        match self.0.raw_get::<Value>(WATCHES)? {
+            Value::Table(t) => Ok(Some(t)),
+            _ => Ok(None),
+        }
+    }
+
+    /// `opts.auth.token` when it is a function, asked before each call.
+    pub(super) fn token_function(&self) -> Outcome<Option<Function>> {
+        match self.0.raw_get::<Value>(AUTH_TOKEN)? {
+            Value::Function(f) => Ok(Some(f)),
+            _ => Ok(None),
+        }
+    }
+
+    pub(super) fn set_token_function(&self, f: Function) -> Outcome<()> {
+        self.0.raw_set(AUTH_TOKEN, f)?;
+        Ok(())
+    }
+
+    /// `opts.auth.authorize`.
+    pub(super) fn authorize_callback(&self) -> Outcome<Option<Function>> {
+        Ok(self.0.raw_get(AUTH_AUTHORIZE)?)
+    }
+
+    pub(super) fn set_authorize_callback(&self, f: Function) -> Outcome<()> {
+        self.0.raw_set(AUTH_AUTHORIZE, f)?;
+        Ok(())
+    }
+
+    /// `opts.auth.store` when it is a table of `load` and `save`.
+    pub(super) fn store_table(&self) -> Outcome<Option<Table>> {
+        Ok(self.0.raw_get(AUTH_STORE)?)
+    }
+
+    pub(super) fn set_store_table(&self, t: Table) -> Outcome<()> {
+        self.0.raw_set(AUTH_STORE, t)?;
+        Ok(())
+    }
+
+    /// `opts.json_types`: whether what the client returns keeps `null`
+    /// and empty arrays.
+    pub(super) fn json_types(&self) -> bool {
+        self.0.raw_get::<bool>(JSON_TYPES).unwrap_or(false)
+    }
+}
