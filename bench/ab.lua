@@ -41,9 +41,9 @@ local ECHO = root .. '/target/bench/echo_server'
 local PIPE_RTT = root .. '/target/bench/pipe_rtt'
 assert(io.open(ECHO), 'build the C servers first: make bench (or the gcc lines of its recipe)')
 
-local function race(so, target)
-  return first_number(run_cmd(string.format('MCP_SO=%s taskset -c 0 lua5.4 %s/bench/race.lua %d %s', so, root,
-    CALLS, target)))
+local function race(so, target, prefix)
+  return first_number(run_cmd(string.format('MCP_SO=%s %s lua5.4 %s/bench/race.lua %d %s', so,
+    prefix or 'taskset -c 0', root, CALLS, target)))
 end
 
 -- stdio against the minimal C server, both placements.
@@ -62,16 +62,17 @@ for _, place in ipairs({ { 'one CPU', '0 0', '' }, { 'split CPUs', '0 1', 'tasks
   end
 end
 
--- HTTP against server-everything: ours against the TypeScript SDK client.
+-- HTTP against server-everything (node, which runs threads of its own):
+-- ours against the TypeScript SDK client, unpinned, echoing a message.
 local port = 39000 + math.random(0, 999)
 local _, stop = H.start('PORT=' .. port .. ' node ' .. H.EVERYTHING .. ' streamableHttp', 'listening on port')
 local url = 'http://127.0.0.1:' .. port .. '/mcp'
 local per = { old = {}, new = {}, ts = {} }
 for r = 1, rounds do
-  for _, b in ipairs(builds) do per[b.name][r] = race(b.so, url) end
+  for _, b in ipairs(builds) do per[b.name][r] = race(b.so, url, 'RACE_MESSAGE=hi') end
   local out_file = os.tmpname()
-  run_cmd(string.format("taskset -c 0 node %s/bench/ts_client.mjs http '%s' echo '{}' %d %s", root, url, CALLS,
-    out_file))
+  run_cmd(string.format([[node %s/bench/ts_client.mjs http '%s' echo '{"message":"hi"}' %d %s 2>/dev/null]], root,
+    url, CALLS, out_file))
   local out = assert(trace.decode(H.slurp(out_file) or ''), 'the TS client failed')
   os.remove(out_file)
   per.ts[r] = median(out.calls_us)

@@ -5,14 +5,16 @@
 -- is how the client lands on one CPU and the server on the same or the
 -- other. With RACE_GAP_MS set, the client idles that long between calls
 -- (busy, as an agent thinking): past 2 ms the reader thread has taken the
--- pipe back, and the figure shows what that costs a call.
+-- pipe back, and the figure shows what that costs a call. RACE_MESSAGE,
+-- when set, is the echo's message (server-everything's echo requires one).
 local here = arg[0]:match('^(.*)/[^/]*$') or '.'
 local mcp = assert(package.loadlib(os.getenv('MCP_SO') or (here .. '/../mcp.so'), 'luaopen_mcp'))()
 local n = tonumber(arg[1])
 local argv = { table.unpack(arg, 2) }
 local client = mcp.new(argv[1]:find('^https?://') and { url = argv[1] } or { command = argv })
 client:discover()
-for _ = 1, 200 do client:call('echo', {}) end -- warm: the server's first replies are slower
+local args = { message = os.getenv('RACE_MESSAGE') }
+for _ = 1, 200 do client:call('echo', args) end -- warm: the server's first replies are slower
 local gap = (tonumber(os.getenv('RACE_GAP_MS')) or 0) / 1000
 local xs = {}
 for i = 1, n do
@@ -21,7 +23,7 @@ for i = 1, n do
     while mcp.clock() < idle_until do end
   end
   local t0 = mcp.clock()
-  client:call('echo', {})
+  client:call('echo', args)
   xs[i] = (mcp.clock() - t0) * 1e6
 end
 client:close()
