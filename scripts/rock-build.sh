@@ -5,18 +5,17 @@
 #   scripts/rock-build.sh LUA_INTERPRETER
 # The interpreter says which runtime it is (LuaJIT reports 5.1 as its
 # _VERSION; its `jit` table tells it apart). The target directories are
-# the ones `make build LUA=...` uses, so a tree built there is reused.
+# the one `make build` uses, so a tree built there is reused;
+# LUA_MCP_PROFILE names another cargo profile (the specs use test-module).
 set -eu
 cd "$(dirname "$0")/.."
 runtime=$("$1" -e 'io.write(jit and "luajit" or _VERSION:sub(5))')
 case "$runtime" in
-  5.4) cargo build --release --locked --features module
-       built=target/release/libmcp.so ;;
-  5.1|5.2|5.3|luajit)
-       case "$runtime" in luajit) feature=luajit ;; *) feature=$(echo "lua$runtime" | tr -d .) ;; esac
-       cargo build --release --locked --no-default-features --features "$feature,module" --target-dir "target/lua-$runtime"
-       built="target/lua-$runtime/release/libmcp.so" ;;
+  luajit) feature=luajit ;;
+  5.1|5.2|5.3|5.4) feature=$(echo "lua$runtime" | tr -d .) ;;
   *) echo "lua-mcp: no build for Lua $runtime" >&2; exit 1 ;;
 esac
+profile=${LUA_MCP_PROFILE:-release}
+cargo build --profile "$profile" --locked --no-default-features --features "$feature,module"
 mkdir -p target/rock
-sh scripts/install-module.sh "$built" target/rock/mcp.so
+sh scripts/install-module.sh "target/$profile/libmcp.so" target/rock/mcp.so

@@ -82,7 +82,7 @@ describe('nesting never crashes the host', function()
 end)
 
 describe('a request keeps its time limit', function()
-  it('a server that sends a notification every 20 ms still meets the timeout', function()
+  it('a server that sends a notification every 20 ms still meets the timeout #slow', function()
     local notes = 0
     local client = mcp.new({ command = H.faulty('plain'), timeout = 1, on_notification = function() notes = notes + 1 end })
     pid_of(client)
@@ -137,7 +137,7 @@ describe('closing is bounded', function()
     assert.is_true(tonumber(out:match('collect (%S+)')) < 1, out)
   end)
 
-  it('os.exit without closing the state still stops a server that ignores EOF and SIGTERM', function()
+  it('os.exit without closing the state still stops a server that ignores EOF and SIGTERM #slow', function()
     -- Its stderr goes to /dev/null: a write to our dead pipe would raise
     -- SIGPIPE and end it anyway, hiding what this pins.
     local out, status = H.run_lua(string.format([[
@@ -153,7 +153,7 @@ describe('closing is bounded', function()
     assert.is_true(H.gone_within(pid, 5), 'server ' .. pid .. ' outlived the host')
   end)
 
-  it('two copies of the module in one state: every server is stopped when the state closes', function()
+  it('two copies of the module in one state: every server is stopped when the state closes #slow', function()
     local out, status = H.run_lua(string.format([[
       local first = require('mcp')
       local stubborn = "trap '' TERM; exec %s %s stubborn"
@@ -175,7 +175,7 @@ describe('closing is bounded', function()
 end)
 
 describe('close lets go of everything', function()
-  it('200 clients opened, used, closed and kept: descriptors, threads and processes back where they were', function()
+  it('200 clients opened, used, closed and kept: descriptors, threads and processes back where they were #slow', function()
     local out, status = H.run_lua(string.format([[
       collectgarbage('stop') -- what close releases must not wait for the collector
       local mcp = require('mcp')
@@ -256,7 +256,7 @@ describe('options are validated', function()
 end)
 
 describe('memory stays bounded while Lua is idle', function()
-  it('200 MB of notifications while no request waits: the host stays small, the drops are counted', function()
+  it('200 MB of notifications while no request waits: the host stays small, the drops are counted #slow', function()
     local out, status = H.run_lua(string.format([[
       local mcp = require('mcp')
       local function rss(field)

@@ -277,7 +277,7 @@ describe('HTTP faults', function()
     client:close()
   end)
 
-  it('a slow server meets the timeout, and the client goes on', function()
+  it('a slow server meets the timeout, and the client goes on #slow', function()
     -- 1.5 s: the same limit covers the handshake, which a loaded machine
     -- can stretch past a few tenths of a second.
     local client = mcp.new({ url = base .. '/slow', timeout = 1.5 })

@@ -123,7 +123,7 @@ describe('what a failing server said #peer', function()
 end)
 
 describe('a slow start', function()
-  it('is waited for whatever the request timeout, and the server started once', function()
+  it('is waited for whatever the request timeout, and the server started once #slow', function()
     local starts = H.tmpname()
     local slow = { 'sh', '-c', 'echo started >> ' .. starts .. '; sleep 2.5; exec ' .. H.COUNTER }
     local client = mcp.new({ command = slow, timeout = 1 })

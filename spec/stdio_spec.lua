@@ -287,7 +287,7 @@ describe('stdio faults', function()
     client:close()
   end)
 
-  it('a request past its timeout is cancelled, its late reply dropped, and the client goes on', function()
+  it('a request past its timeout is cancelled, its late reply dropped, and the client goes on #slow', function()
     -- 1 s: the same limit covers spawning and the handshake, which a
     -- loaded machine can stretch past a few tenths of a second.
     local client = mcp.new({ command = H.faulty('plain'), timeout = 1 })
@@ -302,7 +302,7 @@ describe('stdio faults', function()
     client:close()
   end)
 
-  it('a server that hangs: each request times out, the same server is kept, and close stops it', function()
+  it('a server that hangs: each request times out, the same server is kept, and close stops it #slow', function()
     local pid_file = H.tmpname()
     local client = mcp.new({ command = H.faulty('mute'), timeout = 1, env = { PID_FILE = pid_file } })
     for _ = 1, 2 do
@@ -415,7 +415,7 @@ describe('stdio lifecycle', function()
     assert.is_false(H.alive(pid))
   end)
 
-  it('a server that ignores stdin EOF and SIGTERM is still stopped', function()
+  it('a server that ignores stdin EOF and SIGTERM is still stopped #slow', function()
     local client = mcp.new({ command = "trap '' TERM; exec " .. H.faulty_line('stubborn') })
     local pid = pid_of(client)
     client:close()
@@ -431,7 +431,7 @@ describe('stdio lifecycle', function()
     assert.is_true(H.gone_within(pid, 6))
   end)
 
-  it('closing the Lua state stops every server it started', function()
+  it('closing the Lua state stops every server it started #slow', function()
     local out, status = H.run_lua(string.format([[
       local mcp = require('mcp')
       local a = mcp.new({ command = %q })
