@@ -18,4 +18,4 @@ esac
 profile=${LUA_MCP_PROFILE:-release}
 cargo build --profile "$profile" --locked --no-default-features --features "$feature,module"
 mkdir -p target/rock
-sh scripts/install-module.sh "target/$profile/libmcp.so" target/rock/mcp.so
+sh scripts/install-module.sh "${CARGO_TARGET_DIR:-target}/$profile/libmcp.so" target/rock/mcp.so

@@ -1,0 +1,27 @@
+#!/bin/sh
+# Runs the busted suite under one Lua runtime, in a copy of the checkout of
+# its own (target/suite/RUNTIME) whose ./mcp.so is that runtime's module:
+# two runtimes' passes can then run side by side, one per core, each
+# loading its own build. The copy shares the npm and Python peers and
+# cargo's target directory with the checkout.
+#   scripts/suite.sh RUNTIME MODULE [busted options...]
+set -eu
+cd "$(dirname "$0")/.."
+root=$PWD
+runtime=$1 module=$2
+shift 2
+case "$runtime" in
+  5.1|5.2|5.3|5.4) bin=lua$runtime ;;
+  luajit) bin=luajit ;;
+  *) echo "no Lua runtime $runtime" >&2; exit 2 ;;
+esac
+copy=target/suite/$runtime
+rm -rf "$copy"
+mkdir -p "$copy"
+tar -c --exclude=./target --exclude=./.git --exclude=./mcp.so \
+  --exclude=./spec/peers/node_modules --exclude=./spec/peers/python . | tar -x -C "$copy"
+ln -s "$root/spec/peers/node_modules" "$copy/spec/peers/node_modules"
+if [ -d spec/peers/python ]; then ln -s "$root/spec/peers/python" "$copy/spec/peers/python"; fi
+cp "$module" "$copy/mcp.so"
+cd "$copy"
+CARGO_TARGET_DIR="$root/target" MCP_LUA=$bin exec "$bin" "$(command -v busted)" "$@"
