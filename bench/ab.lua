@@ -24,12 +24,7 @@ local builds = { { name = 'old', so = assert(arg[1], 'usage: ab.lua OLD.so NEW.s
 local rounds = tonumber(arg[3]) or 5
 local CALLS = 5000
 
-local function run_cmd(cmd)
-  local p = io.popen(cmd)
-  local out = p:read('*a')
-  p:close()
-  return out
-end
+local function run_cmd(cmd) return (H.command(cmd)) end
 local function first_number(text) return tonumber(text:match('^(%S+)')) end
 local function median(xs)
   local s = { table.unpack(xs) }

@@ -131,24 +131,33 @@ local function blocks_of(path)
   return blocks, problems
 end
 
--- Headings as GitHub makes anchors of them: lower case, punctuation
--- dropped, spaces as hyphens, repeats numbered.
-local function anchors_of(path)
-  local anchors, seen, in_fence = {}, {}, nil
-  for _, line in ipairs(split_lines(read(path))) do
+-- The lines of a file outside its fenced code, with their numbers.
+local function prose_lines(path)
+  local out, in_fence = {}, nil
+  for n, line in ipairs(split_lines(read(path))) do
     local fence = line:match('^(```+)')
     if in_fence then
       if line:match('^' .. in_fence .. '%s*$') then in_fence = nil end
     elseif fence then
       in_fence = fence
     else
-      local title = line:match('^#+%s+(.-)%s*#*%s*$')
-      if title then
-        local slug = title:lower():gsub('[^%w%s%-_\128-\255]', ''):gsub('%s', '-')
-        local n = seen[slug]
-        seen[slug] = (n or 0) + 1
-        anchors[n and (slug .. '-' .. n) or slug] = true
-      end
+      out[#out + 1] = { n = n, line = line }
+    end
+  end
+  return out
+end
+
+-- Headings as GitHub makes anchors of them: lower case, punctuation
+-- dropped, spaces as hyphens, repeats numbered.
+local function anchors_of(path)
+  local anchors, seen = {}, {}
+  for _, at in ipairs(prose_lines(path)) do
+    local title = at.line:match('^#+%s+(.-)%s*#*%s*$')
+    if title then
+      local slug = title:lower():gsub('[^%w%s%-_\128-\255]', ''):gsub('%s', '-')
+      local n = seen[slug]
+      seen[slug] = (n or 0) + 1
+      anchors[n and (slug .. '-' .. n) or slug] = true
     end
   end
   return anchors
@@ -157,18 +166,11 @@ end
 -- The relative links of a file outside its code (fences and `spans`):
 -- { line, target } each.
 local function links_of(path)
-  local links, in_fence = {}, nil
-  for n, line in ipairs(split_lines(read(path))) do
-    local fence = line:match('^(```+)')
-    if in_fence then
-      if line:match('^' .. in_fence .. '%s*$') then in_fence = nil end
-    elseif fence then
-      in_fence = fence
-    else
-      local prose = line:gsub('`[^`]*`', '')
-      for target in prose:gmatch('%]%(([^)%s]+)%)') do
-        if not target:match('^%a[%w+.-]*:') then links[#links + 1] = { line = n, target = target } end
-      end
+  local links = {}
+  for _, at in ipairs(prose_lines(path)) do
+    local prose = at.line:gsub('`[^`]*`', '')
+    for target in prose:gmatch('%]%(([^)%s]+)%)') do
+      if not target:match('^%a[%w+.-]*:') then links[#links + 1] = { line = at.n, target = target } end
     end
   end
   return links
