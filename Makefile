@@ -11,7 +11,7 @@
 #             (LUA=5.1|5.2|5.3|luajit builds for that runtime instead)
 # make bench  benchmarks against the pure module and the TypeScript SDK (not part of test)
 
-.PHONY: build test-module test-modules demo check test test-rust test-lua test-types lua-bin bench clean
+.PHONY: build test-module demo check test test-rust test-lua test-types lua-bin bench clean
 
 LUA ?= 5.4
 # The runtimes the suite runs on, 5.4 last: the module left at ./mcp.so is
@@ -54,17 +54,10 @@ test-rust:
 	cargo clippy --locked --all-targets -- -D warnings
 	cargo test --locked --profile test-module
 
-# Each runtime's module, kept as target/test-module/mcp-RUNTIME.so; cargo
-# builds one at a time. ./mcp.so is left the last one built (5.4).
-test-modules:
-	@for r in $(RUNTIMES); do \
-	  $(MAKE) --no-print-directory test-module LUA=$$r || exit 1; \
-	  cp target/test-module/libmcp.so target/test-module/mcp-$$r.so; \
-	done
-
-# The busted passes, two lanes side by side (see scripts/test-lua.sh).
+# The types check, each runtime's module and the busted passes, in two
+# lanes side by side (see scripts/test-lua.sh).
 LANES ?= "5.4 luajit" "5.1 5.3"
-test-lua: test-modules
+test-lua:
 	sh scripts/test-lua.sh $(LANES)
 
 lua-bin:
@@ -73,7 +66,6 @@ lua-bin:
 test:
 	bash scripts/deps.sh test
 	$(MAKE) --no-print-directory test-rust
-	$(MAKE) --no-print-directory test-types
 	$(MAKE) --no-print-directory test-lua
 
 check:

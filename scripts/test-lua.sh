@@ -1,37 +1,90 @@
 #!/bin/sh
-# The busted passes of `make test`, in two lanes side by side (two cores):
-# each lane runs its runtimes one after the other, each in a copy of the
-# checkout of its own (scripts/suite.sh), with the module `make
-# test-modules` kept for it. A pass's output goes to target/suite/RUNTIME.log
-# and is shown whole if it failed, its summary if not. The #peer specs
-# (real servers, the official conformance suites) run under 5.4 only: what
-# differs between runtimes is values and strings, which the differential
-# and fuzz specs cover under every one.
+# The Lua side of `make test`, on two cores: the types check, each
+# runtime's module, and the busted passes, in lanes side by side.
+#
 #   scripts/test-lua.sh "5.4 luajit" "5.1 5.3"
+#
+# Each argument is a lane: runtimes whose passes run one after the other.
+# The first lane's first runtime is built first and its pass starts at
+# once; the other modules are built meanwhile (cargo builds one at a time),
+# and the types checker (built from crates.io the first time) beside them.
+# Builds run under `nice`, so that the specs' own processes, some of which
+# bound a stall, keep their CPU.
+#
+# A pass runs in a copy of the checkout of its own (scripts/suite.sh) with
+# its runtime's module, target/test-module/mcp-RUNTIME.so. Its output goes
+# to target/suite/RUNTIME.log, shown whole if it failed, its summary if
+# not. The #peer specs (real servers, the official conformance suites) run
+# under 5.4 only: what differs between runtimes is values, strings and the
+# Lua API, which the differential, fuzz and surface specs cover under
+# every one. ./mcp.so is left the 5.4 build.
 set -u
 cd "$(dirname "$0")/.."
-mkdir -p target/suite
-rm -f target/suite/*.failed
+out=target/suite
+mkdir -p "$out" target/test-module
+rm -f "$out"/*.failed "$out"/*.log target/test-module/mcp-*.so
 
-lane() {
-  for runtime in $1; do
-    skip=--exclude-tags=peer
-    [ "$runtime" = 5.4 ] && skip=
-    log=target/suite/$runtime.log
-    if sh scripts/suite.sh "$runtime" "target/test-module/mcp-$runtime.so" -o utfTerminal $skip > "$log" 2>&1; then
-      echo "== busted on $runtime: $(grep -E 'successes' "$log" | tail -1)"
-    else
-      touch "target/suite/$runtime.failed"
-      echo "== busted on $runtime FAILED:"
-      cat "$log"
-    fi
+# The module for runtime $1, kept as target/test-module/mcp-$1.so (put in
+# place by rename: a lane may be waiting for it).
+build() {
+  if nice make --no-print-directory test-module LUA="$1" >> "$out/build.log" 2>&1 &&
+     cp target/test-module/libmcp.so "target/test-module/mcp-$1.so.part"; then
+    mv "target/test-module/mcp-$1.so.part" "target/test-module/mcp-$1.so"
+  else
+    echo "== the module for $1 did not build:"
+    cat "$out/build.log"
+    touch "$out/$1.failed" "$out/build.failed"
+    return 1
+  fi
+}
+
+# Waits for runtime $1's module (or for the builds to have failed).
+module_for() {
+  while [ ! -f "target/test-module/mcp-$1.so" ]; do
+    [ -f "$out/build.failed" ] && return 1
+    sleep 1
   done
 }
 
-pids=
+pass() {
+  module_for "$1" || return
+  skip=--exclude-tags=peer
+  [ "$1" = 5.4 ] && skip=
+  if sh scripts/suite.sh "$1" "target/test-module/mcp-$1.so" -o utfTerminal $skip > "$out/$1.log" 2>&1; then
+    echo "== busted on $1: $(grep -E 'successes' "$out/$1.log" | tail -1)"
+  else
+    touch "$out/$1.failed"
+    echo "== busted on $1 FAILED:"
+    cat "$out/$1.log"
+  fi
+}
+
+lane() {
+  for runtime in $1; do pass "$runtime"; done
+}
+
+(nice make --no-print-directory test-types > "$out/types.log" 2>&1 || touch "$out/types.failed") &
+jobs=$!
+
+first=$(echo "$1" | cut -d' ' -f1)
+build "$first" || exit 1
+lane "$1" &
+jobs="$jobs $!"
+for runtimes in "$@"; do
+  for runtime in $runtimes; do
+    [ "$runtime" = "$first" ] || build "$runtime"
+  done
+done
+shift
 for runtimes in "$@"; do
   lane "$runtimes" &
-  pids="$pids $!"
+  jobs="$jobs $!"
 done
-for pid in $pids; do wait "$pid"; done
-if ls target/suite/*.failed >/dev/null 2>&1; then exit 1; fi
+for job in $jobs; do wait "$job"; done
+
+echo "== types:"
+cat "$out/types.log"
+if [ -f target/test-module/mcp-5.4.so ]; then
+  sh scripts/install-module.sh target/test-module/mcp-5.4.so mcp.so
+fi
+if ls "$out"/*.failed >/dev/null 2>&1; then exit 1; fi
