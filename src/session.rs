@@ -29,6 +29,8 @@ pub struct Session {
     transport: Box<dyn Transport>,
     /// The transport failed for good; the client starts a new session.
     pub broken: bool,
+    /// It broke because the server forgot it (HTTP 404).
+    pub forgotten: bool,
     /// Requests started and not yet taken, by id.
     in_flight: IdMap<InFlight>,
     /// Messages skipped as too deep, with no id that could be read: a
@@ -118,7 +120,15 @@ fn is_initialize(message: &Json) -> bool {
 
 impl Session {
     pub fn new(transport: Box<dyn Transport>) -> Self {
-        Session { transport, broken: false, in_flight: IdMap::default(), unreadable: 0, started: 0, held: None }
+        Session {
+            transport,
+            broken: false,
+            forgotten: false,
+            in_flight: IdMap::default(),
+            unreadable: 0,
+            started: 0,
+            held: None,
+        }
     }
 
     pub fn notify(&mut self, message: &Json) -> Result<()> {
@@ -288,7 +298,8 @@ impl Session {
             Received::Failed(Some(key), e) => {
                 // The server forgot the session: every later request would
                 // meet the same 404, so the client starts a new one.
-                self.broken |= matches!(e, Error::SessionExpired);
+                self.forgotten |= matches!(e, Error::SessionExpired);
+                self.broken |= self.forgotten;
                 settle(&mut self.in_flight, &key, Arrival::Failed(e));
             }
             // With no id (a stdio line past the size limit), it is the one

@@ -120,6 +120,11 @@ impl RequestOptions {
     fn limits(&self) -> Limits {
         Limits { timeout: self.timeout, max_total: self.max_total, progress: self.on_progress.is_some() }
     }
+
+    /// Whether the request has limits of its own beyond the client's timeout.
+    fn limited(&self) -> bool {
+        self.timeout.is_some() || self.max_total.is_some() || self.on_progress.is_some()
+    }
 }
 
 /// Seconds from 0.001 to 1e7, as `mcp.new`'s timeout.
@@ -235,6 +240,9 @@ pub(super) fn run_blocking(
     request: Request,
     opts: &RequestOptions,
 ) -> Outcome<Json> {
+    // With limits of its own, the transport must not cut it off at the
+    // client's timeout: over HTTP its POST goes out as an async one does.
+    let request = if opts.limited() { request.detached() } else { request };
     let mut op = core.start(host, request.limits(opts.limits()))?;
     let token = op.progress_token().cloned();
     if let (Some(on_progress), Some(token)) = (&opts.on_progress, &token) {

@@ -99,6 +99,9 @@ pub struct Client {
     /// older ones is sent again without a login of its own, so that ten
     /// requests refused at once cost one login, not ten.
     credentials: u64,
+    /// The last session `close` ended: requests that went to it are not
+    /// sent again.
+    closed_session: u64,
     tools: ToolList,
 }
 
@@ -149,6 +152,7 @@ impl Client {
             finished: HashMap::new(),
             initialized: None,
             credentials: 0,
+            closed_session: 0,
             tools: ToolList::default(),
         }
     }
@@ -191,7 +195,7 @@ impl Client {
         let mut peer = Watching { host, tools_stale: &mut self.tools.stale };
         let pumped = session.pump_until(until, &mut peer);
         if session.broken {
-            self.retire(|what| Error::NoResponse { what: what.to_string() });
+            self.retire_broken();
         }
         match pumped {
             // The dead transport's error went to every request in flight.
@@ -215,8 +219,13 @@ impl Client {
     /// session.
     pub fn close(&mut self) {
         self.retire(|what| Error::Closed { what: what.to_string() });
-        // A refresh cut short ends as closed, for the calls waiting on it.
-        if self.tools.refreshing.take().is_some() {
+        self.closed_session = self.session_number;
+        // A refresh cut short ends as closed, for the calls waiting on it;
+        // what the client kept for its request goes with it.
+        if let Some(refresh) = self.tools.refreshing.take() {
+            if let Some(ticket) = refresh.ticket() {
+                self.forget(ticket);
+            }
             self.tools.last_refresh = Some(Err(Error::Closed { what: "tools/list".into() }));
             self.tools.refreshes += 1;
         }
@@ -281,10 +290,22 @@ impl Client {
         }
     }
 
+    /// Ends a session that broke. Its requests still running get no reply:
+    /// if the server forgot the session (404), each may be sent once more
+    /// on a new one, as a blocking request whose own POST met the 404.
+    fn retire_broken(&mut self) {
+        let forgotten = self.session.as_ref().is_some_and(|s| s.forgotten);
+        if forgotten {
+            self.retire(|_| Error::SessionExpired);
+        } else {
+            self.retire(|what| Error::NoResponse { what: what.to_string() });
+        }
+    }
+
     /// A live session, started if there is none or the last one broke.
     fn ready<H: Host>(&mut self, host: &mut H) -> Result<(), H::Error> {
         if self.session.as_ref().is_some_and(|s| s.broken) {
-            self.retire(|what| Error::NoResponse { what: what.to_string() });
+            self.retire_broken();
         }
         if self.session.is_none() {
             let mut authorizations = 0;

@@ -152,6 +152,9 @@ pub struct Operation {
     after_refresh: Option<u64>,
     /// Sent again once on a new session already.
     restarted: bool,
+    /// The caller cancelled it after its reply had come: what came is
+    /// its outcome, with no further try or page.
+    stopped: bool,
     authorizations: usize,
     /// The client's credentials count when the last try went out.
     credentials: u64,
@@ -165,7 +168,6 @@ pub struct Operation {
 
 impl Operation {
     fn new(request: Request) -> Operation {
-        let first_params = request.is_list().then(|| request.message.get("params").cloned()).flatten();
         Operation {
             request,
             ticket: None,
@@ -174,9 +176,10 @@ impl Operation {
             progress_token: None,
             after_refresh: None,
             restarted: false,
+            stopped: false,
             authorizations: 0,
             credentials: 0,
-            first_params,
+            first_params: None,
             pages: Vec::new(),
             cursor: None,
             outcome: None,
@@ -214,7 +217,13 @@ impl Operation {
     /// The message for the page after `cursor`, or the first page again.
     fn ask_for_page(&mut self, cursor: Option<Json>) {
         let params = match &cursor {
-            Some(cursor) => Json::object([("cursor", cursor.clone())]),
+            Some(cursor) => {
+                let mut params = vec![(b"cursor".to_vec(), cursor.clone())];
+                if let Some(meta) = self.first_params.as_ref().and_then(|p| p.get("_meta")) {
+                    params.push((b"_meta".to_vec(), meta.clone()));
+                }
+                Json::Object(params)
+            }
             None => self.first_params.clone().unwrap_or(Json::Object(vec![])),
         };
         let method = String::from_utf8_lossy(self.request.method()).into_owned();
@@ -235,7 +244,7 @@ impl Client {
     /// fails at once settles the operation (see [`Client::poll`]).
     pub fn start<H: Host>(&mut self, host: &mut H, request: Request) -> Result<Operation, H::Error> {
         self.ready(host)?;
-        self.route_queued(host)?;
+        self.route_queued(host, &request.what)?;
         let mut op = Operation::new(request);
         if op.request.shape != Shape::Reply {
             self.check_capability(op.request.method())?;
@@ -247,6 +256,11 @@ impl Client {
                 op.progress_token = Some(id.clone());
             }
             op.first_id = Some(id);
+        }
+        // Taken once the progress token is in: a later page (or page one
+        // sent again) asks for progress as the first did.
+        if op.request.is_list() {
+            op.first_params = op.request.message.get("params").cloned();
         }
         if matches!(op.request.shape, Shape::ToolCall(_)) && self.tools.stale && self.tools.listed {
             self.begin_refresh(host)?;
@@ -312,16 +326,25 @@ impl Client {
             match self.pump_session(host, slice_end) {
                 Ok(_) => {}
                 Err(Error::Interrupted { .. }) => {
-                    self.cancel(op, "interrupted by the user");
+                    self.give_up(op, "interrupted by the user");
                     op.outcome = Some(Err(Error::Interrupted { what: op.what().to_string() }));
                     return Ok(true);
                 }
                 Err(e) => {
-                    self.cancel(op, "interrupted by the user");
+                    self.give_up(op, "the client stopped waiting for it");
                     op.outcome = Some(Err(e));
                     return Ok(true);
                 }
             }
+        }
+    }
+
+    /// Stops waiting for `op`: the server is told if the request is still
+    /// running, and whatever the client kept for it goes.
+    fn give_up(&mut self, op: &mut Operation, reason: &str) {
+        self.cancel(op, reason);
+        if let Some(ticket) = op.ticket.take() {
+            self.forget(&ticket);
         }
     }
 
@@ -359,6 +382,7 @@ impl Client {
             Some(ticket) => {
                 if !self.cancel_ticket(&ticket, reason, cancelled.clone()) {
                     op.ticket = Some(ticket);
+                    op.stopped = true;
                     return false;
                 }
                 let _ = self.take_reply(&ticket);
@@ -384,10 +408,17 @@ impl Client {
     /// behind it, typically) is routed before the next request goes out,
     /// so that the request sees it. Bounded: a server flooding
     /// notifications must not keep the request from going out.
-    fn route_queued<H: Host>(&mut self, host: &mut H) -> Result<(), H::Error> {
+    /// A Ctrl-C meanwhile names the request that was about to go out.
+    fn route_queued<H: Host>(&mut self, host: &mut H, what: &str) -> Result<(), H::Error> {
         for _ in 0..ROUTE_BEFORE_REQUEST {
-            if !(self.queued() && self.pump(host, Instant::now())?) {
+            if !self.queued() {
                 break;
+            }
+            match self.pump_session(host, Instant::now()) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(Error::Interrupted { .. }) => return Err(Error::Interrupted { what: what.to_string() }.into()),
+                Err(e) => return Err(e.into()),
             }
         }
         Ok(())
@@ -474,7 +505,7 @@ impl Client {
                     result.selected(NEXT_CURSOR).get("nextCursor").filter(|c| matches!(c, Json::Str(_))).cloned();
                 op.pages.push(result);
                 // A repeated cursor or too many pages end the listing.
-                if next.is_some() && next != op.cursor && op.pages.len() < MAX_PAGES {
+                if next.is_some() && next != op.cursor && op.pages.len() < MAX_PAGES && !op.stopped {
                     op.ask_for_page(next);
                     return self.send(host, op);
                 }
@@ -493,6 +524,12 @@ impl Client {
     /// starting over), and a refusal is answered with new credentials, up
     /// to [`MAX_AUTHORIZATIONS`] times.
     fn worth_again<H: Host>(&mut self, host: &mut H, op: &mut Operation, failure: &Error) -> Result<bool, H::Error> {
+        // Cancelled by the caller, or its session closed: nothing is
+        // started again for it (a closed client must not log in or start
+        // a server for a request it gave up).
+        if op.stopped || op.session <= self.closed_session {
+            return Ok(false);
+        }
         match failure {
             Error::SessionExpired if !op.restarted => {
                 op.restarted = true;

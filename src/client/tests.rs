@@ -116,6 +116,9 @@ impl Host for TestHost {
     }
     fn open(&mut self) -> Result<Box<dyn Transport>, Error> {
         self.opened += 1;
+        // A new server has written nothing yet: what the old one wrote
+        // went with its transport.
+        self.replies.borrow_mut().clear();
         Ok(Box::new(Scripted {
             script: self.script.clone(),
             sent: self.sent.clone(),
@@ -580,4 +583,57 @@ fn close_settles_requests_in_flight_with_the_close_error_and_cancels_them_in_ord
     let sent = h.sent.borrow();
     let cancelled: Vec<&str> = sent.iter().filter_map(|m| m.split(r#""requestId":"#).nth(1)).collect();
     assert_eq!(cancelled, ["2}}", "3}}", "4}}"]);
+}
+
+#[test]
+fn every_request_in_flight_when_the_session_was_forgotten_gets_its_one_more_try() {
+    // The first two calls are held; then the server answers both with 404
+    // (their POSTs came back while both were in flight).
+    let mut calls = 0;
+    let mut h = host(move |msg| {
+        if msg.get("method") == Some(&Json::str("tools/call")) {
+            calls += 1;
+            if calls <= 2 {
+                return vec![];
+            }
+        }
+        plain(msg)
+    });
+    let mut c = client();
+    let mut ops: Vec<Operation> = (0..2).map(|i| start(&mut c, &mut h, &format!("call {i}"), None)).collect();
+    for id in [2, 3] {
+        let key = id_key(&Json::Int(id));
+        h.replies.borrow_mut().push_back(Received::Failed(key, Error::SessionExpired));
+    }
+    for op in &mut ops {
+        let outcome = settle(&mut c, &mut h, op).unwrap().unwrap();
+        assert_eq!(outcome.get("method"), Some(&Json::str("tools/call")));
+    }
+    assert_eq!(h.opened, 2);
+}
+
+#[test]
+fn a_request_cancelled_after_its_refusal_came_is_not_sent_again() {
+    let mut h = host(forgets_at_first_call());
+    let mut c = client();
+    let mut op = start(&mut c, &mut h, "tools/call x", None);
+    c.pump(&mut h, Instant::now()).unwrap();
+    // The 404 has come: too late to cancel, and nothing goes out again.
+    assert!(!c.cancel(&mut op, "no longer needed"));
+    assert_eq!(text_of(settle(&mut c, &mut h, &mut op)), "MCP: the server ended the session (HTTP 404)");
+    assert_eq!(h.opened, 1);
+    assert_eq!(h.sent.borrow().iter().filter(|s| s.contains("tools/call")).count(), 1);
+}
+
+#[test]
+fn a_listing_that_asks_for_progress_asks_on_every_page() {
+    let mut h = host(forgets_while_paging());
+    let listing = tool_listing().limits(Limits { progress: true, ..Limits::default() });
+    assert_eq!(page_count(client().run(&mut h, listing).unwrap()), 2);
+    let sent = h.sent.borrow();
+    let lists: Vec<&String> = sent.iter().filter(|s| s.contains("tools/list")).collect();
+    assert_eq!(lists.len(), 4);
+    for list in lists {
+        assert!(list.contains(r#""_meta":{"progressToken":2}"#), "{list}");
+    }
 }
