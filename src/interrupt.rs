@@ -9,7 +9,7 @@
 //! knows nothing of Lua: it only sees a yes or no.
 
 use std::cell::{Cell, RefCell};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long a wait goes without asking. Ctrl-C is noticed within this; a
 /// reply that arrives meanwhile still wakes the wait at once.
@@ -62,4 +62,9 @@ pub fn shielded<T>(body: impl FnOnce() -> T) -> T {
 /// that are not running a Lua call (readers, stream threads).
 pub fn requested() -> bool {
     REQUESTED.with(Cell::get) || CHECK.with(|c| c.borrow().as_ref().is_some_and(|check| check()))
+}
+
+/// A deadline for a timeout too long to add to now: never, in practice.
+pub fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
-use crate::interrupt;
+use crate::interrupt::{self, far_future};
 use crate::protocol::{self, classify, id_key, IdKey, IdMap, Kind};
 use crate::transport::{Received, Transport};
 
@@ -513,11 +513,6 @@ enum Stop {
     Failed(Error),
     /// The host asked for its thread back.
     Interrupted,
-}
-
-/// A deadline for a timeout too long to add to now: never, in practice.
-pub(crate) fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
 }
 
 /// Seconds as a user wrote them: "60", "0.5".

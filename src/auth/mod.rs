@@ -776,7 +776,7 @@ impl Authorizer {
             (Some(came_back), _) => came_back,
             (None, Some(listener)) => {
                 let deadline = Instant::now().checked_add(self.settings.login_timeout);
-                listener.wait(deadline.unwrap_or_else(crate::session::far_future), &state)?
+                listener.wait(deadline.unwrap_or_else(crate::interrupt::far_future), &state)?
             }
             (None, None) => {
                 return Err(self.fail(format!(

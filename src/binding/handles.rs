@@ -104,7 +104,7 @@ fn wait_bound(value: &Value, what: &str) -> Outcome<Option<Duration>> {
 }
 
 fn deadline_after(bound: Option<Duration>) -> Instant {
-    bound.and_then(|b| Instant::now().checked_add(b)).unwrap_or_else(crate::session::far_future)
+    bound.and_then(|b| Instant::now().checked_add(b)).unwrap_or_else(crate::interrupt::far_future)
 }
 
 /// A request's own options: `timeout` (seconds, as `mcp.new`'s) and

@@ -27,8 +27,9 @@ use std::time::{Duration, Instant};
 use super::{Client, Host, Listing, Ticket, MAX_AUTHORIZATIONS, MAX_PAGES, NEXT_CURSOR};
 use crate::codec::Json;
 use crate::error::Error;
+use crate::interrupt::far_future;
 use crate::protocol::{self, id_key, result_of};
-use crate::session::{far_future, Limit};
+use crate::session::Limit;
 
 /// What a request may be given beyond its method and params.
 #[derive(Clone, Copy, Debug, Default)]
