@@ -67,7 +67,10 @@ lane() {
 jobs=$!
 
 first=$(echo "$1" | cut -d' ' -f1)
-build "$first" || exit 1
+if ! build "$first"; then
+  kill $jobs 2>/dev/null
+  exit 1
+fi
 lane "$1" &
 jobs="$jobs $!"
 for runtimes in "$@"; do

@@ -277,6 +277,14 @@ describe('HTTP faults', function()
     client:close()
   end)
 
+  it('a call with a timeout of its own longer than the client\'s waits that long for its reply #slow', function()
+    local client = mcp.new({ url = base .. '/slow', timeout = 1.5 })
+    local text, is_error = client:call('slow', {}, { timeout = 10 })
+    assert.is_false(is_error)
+    assert.is_string(text)
+    client:close()
+  end)
+
   it('a slow server meets the timeout, and the client goes on #slow', function()
     -- 1.5 s: the same limit covers the handshake, which a loaded machine
     -- can stretch past a few tenths of a second.

@@ -288,7 +288,7 @@ impl Client {
                 op.after_refresh = None;
                 match &self.tools.last_refresh {
                     Some(Err(Error::Closed { .. })) => op.fail(Error::Closed { what: op.what().to_string() }),
-                    Some(Err(e)) => op.outcome = Some(Err(e.clone())),
+                    Some(Err(e)) => op.fail(e.clone()),
                     _ => self.send(host, op)?,
                 }
                 continue;
