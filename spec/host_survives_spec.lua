@@ -216,7 +216,10 @@ describe('close lets go of everything', function()
     local fds0, fds, threads0, threads, children0, children =
       out:match('descriptors (%d+) %-> (%d+), threads (%d+) %-> (%d+), children (%d+) %-> (%d+)')
     assert.is_truthy(fds0, out)
-    assert.equal(tonumber(fds0), tonumber(fds), out)
+    -- At most as many as at the start: one open at the start can be gone
+    -- by the end (seen once under Lua 5.1, 8 -> 7, cause not found); 200
+    -- clients that each kept their three showed as 6 -> 606.
+    assert.is_true(tonumber(fds) <= tonumber(fds0), out)
     assert.is_true(tonumber(threads) <= tonumber(threads0), out)
     assert.equal(tonumber(children0), tonumber(children), out)
   end)
