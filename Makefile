@@ -10,8 +10,11 @@
 # make build  build the module for lua5.4: target/release/libmcp.so, copied to ./mcp.so
 #             (LUA=5.1|5.2|5.3|luajit builds for that runtime instead)
 # make bench  benchmarks against the pure module and the TypeScript SDK (not part of test)
+# make cross  build the module for macOS (arm64, x86_64) and FreeBSD and check
+#             each is a loadable Lua module there (part of test; installs
+#             its toolchain under target/tools the first time)
 
-.PHONY: build test-module demo check test test-rust test-lua test-types lua-bin bench clean
+.PHONY: build test-module demo check test test-rust test-lua test-types lua-bin bench cross clean
 
 LUA ?= 5.4
 # The runtimes the suite runs on, 5.4 last: the module left at ./mcp.so is
@@ -29,7 +32,10 @@ FEATURE_5.4 = lua54
 FEATURE_luajit = luajit
 # Every runtime builds in the one target directory: the dependencies are
 # shared, and only mlua, mlua-sys and this crate differ between runtimes.
-MODULE_FEATURES = --no-default-features --features $(FEATURE_$(LUA)),module
+# PORTABLE=1 builds with the `portable` feature (see Cargo.toml): the
+# implementations macOS and the BSDs run, wherever Linux can run them.
+MODULE_FEATURES = --no-default-features --features $(FEATURE_$(LUA)),module$(if $(PORTABLE),$(comma)portable)
+comma = ,
 
 build:
 	@test -n "$(FEATURE_$(LUA))" || { echo "LUA must be one of 5.1 5.2 5.3 5.4 luajit" >&2; exit 2; }
@@ -49,14 +55,18 @@ demo:
 
 # The cargo tests link the system Lua (no `module` feature), built in the
 # modules' profile so that they share its dependencies.
+# The transport's own tests run once more with the `portable` feature.
 test-rust:
 	cargo fmt --check
 	cargo clippy --locked --all-targets -- -D warnings
+	cargo clippy --locked --all-targets --features portable -- -D warnings
 	cargo test --locked --profile test-module
+	cargo test --locked --profile test-module --features portable --lib -- transport::
 
 # The types check, each runtime's module and the busted passes, in two
-# lanes side by side (see scripts/test-lua.sh).
-LANES ?= "5.4 luajit" "5.1 5.3"
+# lanes side by side (see scripts/test-lua.sh). 5.4+portable runs the
+# stdio, async and host-survival specs with the PORTABLE=1 module.
+LANES ?= "5.4 luajit" "5.1 5.3 5.4+portable"
 test-lua:
 	sh scripts/test-lua.sh $(LANES)
 
@@ -66,7 +76,11 @@ lua-bin:
 test:
 	bash scripts/deps.sh test
 	$(MAKE) --no-print-directory test-rust
+	$(MAKE) --no-print-directory cross
 	$(MAKE) --no-print-directory test-lua
+
+cross:
+	bash scripts/cross.sh
 
 check:
 	$(MAKE) --no-print-directory test-rust

@@ -11,8 +11,9 @@ if [ "${1:-test}" != demo ]; then
   # openssl makes the certificates of the HTTPS spec.
   # lua5.1, lua5.3 and luajit: the suite runs on each (busted and luv
   # from Debian serve them all); lua-luv: the event-loop specs; neovim:
-  # its smoke spec; luarocks: the install spec.
-  want+=(liblua5.4-dev lua-busted lua-luv lua5.1 lua5.3 luajit neovim luarocks pkg-config openssl)
+  # its smoke spec; luarocks: the install spec; file and llvm (llvm-nm):
+  # `make cross` checks the macOS and FreeBSD modules with them.
+  want+=(liblua5.4-dev lua-busted lua-luv lua5.1 lua5.3 luajit neovim luarocks pkg-config openssl file llvm)
 fi
 if [ "${1:-test}" = bench ]; then
   # gcc builds the minimal echo server and the pipe floor; curl is what the

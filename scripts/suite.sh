@@ -4,14 +4,16 @@
 # two runtimes' passes can then run side by side, one per core, each
 # loading its own build. The copy shares the npm and Python peers and
 # cargo's target directory with the checkout.
-#   scripts/suite.sh RUNTIME MODULE [busted options...]
+#   scripts/suite.sh RUNTIME MODULE [busted options and spec files...]
+# RUNTIME may carry a suffix naming a variant of its module
+# ("5.4+portable"): the copy is then its own.
 set -eu
 cd "$(dirname "$0")/.."
 root=$PWD
 runtime=$1 module=$2
 shift 2
-case "$runtime" in
-  5.1|5.2|5.3|5.4) bin=lua$runtime ;;
+case "${runtime%+*}" in
+  5.1|5.2|5.3|5.4) bin=lua${runtime%+*} ;;
   luajit) bin=luajit ;;
   *) echo "no Lua runtime $runtime" >&2; exit 2 ;;
 esac

@@ -24,6 +24,7 @@ use url::Url;
 use crate::auth::plain_http::is_loopback;
 use crate::error::{Error, Result};
 use crate::interrupt;
+use crate::transport::fds::refuse_sigpipe;
 
 /// A browser's request is small; anything longer is not one.
 const MAX_REQUEST: usize = 16 << 10;
@@ -136,6 +137,10 @@ impl Listener {
                     if stream.set_nonblocking(true).is_err() {
                         continue;
                     }
+                    // std's writes to a socket it connected never raise
+                    // SIGPIPE; on macOS one it accepted may (a browser
+                    // that hung up before our reply).
+                    refuse_sigpipe(stream.as_raw_fd());
                     if incoming.len() >= MAX_CONNECTIONS {
                         // The oldest that has sent nothing goes first: a
                         // browser's request is on its way in already.

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::protocol::IdKey;
 
 pub mod doorbell;
+pub mod fds;
 pub mod http;
 pub mod inbox;
 pub mod record;

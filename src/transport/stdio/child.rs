@@ -2,13 +2,13 @@
 //! watched for its exit without being reaped, stopped by the spec's
 //! sequence, and stopped at the host's exit if nobody closed it.
 
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio as Pipe};
 use std::sync::{Mutex, Once};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use super::exit_watch::ExitWatch;
 use super::{Launch, Options};
 
 /// The spec's shutdown: close stdin, wait, SIGTERM, wait, SIGKILL.
@@ -43,30 +43,6 @@ pub(super) fn spawn_in_group(options: &Options) -> std::io::Result<Child> {
     Ok(child)
 }
 
-/// The child process, watched for its exit without reaping it.
-pub(super) struct ExitWatch {
-    pid: libc::pid_t,
-    /// A pidfd (Linux 5.3+) becomes readable when the process exits; with
-    /// none, the reader polls `waitid` every [`EXIT_POLL_MS`].
-    pub(super) pidfd: Option<OwnedFd>,
-}
-
-pub(super) const EXIT_POLL_MS: libc::c_int = 100;
-
-impl ExitWatch {
-    pub(super) fn new(pid: libc::pid_t) -> ExitWatch {
-        // SAFETY: pidfd_open takes a pid and flags and returns a new
-        // descriptor or -1; we own the descriptor it returns.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        let pidfd = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
-        ExitWatch { pid, pidfd }
-    }
-
-    pub(super) fn exited(&self) -> bool {
-        exit_status_without_reaping(self.pid).is_some()
-    }
-}
-
 static REAPERS: Mutex<Vec<JoinHandle<()>>> = Mutex::new(Vec::new());
 
 /// Runs a shutdown on a thread of its own, for [`join_reapers`] to wait for.
@@ -96,13 +72,44 @@ pub(super) fn current_pid() -> libc::pid_t {
 }
 
 fn remember_group(pgid: libc::pid_t) {
-    EXIT_HOOK.call_once(|| {
-        // SAFETY: registers a plain extern "C" function. Linked through
-        // libc_nonshared's atexit, it is tied to this module: if the module
-        // is unloaded first, it runs then instead (with nothing left to do).
-        unsafe { libc::atexit(stop_groups_at_exit) };
-    });
+    EXIT_HOOK.call_once(register_exit_hook);
     LIVE_GROUPS.lock().unwrap_or_else(|p| p.into_inner()).push((pgid, current_pid()));
+}
+
+/// The hook must be tied to this module: Lua unloads C modules when its
+/// state closes (before the process exits), and a hook left pointing into
+/// unloaded code would crash the exit. Tied to the module, it runs at the
+/// unload instead, with nothing left to do. glibc's atexit ties it that
+/// way (it passes the caller's `__dso_handle`), FreeBSD's does not, so
+/// outside macOS the hook is registered with `__cxa_atexit` and our own
+/// handle, as glibc's atexit does. macOS's atexit finds the module of the
+/// function it is given and ties the hook to it.
+#[cfg(not(any(target_os = "macos", target_os = "ios")))]
+fn register_exit_hook() {
+    extern "C" {
+        /// Defined by the C runtime's start files in every shared object.
+        static __dso_handle: u8;
+        fn __cxa_atexit(
+            hook: extern "C" fn(*mut libc::c_void),
+            argument: *mut libc::c_void,
+            module: *const u8,
+        ) -> libc::c_int;
+    }
+    extern "C" fn hook(_: *mut libc::c_void) {
+        stop_groups_at_exit();
+    }
+    // SAFETY: registers a plain extern "C" function with no argument,
+    // under this module's own handle.
+    unsafe { __cxa_atexit(hook, std::ptr::null_mut(), &raw const __dso_handle) };
+}
+
+#[cfg(any(target_os = "macos", target_os = "ios"))]
+fn register_exit_hook() {
+    extern "C" fn hook() {
+        stop_groups_at_exit();
+    }
+    // SAFETY: registers a plain extern "C" function.
+    unsafe { libc::atexit(hook) };
 }
 
 /// Called before the leader is reaped, so the exit hook never signals a
@@ -114,7 +121,7 @@ fn forget_group(pgid: libc::pid_t) {
 /// The host is exiting without having closed its clients (`os.exit()`
 /// without closing the state). Nothing will reap these children; ask them
 /// to stop, give them a second, then make sure.
-extern "C" fn stop_groups_at_exit() {
+fn stop_groups_at_exit() {
     // Held to the end: a reaper thread still running cannot reap a leader
     // (and free its group id) meanwhile, since it forgets the group first.
     let live = LIVE_GROUPS.lock().unwrap_or_else(|p| p.into_inner());
@@ -138,7 +145,7 @@ extern "C" fn stop_groups_at_exit() {
 /// The spec's shutdown: stdin is closed already; wait, SIGTERM, wait,
 /// SIGKILL, each wait bounded by [`GRACE`]. Then the rest of the group is
 /// killed and the leader reaped.
-pub(super) fn stop_group(child: &mut Child) {
+pub(super) fn stop_group(child: &mut Child, exit: &ExitWatch) {
     let pgid = child.id() as libc::pid_t;
     if wait_for_exit(pgid, GRACE).is_none() {
         signal_group(pgid, libc::SIGTERM);
@@ -151,7 +158,8 @@ pub(super) fn stop_group(child: &mut Child) {
     // that outlived its wrapper) is ours to end.
     signal_group(pgid, libc::SIGKILL);
     forget_group(pgid);
-    // After SIGKILL the leader is gone at once, so this wait is short.
+    // After SIGKILL the leader is gone at once, so these waits are short.
+    exit.finish();
     let _ = child.wait();
 }
 
@@ -165,7 +173,7 @@ fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
 
 /// How the child ended.
 #[derive(Clone, Copy)]
-enum ChildEnd {
+pub(super) enum ChildEnd {
     Exited(i32),
     Killed(i32),
 }
@@ -183,7 +191,7 @@ pub(super) fn exit_code(pid: Option<libc::pid_t>, within: Duration) -> String {
 /// The child's end if it has ended, read without reaping it (WNOWAIT), so
 /// its pid and group stay reserved until we have signalled the rest of the
 /// group. A child already reaped reads as ended.
-fn exit_status_without_reaping(pid: libc::pid_t) -> Option<ChildEnd> {
+pub(super) fn exit_status_without_reaping(pid: libc::pid_t) -> Option<ChildEnd> {
     // SAFETY: waitid writes only into the siginfo we pass.
     unsafe {
         let mut info: libc::siginfo_t = std::mem::zeroed();
@@ -194,10 +202,13 @@ fn exit_status_without_reaping(pid: libc::pid_t) -> Option<ChildEnd> {
         if info.si_pid() == 0 {
             return None;
         }
-        Some(match info.si_code {
-            libc::CLD_EXITED => ChildEnd::Exited(info.si_status()),
-            _ => ChildEnd::Killed(info.si_status()),
-        })
+        // A stop or a continue is no end: macOS's waitid reports those
+        // even when asked for exits only.
+        match info.si_code {
+            libc::CLD_EXITED => Some(ChildEnd::Exited(info.si_status())),
+            libc::CLD_KILLED | libc::CLD_DUMPED => Some(ChildEnd::Killed(info.si_status())),
+            _ => None,
+        }
     }
 }
 

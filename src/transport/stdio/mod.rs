@@ -58,9 +58,11 @@ use crate::transport::inbox::{Event, Inbox};
 use crate::transport::{Received, Transport};
 
 mod child;
+mod exit_watch;
 mod pipes;
 
 use child::{current_pid, exit_code, reap_in_background, spawn_in_group, stop_group};
+use exit_watch::ExitWatch;
 use pipes::{next_spin, stderr_excerpt, PipeLog, ReadSide, StdinPipe, Threads, WakePipe};
 
 pub use child::join_reapers;
@@ -105,6 +107,8 @@ pub struct Stdio {
     /// signal the parent's servers nor join threads it does not have.
     owner: libc::pid_t,
     child: Option<Child>,
+    /// Tells the reader when the server exits; ended before it is reaped.
+    exit: Arc<ExitWatch>,
     launch: Launch,
     pipe: Arc<StdinPipe>,
     inbox: Arc<Inbox>,
@@ -136,11 +140,13 @@ impl Stdio {
         else {
             unreachable!("all three pipes were asked for")
         };
-        let started = pipes::start(stdin, stdout, stderr, pid, wake, options);
+        let exit = Arc::new(ExitWatch::new(pid));
+        let started = pipes::start(stdin, stdout, stderr, exit.clone(), wake, options);
 
         Ok(Stdio {
             owner: current_pid(),
             child: Some(child),
+            exit,
             launch: options.launch.clone(),
             pipe: started.stdin,
             inbox: started.inbox,
@@ -204,7 +210,7 @@ impl Stdio {
         }
         self.pipe.close();
         if let Some(mut child) = self.child.take() {
-            stop_group(&mut child);
+            stop_group(&mut child, &self.exit);
         }
         if let Some(threads) = self.threads.take() {
             threads.stop();
@@ -281,9 +287,10 @@ impl Drop for Stdio {
         if child.is_none() && threads.is_none() {
             return;
         }
+        let exit = self.exit.clone();
         reap_in_background(move || {
             if let Some(mut child) = child {
-                stop_group(&mut child);
+                stop_group(&mut child, &exit);
             }
             if let Some(threads) = threads {
                 threads.stop();

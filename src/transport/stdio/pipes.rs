@@ -3,7 +3,7 @@
 //! while it waits), the drain for stderr. See the module's header.
 
 use std::collections::VecDeque;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::process::ChildStdin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 
 use crate::codec::{self, Json};
 use crate::interrupt;
+use crate::transport::fds::{nonblocking_pipe, refuse_sigpipe, set_nonblocking, write_without_sigpipe};
 use crate::transport::inbox::{sort, Event, Inbox, Sorted};
 
-use super::child::{ExitWatch, EXIT_POLL_MS};
+use super::exit_watch::{ExitWatch, EXIT_POLL_MS};
 use super::Options;
 
 const STDERR_TAIL_BYTES: usize = 64 * 1024;
@@ -36,12 +37,13 @@ pub(super) struct Pipes {
     pub(super) threads: Threads,
 }
 
-/// Starts the writer, the reader and the stderr drain of the server `pid`.
+/// Starts the writer, the reader and the stderr drain of the server
+/// `exit` watches.
 pub(super) fn start(
     stdin: ChildStdin,
     stdout: std::process::ChildStdout,
     stderr: std::process::ChildStderr,
-    pid: libc::pid_t,
+    exit: Arc<ExitWatch>,
     wake: Arc<WakePipe>,
     options: &Options,
 ) -> Pipes {
@@ -70,7 +72,7 @@ pub(super) fn start(
     let read_side = Arc::new(ReadSide {
         reader,
         stdout,
-        exit: ExitWatch::new(pid),
+        exit,
         wake: wake.clone(),
         lines: Mutex::new(lines),
         lua_reading: AtomicBool::new(false),
@@ -110,6 +112,7 @@ struct PipeState {
 impl StdinPipe {
     fn new(stdin: ChildStdin) -> Self {
         set_nonblocking(stdin.as_raw_fd());
+        refuse_sigpipe(stdin.as_raw_fd());
         let state = PipeState { stdin: Some(stdin), pending: VecDeque::new(), closing: false, abandoned: false };
         StdinPipe { state: Mutex::new(state), wake: Condvar::new() }
     }
@@ -128,7 +131,7 @@ impl StdinPipe {
         }
         let Some(fd) = st.stdin.as_ref().map(|s| s.as_raw_fd()) else { return };
         let written = if st.pending.is_empty() {
-            match write_now(fd, bytes) {
+            match write_without_sigpipe(fd, bytes) {
                 Ok(n) => n,
                 Err(_) => {
                     st.stdin = None;
@@ -168,15 +171,8 @@ pub(super) struct WakePipe {
 
 impl WakePipe {
     pub(super) fn new() -> std::io::Result<WakePipe> {
-        let mut fds = [0; 2];
-        // SAFETY: pipe2 writes two descriptors into the array we pass; we
-        // own them from here on.
-        unsafe {
-            if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(WakePipe { read: OwnedFd::from_raw_fd(fds[0]), write: OwnedFd::from_raw_fd(fds[1]) })
-        }
+        let (read, write) = nonblocking_pipe()?;
+        Ok(WakePipe { read, write })
     }
 
     fn signal(&self) {
@@ -225,8 +221,8 @@ fn wait_readable(fd: RawFd, exit: Option<&ExitWatch>, wake: &WakePipe, within: O
         let mut timeout = left.map_or(-1, |l| l.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int);
         let mut polls_exit = false;
         if let Some(exit) = exit {
-            match &exit.pidfd {
-                Some(pidfd) => fds[2].fd = pidfd.as_raw_fd(),
+            match exit.fd() {
+                Some(notice) => fds[2].fd = notice,
                 None if !(0..=EXIT_POLL_MS).contains(&timeout) => {
                     timeout = EXIT_POLL_MS;
                     polls_exit = true;
@@ -279,15 +275,6 @@ fn read_now(fd: RawFd, buf: &mut [u8]) -> Chunk {
             std::io::ErrorKind::WouldBlock => return Chunk::Nothing,
             _ => return Chunk::End,
         }
-    }
-}
-
-fn set_nonblocking(fd: RawFd) {
-    // SAFETY: fcntl on a descriptor we own; only our end of the pipe
-    // becomes non-blocking, the server's end is its own.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
     }
 }
 
@@ -363,7 +350,7 @@ fn write_loop(pipe: &StdinPipe) {
         }
         let written = {
             let (front, _) = st.pending.as_slices();
-            write_now(fd, front)
+            write_without_sigpipe(fd, front)
         };
         match written {
             Ok(0) => {
@@ -384,47 +371,6 @@ fn write_loop(pipe: &StdinPipe) {
                 return;
             }
         }
-    }
-}
-
-/// Writes as much of `bytes` as the non-blocking pipe takes now (0 when it
-/// is full), with SIGPIPE blocked in the calling thread for the duration
-/// and a SIGPIPE the write raised taken back before it is unblocked.
-fn write_now(fd: RawFd, bytes: &[u8]) -> std::io::Result<usize> {
-    // SAFETY: signal-mask calls on local sets, for this thread only, and
-    // write(2) from a live slice.
-    unsafe {
-        let mut sigpipe: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut sigpipe);
-        libc::sigaddset(&mut sigpipe, libc::SIGPIPE);
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::pthread_sigmask(libc::SIG_BLOCK, &sigpipe, &mut old);
-        let mut written = 0;
-        let outcome = loop {
-            if written == bytes.len() {
-                break Ok(written);
-            }
-            let rest = &bytes[written..];
-            let n = libc::write(fd, rest.as_ptr().cast(), rest.len());
-            if n >= 0 {
-                written += n as usize;
-                continue;
-            }
-            let err = std::io::Error::last_os_error();
-            match err.kind() {
-                std::io::ErrorKind::Interrupted => continue,
-                std::io::ErrorKind::WouldBlock => break Ok(written),
-                _ => break Err(err),
-            }
-        };
-        if matches!(&outcome, Err(e) if e.raw_os_error() == Some(libc::EPIPE))
-            && libc::sigismember(&old, libc::SIGPIPE) == 0
-        {
-            let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-            libc::sigtimedwait(&sigpipe, std::ptr::null_mut(), &zero);
-        }
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        outcome
     }
 }
 
@@ -530,7 +476,7 @@ fn message_text(line: &[u8]) -> Option<&[u8]> {
 pub(super) struct ReadSide {
     reader: Reader,
     stdout: std::process::ChildStdout,
-    exit: ExitWatch,
+    exit: Arc<ExitWatch>,
     wake: Arc<WakePipe>,
     lines: Mutex<Lines>,
     /// A Lua call is reading; the thread must not.

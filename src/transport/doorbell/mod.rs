@@ -1,0 +1,186 @@
+//! A file descriptor that an event loop can watch: readable whenever
+//! something waits for Lua (a message in the inbox, or an async request's
+//! time running out).
+//!
+//! An editor's loop (Neovim's `vim.loop`, luv) cannot block in our waits,
+//! and it cannot run our threads' callbacks either: Lua may only be entered
+//! from its own thread. So the loop watches one descriptor and, when it is
+//! readable, calls `client:dispatch()` on its own thread. Behind that one
+//! number are two sources: a bell the reader threads ring after they queue
+//! a message, and a timer set to the earliest async deadline. Each system
+//! builds them from what it has (see [`Bell`]):
+//!
+//! - Linux: an epoll set holding an eventfd and a timerfd;
+//! - macOS and the BSDs: a kqueue with a user event and a timer event;
+//! - anywhere else, and on Linux with the `portable` feature (so that this
+//!   logic is tested with a second kind of bell): a pipe, and a thread of
+//!   its own that writes to it when the deadline passes.
+//!
+//! Ringing costs a system call, so the bell stays silent until someone
+//! asks for the descriptor (`arm`), and rings once per batch: a second
+//! message queued before Lua looked finds it already rung.
+
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+#[cfg(all(target_os = "linux", not(feature = "portable")))]
+#[path = "epoll.rs"]
+mod bell;
+#[cfg(any(target_os = "macos", target_os = "ios", target_os = "freebsd", target_os = "dragonfly"))]
+#[path = "kqueue.rs"]
+mod bell;
+#[cfg(not(any(
+    all(target_os = "linux", not(feature = "portable")),
+    target_os = "macos",
+    target_os = "ios",
+    target_os = "freebsd",
+    target_os = "dragonfly"
+)))]
+#[path = "pipe.rs"]
+mod bell;
+
+/// One readable descriptor with the two sources behind it. Each
+/// implementation provides `new`, `fd`, `ring` (make it readable),
+/// `clear` (unread it: both sources) and `set_timer` (readable after this
+/// long, or never).
+use bell::Bell;
+
+#[derive(Debug)]
+pub struct Doorbell {
+    bell: Bell,
+    /// Someone asked for the descriptor: ring from now on.
+    armed: AtomicBool,
+    /// Rung and not yet cleared: no need to write again.
+    rung: AtomicBool,
+}
+
+impl Doorbell {
+    pub fn new() -> std::io::Result<Doorbell> {
+        Ok(Doorbell { bell: Bell::new()?, armed: AtomicBool::new(false), rung: AtomicBool::new(false) })
+    }
+
+    /// The descriptor to watch; from now on the bell rings.
+    pub fn arm(&self) -> RawFd {
+        self.armed.store(true, Ordering::SeqCst);
+        self.bell.fd()
+    }
+
+    pub fn armed(&self) -> bool {
+        self.armed.load(Ordering::Relaxed)
+    }
+
+    /// Something was queued for Lua. Called after the queueing, so that a
+    /// loop woken by it finds what woke it.
+    pub fn ring(&self) {
+        if !self.armed.load(Ordering::Relaxed) || self.rung.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.bell.ring();
+    }
+
+    /// Lua is about to look at everything queued: what arrives from here on
+    /// rings again. Also clears an expired timer.
+    pub fn clear(&self) {
+        if !self.armed.load(Ordering::Relaxed) {
+            return;
+        }
+        self.rung.store(false, Ordering::SeqCst);
+        self.bell.clear();
+    }
+
+    /// Makes the descriptor readable at `deadline` (the earliest time an
+    /// async request runs out), or never for None.
+    pub fn ring_at(&self, deadline: Option<Instant>) {
+        if !self.armed.load(Ordering::Relaxed) {
+            return;
+        }
+        // A deadline already past gets the smallest delay: a zero would
+        // mean "never" to some timers.
+        self.bell.set_timer(deadline.map(|d| d.saturating_duration_since(Instant::now()).max(Duration::from_nanos(1))));
+    }
+
+    /// Waits until one of `bells` is readable, for `within` at most.
+    pub fn wait_any(bells: &[&Doorbell], within: Duration) {
+        let mut fds: Vec<libc::pollfd> =
+            bells.iter().map(|b| libc::pollfd { fd: b.bell.fd(), events: libc::POLLIN, revents: 0 }).collect();
+        let ms = within.as_millis().min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: `fds` is a live array of the length passed.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn readable(bell: &Doorbell) -> bool {
+        let mut fd = libc::pollfd { fd: bell.bell.fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one live pollfd.
+        unsafe { libc::poll(&mut fd, 1, 0) == 1 }
+    }
+
+    #[test]
+    fn rings_only_once_armed_and_clears() {
+        let bell = Doorbell::new().unwrap();
+        bell.ring();
+        assert!(!readable(&bell), "an unarmed bell stays silent");
+        bell.arm();
+        bell.ring();
+        bell.ring();
+        assert!(readable(&bell));
+        bell.clear();
+        assert!(!readable(&bell));
+    }
+
+    #[test]
+    fn a_deadline_makes_it_readable_when_it_passes() {
+        let bell = Doorbell::new().unwrap();
+        bell.arm();
+        bell.ring_at(Some(Instant::now() + Duration::from_millis(30)));
+        assert!(!readable(&bell));
+        Doorbell::wait_any(&[&bell], Duration::from_secs(2));
+        assert!(readable(&bell));
+        bell.clear();
+        bell.ring_at(None);
+        assert!(!readable(&bell));
+    }
+
+    #[test]
+    fn a_deadline_moved_later_or_dropped_does_not_ring_early() {
+        let bell = Doorbell::new().unwrap();
+        bell.arm();
+        bell.ring_at(Some(Instant::now() + Duration::from_millis(20)));
+        bell.ring_at(Some(Instant::now() + Duration::from_secs(30)));
+        Doorbell::wait_any(&[&bell], Duration::from_millis(80));
+        assert!(!readable(&bell), "the earlier deadline was replaced");
+        bell.ring_at(Some(Instant::now() + Duration::from_millis(20)));
+        bell.ring_at(None);
+        Doorbell::wait_any(&[&bell], Duration::from_millis(80));
+        assert!(!readable(&bell), "the deadline was dropped");
+    }
+
+    /// The `portable` feature must really swap the bell, or the suite's
+    /// portable pass tests Linux's twice.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_bell_is_the_one_the_build_chose() {
+        let bell = Doorbell::new().unwrap();
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", bell.arm())).unwrap();
+        let kind = link.to_string_lossy();
+        if cfg!(feature = "portable") {
+            assert!(kind.starts_with("pipe:"), "{kind}");
+        } else {
+            assert_eq!(kind, "anon_inode:[eventpoll]");
+        }
+    }
+
+    #[test]
+    fn a_deadline_already_past_rings_at_once() {
+        let bell = Doorbell::new().unwrap();
+        bell.arm();
+        bell.ring_at(Some(Instant::now() - Duration::from_millis(5)));
+        Doorbell::wait_any(&[&bell], Duration::from_secs(2));
+        assert!(readable(&bell));
+    }
+}

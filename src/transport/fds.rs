@@ -1,0 +1,149 @@
+//! Descriptor chores every Unix does a little differently: pipes made
+//! close-on-exec and non-blocking, and writes to a pipe whose reader may
+//! be gone that must never raise SIGPIPE in the host.
+
+use std::os::fd::{OwnedFd, RawFd};
+
+/// Takes ownership of a descriptor a system call just returned (or of
+/// its error, for -1).
+pub fn owned(fd: RawFd) -> std::io::Result<OwnedFd> {
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor just returned by the kernel, owned by no one else.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+}
+
+/// Only our end becomes non-blocking; a child's end of a pipe is its own.
+pub fn set_nonblocking(fd: RawFd) {
+    // SAFETY: fcntl on a descriptor the caller owns.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
+}
+
+/// A pipe for our own threads, both ends non-blocking. std makes it
+/// close-on-exec: atomically with pipe2 where the system has it (Linux,
+/// the BSDs); on macOS, which has no pipe2, right after creating it, so a
+/// fork in another thread at that instant could carry it into a child.
+pub fn nonblocking_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let (read, write) = std::io::pipe()?;
+    let (read, write) = (OwnedFd::from(read), OwnedFd::from(write));
+    set_nonblocking(std::os::fd::AsRawFd::as_raw_fd(&read));
+    set_nonblocking(std::os::fd::AsRawFd::as_raw_fd(&write));
+    Ok((read, write))
+}
+
+/// Asks the system not to raise SIGPIPE for writes on `fd` at all, where
+/// it can (macOS's F_SETNOSIGPIPE, for a pipe or a socket). Elsewhere the
+/// writes themselves take care: see [`write_without_sigpipe`] (std's own
+/// socket writes pass MSG_NOSIGNAL there).
+#[cfg(any(target_os = "macos", target_os = "ios"))]
+pub fn refuse_sigpipe(fd: RawFd) {
+    // From <sys/fcntl.h>; the libc crate does not name it.
+    const F_SETNOSIGPIPE: libc::c_int = 73;
+    // SAFETY: fcntl on a descriptor the caller owns.
+    unsafe { libc::fcntl(fd, F_SETNOSIGPIPE, 1) };
+}
+
+#[cfg(not(any(target_os = "macos", target_os = "ios")))]
+pub fn refuse_sigpipe(_fd: RawFd) {}
+
+/// Writes as much of `bytes` as the non-blocking `fd` takes now (0 when it
+/// is full). SIGPIPE is blocked in this thread for the duration, and one
+/// the write raised is taken back before it is unblocked: the host's
+/// default action for it is to die. Linux and the BSDs send a write's
+/// SIGPIPE to the writing thread, so blocking it here is enough; macOS
+/// may not, hence [`refuse_sigpipe`] on the descriptor as well.
+pub fn write_without_sigpipe(fd: RawFd, bytes: &[u8]) -> std::io::Result<usize> {
+    // SAFETY: signal-mask calls on local sets, for this thread only, and
+    // write(2) from a live slice.
+    unsafe {
+        let mut sigpipe: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut sigpipe);
+        libc::sigaddset(&mut sigpipe, libc::SIGPIPE);
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, &sigpipe, &mut old);
+        let outcome = write_some(fd, bytes);
+        // A SIGPIPE pending before we blocked it (the caller had it
+        // blocked) is the caller's to take, not ours.
+        if matches!(&outcome, Err(e) if e.raw_os_error() == Some(libc::EPIPE))
+            && libc::sigismember(&old, libc::SIGPIPE) == 0
+        {
+            take_pending(&sigpipe);
+        }
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        outcome
+    }
+}
+
+fn write_some(fd: RawFd, bytes: &[u8]) -> std::io::Result<usize> {
+    let mut written = 0;
+    while written < bytes.len() {
+        let rest = &bytes[written..];
+        // SAFETY: write(2) from a live slice of the length passed.
+        let n = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
+        if n >= 0 {
+            written += n as usize;
+            continue;
+        }
+        let err = std::io::Error::last_os_error();
+        match err.kind() {
+            std::io::ErrorKind::Interrupted => continue,
+            std::io::ErrorKind::WouldBlock => break,
+            _ => return Err(err),
+        }
+    }
+    Ok(written)
+}
+
+/// Takes a pending SIGPIPE, if there is one, without waiting: sigwait
+/// returns at once for a pending signal, and is only called for one.
+/// (sigtimedwait with a zero timeout does this in one call, but macOS
+/// lacks it.)
+unsafe fn take_pending(sigpipe: &libc::sigset_t) {
+    let mut pending: libc::sigset_t = std::mem::zeroed();
+    if libc::sigpending(&mut pending) == 0 && libc::sigismember(&pending, libc::SIGPIPE) == 1 {
+        let mut taken: libc::c_int = 0;
+        libc::sigwait(sigpipe, &mut taken);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn a_write_to_a_pipe_nobody_reads_fails_without_killing_the_process() {
+        let (read, write) = nonblocking_pipe().unwrap();
+        drop(read);
+        let err = write_without_sigpipe(write.as_raw_fd(), b"hello").unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EPIPE));
+        // The signal was taken back: nothing is left pending for the thread.
+        unsafe {
+            let mut pending: libc::sigset_t = std::mem::zeroed();
+            libc::sigpending(&mut pending);
+            assert_eq!(libc::sigismember(&pending, libc::SIGPIPE), 0);
+        }
+    }
+
+    #[test]
+    fn a_full_pipe_takes_what_fits() {
+        let (_read, write) = nonblocking_pipe().unwrap();
+        let big = vec![b'x'; 1 << 20];
+        let n = write_without_sigpipe(write.as_raw_fd(), &big).unwrap();
+        assert!(n > 0 && n < big.len());
+        assert_eq!(write_without_sigpipe(write.as_raw_fd(), b"more").unwrap(), 0);
+    }
+
+    #[test]
+    fn pipes_are_close_on_exec() {
+        let (read, write) = nonblocking_pipe().unwrap();
+        for fd in [read.as_raw_fd(), write.as_raw_fd()] {
+            let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+            assert_ne!(flags & libc::FD_CLOEXEC, 0);
+        }
+    }
+}

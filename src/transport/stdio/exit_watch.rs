@@ -1,0 +1,162 @@
+//! Noticing the server's exit, however it dies, without reaping it: its
+//! pid and process group must stay reserved until we have stopped the
+//! rest of the group (see `child::stop_group`).
+//!
+//! The reader polls one descriptor that becomes readable at the exit:
+//! - Linux (5.3 and later): a pidfd;
+//! - everywhere else, and on Linux with the `portable` feature or without
+//!   pidfd: a pipe, written by a small thread blocked in `waitid` with
+//!   WNOWAIT (which waits without reaping). It ends when the server does,
+//!   which `stop_group` makes sure of before reaping it.
+//! - should even that thread not start, the reader looks every
+//!   [`EXIT_POLL_MS`] instead.
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Mutex;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use super::child::exit_status_without_reaping;
+use crate::transport::fds::{nonblocking_pipe, write_without_sigpipe};
+
+pub(super) const EXIT_POLL_MS: libc::c_int = 100;
+
+pub(super) struct ExitWatch {
+    pid: libc::pid_t,
+    /// Readable once the process has exited.
+    notice: Option<OwnedFd>,
+    /// The thread behind a pipe notice.
+    waiter: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl ExitWatch {
+    pub(super) fn new(pid: libc::pid_t) -> ExitWatch {
+        if let Some(pidfd) = pidfd(pid) {
+            return ExitWatch { pid, notice: Some(pidfd), waiter: Mutex::new(None) };
+        }
+        match waiter_thread(pid) {
+            Ok((notice, waiter)) => ExitWatch { pid, notice: Some(notice), waiter: Mutex::new(Some(waiter)) },
+            Err(_) => ExitWatch { pid, notice: None, waiter: Mutex::new(None) },
+        }
+    }
+
+    /// The descriptor to poll for the exit; None: poll [`Self::exited`].
+    pub(super) fn fd(&self) -> Option<RawFd> {
+        self.notice.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
+    pub(super) fn exited(&self) -> bool {
+        exit_status_without_reaping(self.pid).is_some()
+    }
+
+    /// Waits for the waiter thread, once the server has been made to exit
+    /// and before it is reaped: reaped first, its pid could go to another
+    /// child of ours before the thread's `waitid` named it.
+    pub(super) fn finish(&self) {
+        if let Some(waiter) = self.waiter.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = waiter.join();
+        }
+    }
+}
+
+#[cfg(all(target_os = "linux", not(feature = "portable")))]
+fn pidfd(pid: libc::pid_t) -> Option<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new
+    // descriptor or -1; we own the descriptor it returns.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+#[cfg(not(all(target_os = "linux", not(feature = "portable"))))]
+fn pidfd(_pid: libc::pid_t) -> Option<OwnedFd> {
+    None
+}
+
+fn waiter_thread(pid: libc::pid_t) -> std::io::Result<(OwnedFd, JoinHandle<()>)> {
+    let (read, write) = nonblocking_pipe()?;
+    let waiter = thread::Builder::new().name("mcp-exit-watch".into()).stack_size(64 * 1024).spawn(move || {
+        block_until_ended(pid);
+        // The read end lives in the watch; should it be gone, the write
+        // fails without a signal.
+        let _ = write_without_sigpipe(write.as_raw_fd(), b"x");
+    })?;
+    Ok((read, waiter))
+}
+
+/// Returns once `pid` has ended (or is no child of ours any more).
+fn block_until_ended(pid: libc::pid_t) {
+    loop {
+        // SAFETY: waitid writes only into the siginfo we pass.
+        let rc = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT)
+        };
+        if rc != 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        // macOS's waitid also returns for a stopped child (its WEXITED is
+        // not honoured alone): look at what it is, and while it is only
+        // stopped, look again a little later rather than spin.
+        if rc != 0 || exit_status_without_reaping(pid).is_some() {
+            return;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+    use std::time::Instant;
+
+    fn readable(fd: RawFd, within_ms: libc::c_int) -> bool {
+        let mut poll = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one live pollfd.
+        unsafe { libc::poll(&mut poll, 1, within_ms) == 1 }
+    }
+
+    #[test]
+    fn the_waiter_thread_notices_an_exit_without_reaping() {
+        let mut child = Command::new("sh").arg("-c").arg("sleep 0.1; exit 3").spawn().unwrap();
+        let pid = child.id() as libc::pid_t;
+        let (notice, waiter) = waiter_thread(pid).unwrap();
+        assert!(!readable(notice.as_raw_fd(), 0));
+        let started = Instant::now();
+        assert!(readable(notice.as_raw_fd(), 5000));
+        assert!(started.elapsed() < Duration::from_secs(4));
+        waiter.join().unwrap();
+        // Not reaped: the status is still ours to read.
+        assert_eq!(child.wait().unwrap().code(), Some(3));
+    }
+
+    #[test]
+    fn the_watch_is_the_one_the_build_chose() {
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let watch = ExitWatch::new(child.id() as libc::pid_t);
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", watch.fd().unwrap())).unwrap();
+        let kind = link.to_string_lossy().into_owned();
+        child.kill().unwrap();
+        watch.finish();
+        child.wait().unwrap();
+        if cfg!(all(target_os = "linux", not(feature = "portable"))) {
+            assert_eq!(kind, "anon_inode:[pidfd]");
+        } else {
+            assert!(kind.starts_with("pipe:"), "{kind}");
+        }
+    }
+
+    #[test]
+    fn the_waiter_thread_waits_out_a_stop() {
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id() as libc::pid_t;
+        let (notice, waiter) = waiter_thread(pid).unwrap();
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        assert!(!readable(notice.as_raw_fd(), 200), "a stopped child has not exited");
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        assert!(readable(notice.as_raw_fd(), 5000));
+        waiter.join().unwrap();
+        child.wait().unwrap();
+    }
+}
