@@ -60,8 +60,11 @@ check() {
   # one table.
   local dynamic=-D
   [[ "$target" == *-apple-darwin ]] && dynamic=
-  llvm-nm -P $dynamic -g --defined-only "$file" | grep -qE "^${prefix}luaopen_mcp T " ||
-    fail "$file does not export ${prefix}luaopen_mcp"
+  # Read whole before searching: `grep -q` stopping early would make
+  # llvm-nm fail on a closed pipe, and pipefail report that.
+  local exported
+  exported=$(llvm-nm -P $dynamic -g --defined-only "$file")
+  grep -qE "^${prefix}luaopen_mcp T " <<<"$exported" || fail "$file does not export ${prefix}luaopen_mcp"
   local lua=0 system=0 symbol
   while read -r symbol type _; do
     [ "$type" = w ] && continue # weak: looked up at run time, may be absent

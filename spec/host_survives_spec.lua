@@ -316,3 +316,15 @@ describe('Ctrl-C works', function()
     assert.is_truthy(methods:find('notifications/cancelled 2\n', 1, true), methods)
   end)
 end)
+
+describe('the module outlives the Lua state that loaded it', function()
+  it('stays mapped after lua_close unloads it, so its exit hook never points into unloaded code', function()
+    if H.LUA ~= 'lua5.4' then
+      pending('the host embeds liblua5.4: a 5.4 module only')
+      return
+    end
+    local out, status = H.command('python3 ' .. H.ROOT .. '/spec/hosts/close_state.py ' .. H.ROOT .. '/mcp.so')
+    assert.are.equal(0, status, out)
+    assert.are.equal('mapped after the state closed: True\n', out)
+  end)
+end)

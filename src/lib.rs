@@ -65,5 +65,25 @@ pub use binding::open;
 #[cfg(feature = "module")]
 #[mlua::lua_module(name = "mcp", skip_memory_check)]
 fn luaopen(lua: &mlua::Lua) -> mlua::Result<mlua::Table> {
+    stay_loaded();
     binding::open(lua)
+}
+
+/// Keeps this library mapped until the process exits. Lua unloads C
+/// modules when its state closes, which is before the process exits, and
+/// the library leaves behind it an exit hook (which stops servers nobody
+/// closed: `transport::stdio`) and, at worst, a thread still ending. Tying
+/// the hook to the library instead needs the C runtime's start files,
+/// which a module linked by zig (FreeBSD's from `make cross`) lacks.
+#[cfg(feature = "module")]
+fn stay_loaded() {
+    // SAFETY: dladdr reads the address of a function of ours; dlopen with
+    // RTLD_NOLOAD only takes one more reference to a library already
+    // loaded (this one), marked never to be unloaded.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(stay_loaded as *const libc::c_void, &mut info) != 0 && !info.dli_fname.is_null() {
+            libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE);
+        }
+    }
 }

@@ -27,11 +27,13 @@ pub fn set_nonblocking(fd: RawFd) {
 /// close-on-exec: atomically with pipe2 where the system has it (Linux,
 /// the BSDs); on macOS, which has no pipe2, right after creating it, so a
 /// fork in another thread at that instant could carry it into a child.
+/// On macOS the writer's end also refuses SIGPIPE (see [`refuse_sigpipe`]).
 pub fn nonblocking_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let (read, write) = std::io::pipe()?;
     let (read, write) = (OwnedFd::from(read), OwnedFd::from(write));
     set_nonblocking(std::os::fd::AsRawFd::as_raw_fd(&read));
     set_nonblocking(std::os::fd::AsRawFd::as_raw_fd(&write));
+    refuse_sigpipe(std::os::fd::AsRawFd::as_raw_fd(&write));
     Ok((read, write))
 }
 
@@ -41,10 +43,8 @@ pub fn nonblocking_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 /// socket writes pass MSG_NOSIGNAL there).
 #[cfg(any(target_os = "macos", target_os = "ios"))]
 pub fn refuse_sigpipe(fd: RawFd) {
-    // From <sys/fcntl.h>; the libc crate does not name it.
-    const F_SETNOSIGPIPE: libc::c_int = 73;
     // SAFETY: fcntl on a descriptor the caller owns.
-    unsafe { libc::fcntl(fd, F_SETNOSIGPIPE, 1) };
+    unsafe { libc::fcntl(fd, libc::F_SETNOSIGPIPE, 1) };
 }
 
 #[cfg(not(any(target_os = "macos", target_os = "ios")))]
@@ -53,9 +53,9 @@ pub fn refuse_sigpipe(_fd: RawFd) {}
 /// Writes as much of `bytes` as the non-blocking `fd` takes now (0 when it
 /// is full). SIGPIPE is blocked in this thread for the duration, and one
 /// the write raised is taken back before it is unblocked: the host's
-/// default action for it is to die. Linux and the BSDs send a write's
+/// default action for it is to die. Linux and FreeBSD send a write's
 /// SIGPIPE to the writing thread, so blocking it here is enough; macOS
-/// may not, hence [`refuse_sigpipe`] on the descriptor as well.
+/// sends it to the process, hence [`refuse_sigpipe`] on its descriptors.
 pub fn write_without_sigpipe(fd: RawFd, bytes: &[u8]) -> std::io::Result<usize> {
     // SAFETY: signal-mask calls on local sets, for this thread only, and
     // write(2) from a live slice.
@@ -98,10 +98,18 @@ fn write_some(fd: RawFd, bytes: &[u8]) -> std::io::Result<usize> {
     Ok(written)
 }
 
-/// Takes a pending SIGPIPE, if there is one, without waiting: sigwait
-/// returns at once for a pending signal, and is only called for one.
-/// (sigtimedwait with a zero timeout does this in one call, but macOS
-/// lacks it.)
+/// Takes a pending SIGPIPE, if there is one, without waiting.
+#[cfg(any(target_os = "linux", target_os = "freebsd"))]
+unsafe fn take_pending(sigpipe: &libc::sigset_t) {
+    let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    libc::sigtimedwait(sigpipe, std::ptr::null_mut(), &zero);
+}
+
+/// Where there is no sigtimedwait (macOS): sigwait returns at once for a
+/// pending signal, and is only called for one. Another thread could take
+/// a process-wide SIGPIPE in between and leave sigwait waiting, but on
+/// macOS our descriptors refuse SIGPIPE, so none is raised to take.
+#[cfg(not(any(target_os = "linux", target_os = "freebsd")))]
 unsafe fn take_pending(sigpipe: &libc::sigset_t) {
     let mut pending: libc::sigset_t = std::mem::zeroed();
     if libc::sigpending(&mut pending) == 0 && libc::sigismember(&pending, libc::SIGPIPE) == 1 {

@@ -1,11 +1,11 @@
-//! The bell of macOS and the BSDs: a kqueue holding a user event (rung)
-//! and a one-shot timer (the deadline). A kqueue descriptor is readable
-//! while an event is pending, so poll(2), luv and Neovim can watch it.
+//! The bell of macOS and FreeBSD: a kqueue holding a user event (rung) and
+//! a one-shot timer (the deadline). A kqueue descriptor is readable while
+//! an event is pending, so poll(2), luv and Neovim can watch it.
 //!
 //! This is the one part of the doorbell Linux cannot run; the logic around
 //! it is tested there with the pipe bell (the `portable` feature).
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{IntoRawFd, RawFd};
 use std::time::Duration;
 
 use crate::transport::fds::owned;
@@ -16,17 +16,19 @@ const DEADLINE: usize = 2;
 
 #[derive(Debug)]
 pub(super) struct Bell {
-    queue: OwnedFd,
+    queue: RawFd,
+    /// The process that made the queue. Fork does not copy a kqueue, so in
+    /// a child the number may name another file by now: only the owner
+    /// closes it. (For the same reason there is no close-on-exec to set.)
+    owner: libc::pid_t,
 }
 
 impl Bell {
     pub(super) fn new() -> std::io::Result<Bell> {
-        // SAFETY: kqueue(2) returns a new descriptor or -1. A kqueue is not
-        // inherited across fork; FD_CLOEXEC only keeps exec'd children of
-        // other threads' forks from holding it meanwhile.
-        let queue = owned(unsafe { libc::kqueue() })?;
-        unsafe { libc::fcntl(queue.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
-        let bell = Bell { queue };
+        // SAFETY: kqueue(2) returns a new descriptor or -1; getpid(2) has
+        // no preconditions.
+        let queue = owned(unsafe { libc::kqueue() })?.into_raw_fd();
+        let bell = Bell { queue, owner: unsafe { libc::getpid() } };
         // EV_CLEAR: fetching the event (in `clear`) resets it.
         if bell.change(libc::EVFILT_USER, RUNG, libc::EV_ADD | libc::EV_CLEAR, 0, 0) != 0 {
             return Err(std::io::Error::last_os_error());
@@ -35,7 +37,7 @@ impl Bell {
     }
 
     fn change(&self, filter: i16, ident: usize, flags: u16, fflags: u32, data: i64) -> libc::c_int {
-        // SAFETY: an all-zero kevent is valid (the BSDs' has reserved
+        // SAFETY: an all-zero kevent is valid (FreeBSD's has reserved
         // fields macOS's lacks, hence zeroed() rather than a literal).
         let mut event: libc::kevent = unsafe { std::mem::zeroed() };
         event.ident = ident as _;
@@ -44,11 +46,11 @@ impl Bell {
         event.fflags = fflags as _;
         event.data = data as _;
         // SAFETY: one live change and no event list.
-        unsafe { libc::kevent(self.queue.as_raw_fd(), &event, 1, std::ptr::null_mut(), 0, std::ptr::null()) }
+        unsafe { libc::kevent(self.queue, &event, 1, std::ptr::null_mut(), 0, std::ptr::null()) }
     }
 
     pub(super) fn fd(&self) -> RawFd {
-        self.queue.as_raw_fd()
+        self.queue
     }
 
     pub(super) fn ring(&self) {
@@ -62,17 +64,30 @@ impl Bell {
         // match, and a zero timeout makes the call return at once.
         let mut fetched: [libc::kevent; 2] = unsafe { std::mem::zeroed() };
         let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        unsafe { libc::kevent(self.queue.as_raw_fd(), std::ptr::null(), 0, fetched.as_mut_ptr(), 2, &zero) };
+        unsafe { libc::kevent(self.queue, std::ptr::null(), 0, fetched.as_mut_ptr(), 2, &zero) };
     }
 
     /// The old timer goes first, with any expiry of it still pending, so a
-    /// deadline moved later cannot ring at the earlier time. (Deleting a
-    /// timer that is not there fails harmlessly.)
+    /// deadline moved later cannot ring at the earlier time (and older
+    /// FreeBSD did not re-arm a timer added again). Deleting a timer that
+    /// is not there fails harmlessly.
     pub(super) fn set_timer(&self, delay: Option<Duration>) {
         self.change(libc::EVFILT_TIMER, DEADLINE, libc::EV_DELETE, 0, 0);
         if let Some(delay) = delay {
             let micros = delay.as_micros().clamp(1, i64::MAX as u128 / 2) as i64;
             self.change(libc::EVFILT_TIMER, DEADLINE, libc::EV_ADD | libc::EV_ONESHOT, libc::NOTE_USECONDS, micros);
+        }
+    }
+}
+
+impl Drop for Bell {
+    fn drop(&mut self) {
+        // SAFETY: getpid(2) has no preconditions; the queue is ours to
+        // close in the process that made it.
+        unsafe {
+            if libc::getpid() == self.owner {
+                libc::close(self.queue);
+            }
         }
     }
 }

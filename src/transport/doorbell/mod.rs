@@ -11,8 +11,8 @@
 //! builds them from what it has (see [`Bell`]):
 //!
 //! - Linux: an epoll set holding an eventfd and a timerfd;
-//! - macOS and the BSDs: a kqueue with a user event and a timer event;
-//! - anywhere else, and on Linux with the `portable` feature (so that this
+//! - macOS and FreeBSD: a kqueue with a user event and a timer event;
+//! - anywhere else (the other BSDs among them), and on Linux with the `portable` feature (so that this
 //!   logic is tested with a second kind of bell): a pipe, and a thread of
 //!   its own that writes to it when the deadline passes.
 //!
@@ -27,15 +27,14 @@ use std::time::{Duration, Instant};
 #[cfg(all(target_os = "linux", not(feature = "portable")))]
 #[path = "epoll.rs"]
 mod bell;
-#[cfg(any(target_os = "macos", target_os = "ios", target_os = "freebsd", target_os = "dragonfly"))]
+#[cfg(any(target_os = "macos", target_os = "ios", target_os = "freebsd"))]
 #[path = "kqueue.rs"]
 mod bell;
 #[cfg(not(any(
     all(target_os = "linux", not(feature = "portable")),
     target_os = "macos",
     target_os = "ios",
-    target_os = "freebsd",
-    target_os = "dragonfly"
+    target_os = "freebsd"
 )))]
 #[path = "pipe.rs"]
 mod bell;
@@ -85,8 +84,12 @@ impl Doorbell {
         if !self.armed.load(Ordering::Relaxed) {
             return;
         }
-        self.rung.store(false, Ordering::SeqCst);
+        // Drained first: a reader that rings in between finds `rung` still
+        // set and skips the ring, which is right, since Lua is about to
+        // take its message. The other order could drain that ring after
+        // `rung` was reset by it, and no ring would come again.
         self.bell.clear();
+        self.rung.store(false, Ordering::SeqCst);
     }
 
     /// Makes the descriptor readable at `deadline` (the earliest time an

@@ -1,9 +1,10 @@
-//! The bell for any Unix: a pipe (rung by writing a byte) and a thread of
-//! its own that writes to it when the deadline passes. It costs a thread
-//! per armed client with a deadline; where the system has a pollable timer
-//! (Linux's timerfd, the BSDs' kqueue) the other bells use that instead.
-//! On Linux the `portable` feature selects it, so the doorbell's logic is
-//! tested with a bell built on nothing but POSIX.
+//! The bell for any Unix (the BSDs other than FreeBSD among them): a
+//! pipe, rung by writing a byte, and a thread of its own that writes to it
+//! when the deadline passes. It costs a thread per armed client with a
+//! deadline; where the system has a pollable timer (Linux's timerfd,
+//! kqueue on macOS and FreeBSD) the other bells use that instead. On Linux
+//! the `portable` feature selects it, so the doorbell's logic is tested
+//! with a bell built on nothing but POSIX.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Condvar, Mutex};
@@ -16,6 +17,9 @@ pub(super) struct Bell {
     timer: Arc<Timer>,
     /// Started with the first deadline; ends with the bell.
     keeper: Mutex<Option<JoinHandle<()>>>,
+    /// The process that started the keeper: a forked child has no such
+    /// thread to end or wait for.
+    owner: libc::pid_t,
 }
 
 #[derive(Debug)]
@@ -48,7 +52,9 @@ impl Pipe {
 impl Bell {
     pub(super) fn new() -> std::io::Result<Bell> {
         let (read, write) = crate::transport::fds::nonblocking_pipe()?;
-        Ok(Bell { pipe: Arc::new(Pipe { read, write }), timer: Arc::default(), keeper: Mutex::new(None) })
+        // SAFETY: getpid(2) has no preconditions.
+        let owner = unsafe { libc::getpid() };
+        Ok(Bell { pipe: Arc::new(Pipe { read, write }), timer: Arc::default(), keeper: Mutex::new(None), owner })
     }
 
     pub(super) fn fd(&self) -> RawFd {
@@ -107,6 +113,11 @@ fn keep_time(pipe: &Pipe, timer: &Timer) {
 
 impl Drop for Bell {
     fn drop(&mut self) {
+        // SAFETY: getpid(2) has no preconditions.
+        if unsafe { libc::getpid() } != self.owner {
+            std::mem::forget(self.keeper.lock().unwrap_or_else(|p| p.into_inner()).take());
+            return;
+        }
         self.timer.state.lock().unwrap_or_else(|p| p.into_inner()).closing = true;
         self.timer.changed.notify_one();
         if let Some(keeper) = self.keeper.lock().unwrap_or_else(|p| p.into_inner()).take() {

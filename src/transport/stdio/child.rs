@@ -76,34 +76,8 @@ fn remember_group(pgid: libc::pid_t) {
     LIVE_GROUPS.lock().unwrap_or_else(|p| p.into_inner()).push((pgid, current_pid()));
 }
 
-/// The hook must be tied to this module: Lua unloads C modules when its
-/// state closes (before the process exits), and a hook left pointing into
-/// unloaded code would crash the exit. Tied to the module, it runs at the
-/// unload instead, with nothing left to do. glibc's atexit ties it that
-/// way (it passes the caller's `__dso_handle`), FreeBSD's does not, so
-/// outside macOS the hook is registered with `__cxa_atexit` and our own
-/// handle, as glibc's atexit does. macOS's atexit finds the module of the
-/// function it is given and ties the hook to it.
-#[cfg(not(any(target_os = "macos", target_os = "ios")))]
-fn register_exit_hook() {
-    extern "C" {
-        /// Defined by the C runtime's start files in every shared object.
-        static __dso_handle: u8;
-        fn __cxa_atexit(
-            hook: extern "C" fn(*mut libc::c_void),
-            argument: *mut libc::c_void,
-            module: *const u8,
-        ) -> libc::c_int;
-    }
-    extern "C" fn hook(_: *mut libc::c_void) {
-        stop_groups_at_exit();
-    }
-    // SAFETY: registers a plain extern "C" function with no argument,
-    // under this module's own handle.
-    unsafe { __cxa_atexit(hook, std::ptr::null_mut(), &raw const __dso_handle) };
-}
-
-#[cfg(any(target_os = "macos", target_os = "ios"))]
+/// The module stays loaded until the process exits (`stay_loaded` in
+/// lib.rs), so a plain atexit hook never points into unloaded code.
 fn register_exit_hook() {
     extern "C" fn hook() {
         stop_groups_at_exit();
