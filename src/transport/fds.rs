@@ -2,7 +2,7 @@
 //! close-on-exec and non-blocking, and writes to a pipe whose reader may
 //! be gone that must never raise SIGPIPE in the host.
 
-use std::os::fd::{OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 /// Takes ownership of a descriptor a system call just returned (or of
 /// its error, for -1).
@@ -31,9 +31,9 @@ pub fn set_nonblocking(fd: RawFd) {
 pub fn nonblocking_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let (read, write) = std::io::pipe()?;
     let (read, write) = (OwnedFd::from(read), OwnedFd::from(write));
-    set_nonblocking(std::os::fd::AsRawFd::as_raw_fd(&read));
-    set_nonblocking(std::os::fd::AsRawFd::as_raw_fd(&write));
-    refuse_sigpipe(std::os::fd::AsRawFd::as_raw_fd(&write));
+    set_nonblocking(read.as_raw_fd());
+    set_nonblocking(write.as_raw_fd());
+    refuse_sigpipe(write.as_raw_fd());
     Ok((read, write))
 }
 
@@ -121,7 +121,6 @@ unsafe fn take_pending(sigpipe: &libc::sigset_t) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::AsRawFd;
 
     #[test]
     fn a_write_to_a_pipe_nobody_reads_fails_without_killing_the_process() {

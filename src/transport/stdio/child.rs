@@ -1,6 +1,6 @@
 //! The server process's life: started in a process group of its own,
-//! watched for its exit without being reaped, stopped by the spec's
-//! sequence, and stopped at the host's exit if nobody closed it.
+//! stopped by the spec's sequence, and stopped at the host's exit if
+//! nobody closed it; its exit status read without reaping it.
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio as Pipe};
@@ -72,18 +72,13 @@ pub(super) fn current_pid() -> libc::pid_t {
 }
 
 fn remember_group(pgid: libc::pid_t) {
-    EXIT_HOOK.call_once(register_exit_hook);
+    EXIT_HOOK.call_once(|| {
+        // SAFETY: registers a plain extern "C" function. The module stays
+        // loaded until the process exits (`stay_loaded` in lib.rs), so the
+        // hook never points into unloaded code.
+        unsafe { libc::atexit(stop_groups_at_exit) };
+    });
     LIVE_GROUPS.lock().unwrap_or_else(|p| p.into_inner()).push((pgid, current_pid()));
-}
-
-/// The module stays loaded until the process exits (`stay_loaded` in
-/// lib.rs), so a plain atexit hook never points into unloaded code.
-fn register_exit_hook() {
-    extern "C" fn hook() {
-        stop_groups_at_exit();
-    }
-    // SAFETY: registers a plain extern "C" function.
-    unsafe { libc::atexit(hook) };
 }
 
 /// Called before the leader is reaped, so the exit hook never signals a
@@ -95,7 +90,7 @@ fn forget_group(pgid: libc::pid_t) {
 /// The host is exiting without having closed its clients (`os.exit()`
 /// without closing the state). Nothing will reap these children; ask them
 /// to stop, give them a second, then make sure.
-fn stop_groups_at_exit() {
+extern "C" fn stop_groups_at_exit() {
     // Held to the end: a reaper thread still running cannot reap a leader
     // (and free its group id) meanwhile, since it forgets the group first.
     let live = LIVE_GROUPS.lock().unwrap_or_else(|p| p.into_inner());

@@ -29,8 +29,8 @@
 //! A server that started a helper and then died leaves the helper holding
 //! its stdout: no EOF ever comes, and every call waited out its timeout
 //! against a dead server. So the reader also watches the child itself (a
-//! pidfd where the kernel has one, a `waitid` poll otherwise) and reports
-//! the exit at once. The exit status is read without reaping, so the
+//! pidfd where the kernel has one, a waiter thread otherwise: see
+//! `exit_watch`) and reports the exit at once. The exit status is read without reaping, so the
 //! process group stays reserved until we have signalled what is left in it.
 //!
 //! Closing never waits on a pipe someone else holds. A grandchild that left
