@@ -26,4 +26,6 @@ ln -s "$root/spec/peers/node_modules" "$copy/spec/peers/node_modules"
 if [ -d spec/peers/python ]; then ln -s "$root/spec/peers/python" "$copy/spec/peers/python"; fi
 cp "$module" "$copy/mcp.so"
 cd "$copy"
-CARGO_TARGET_DIR="$root/target" MCP_LUA=$bin exec "$bin" "$(command -v busted)" "$@"
+# A cache directory of its own: the eras the specs find are remembered
+# there (see src/era/remembered.rs), and a pass starts knowing none.
+XDG_CACHE_HOME="$root/$copy/.cache" CARGO_TARGET_DIR="$root/target" MCP_LUA=$bin exec "$bin" "$(command -v busted)" "$@"

@@ -136,11 +136,12 @@ describe('HTTP transport quirks', function()
     for i, r in ipairs(landed) do
       assert.equal('secret', r.headers['x-api-key'], 'request ' .. i .. ' to /plain')
     end
-    -- The first POST went to /moved and arrived at /plain with the same
-    -- body; every later request went straight to /plain.
+    -- The first POST (the era probe) went to /moved and arrived at
+    -- /plain with the same body; every later request went straight to
+    -- /plain.
     local moved = requests(seen, nil, '/moved')
     assert.equal(1, #moved)
-    assert.equal('initialize', trace.decode(moved[1].body).method)
+    assert.equal('server/discover', trace.decode(moved[1].body).method)
     local first_at_plain = requests(seen, 'POST', '/plain')[1]
     assert.equal(moved[1].body, first_at_plain.body)
     assert.equal(1, #requests(seen, 'DELETE', '/plain'))

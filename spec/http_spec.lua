@@ -162,16 +162,23 @@ describe('HTTP faults', function()
     client:call('echo', { message = 'x' })
     client:close()
     local log = requests(nil, '/plain')
-    assert.is_true(#log >= 5)
-    assert.equal('initialize', trace.decode(log[1].body).method)
+    assert.is_true(#log >= 6)
+    -- The era probe first, as a modern request: its version in a header,
+    -- and no session.
+    assert.equal('server/discover', trace.decode(log[1].body).method)
+    assert.equal('2026-07-28', log[1].headers['mcp-protocol-version'])
+    assert.equal('server/discover', log[1].headers['mcp-method'])
     assert.is_nil(log[1].headers['mcp-session-id'])
-    assert.is_nil(log[1].headers['mcp-protocol-version'])
-    assert.equal('application/json, text/event-stream', log[1].headers.accept)
-    assert.equal('application/json', log[1].headers['content-type'])
+    assert.equal('initialize', trace.decode(log[2].body).method)
+    assert.is_nil(log[2].headers['mcp-session-id'])
+    assert.is_nil(log[2].headers['mcp-protocol-version'])
+    assert.is_nil(log[2].headers['mcp-method'])
+    assert.equal('application/json, text/event-stream', log[2].headers.accept)
+    assert.equal('application/json', log[2].headers['content-type'])
     for i, r in ipairs(log) do
       assert.equal('Bearer t0k', r.headers.authorization, 'request ' .. i)
       assert.equal('abc', r.headers['x-trace'])
-      if i > 1 then
+      if i > 2 then
         assert.equal(client.session_id, r.headers['mcp-session-id'], 'request ' .. i)
         assert.equal('2025-06-18', r.headers['mcp-protocol-version'], 'request ' .. i)
       end

@@ -7,6 +7,8 @@
 
 use thiserror::Error;
 
+use crate::codec::Json;
+
 #[derive(Clone, Debug, Error)]
 pub enum Error {
     /// `mcp.new` was given nothing to talk to.
@@ -23,8 +25,35 @@ pub enum Error {
     NoResponse { what: String },
 
     /// The server answered our request with a JSON-RPC error object.
-    #[error("MCP {what} failed: {message} (code {code})")]
-    Rpc { what: String, message: String, code: String },
+    /// `said` tells what its `data` says that a caller can act on (the
+    /// versions a modern server supports, the capabilities it requires),
+    /// or is empty; `data` is the whole of it, for `client:request`.
+    #[error("MCP {what} failed: {message} (code {code}){said}")]
+    Rpc { what: String, message: String, code: String, said: String, data: Option<Box<Json>> },
+
+    /// A result whose `resultType` this client does not know: the
+    /// 2026-07-28 revision says to treat it as invalid.
+    #[error("MCP {what} failed: the result's resultType is {result_type}, which this client does not know (it knows complete and input_required)")]
+    UnknownResultType { what: String, result_type: String },
+
+    /// A modern server kept asking for input (`input_required`) past the
+    /// rounds this client answers.
+    #[error("MCP {what} failed: the server asked for input {rounds} times without finishing (this client answers {rounds} rounds at most)")]
+    InputRounds { what: String, rounds: usize },
+
+    /// A modern server asked for input (`input_required`) that the
+    /// client's handlers could not give; `why` says what went wrong.
+    #[error("MCP {what} failed: the server asked for {method} and it could not be given: {why}")]
+    InputNotGiven { what: String, method: String, why: String },
+
+    /// No protocol version both sides speak.
+    #[error("MCP: the server speaks protocol versions {theirs}; this client speaks {ours}")]
+    NoMutualVersion { theirs: String, ours: String },
+
+    /// `opts.era = "modern"` and the server answered `server/discover`
+    /// the way a server without the 2026-07-28 revision does.
+    #[error("MCP: the server does not speak the 2026-07-28 revision (opts.era = \"modern\"): {why}; leave opts.era unset to speak to it through initialize")]
+    NotModern { why: String },
 
     /// A reply carried neither `result` nor `error` (the reference indexes
     /// the missing result and dies with a Lua error; this says what is wrong).

@@ -47,6 +47,7 @@
 pub mod auth;
 pub mod client;
 pub mod codec;
+pub mod era;
 pub mod error;
 pub mod input_shape;
 pub mod interrupt;
@@ -55,6 +56,7 @@ pub mod private_file;
 pub mod protocol;
 pub mod schema;
 pub mod session;
+pub mod tool_headers;
 pub mod transport;
 pub mod wire;
 

@@ -13,6 +13,93 @@ use crate::error::{Error, Result};
 /// client's `protocol_version`; a server may answer with any of these.
 pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
+/// Revisions without a handshake (2026-07-28 and later), newest first:
+/// each request carries its version and the client's capabilities in
+/// `_meta`, and `server/discover` says what a server speaks.
+pub const MODERN_VERSIONS: [&str; 1] = ["2026-07-28"];
+
+/// The `_meta` keys of a modern request's envelope, and of what a modern
+/// server puts in its results.
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// What every modern request says of its client, in `params._meta`.
+#[derive(Clone, Debug)]
+pub struct Envelope {
+    pub version: String,
+    pub capabilities: Json,
+    pub client_info: Json,
+    /// `client:set_log_level`: a modern server sends log messages only
+    /// for requests that ask for them.
+    pub log_level: Option<Json>,
+}
+
+impl Envelope {
+    /// Puts the envelope in `message`'s `params._meta`, replacing an
+    /// earlier envelope and keeping the caller's own `_meta` keys.
+    pub fn stamp(&self, message: &mut Json) {
+        message.materialize();
+        let params = match message {
+            Json::Request(request) => &mut request.params,
+            Json::Object(pairs) => match pairs.iter().rposition(|(k, _)| k == b"params") {
+                Some(at) => &mut pairs[at].1,
+                None => {
+                    pairs.push((b"params".to_vec(), Json::Object(vec![])));
+                    &mut pairs.last_mut().expect("just pushed").1
+                }
+            },
+            _ => return,
+        };
+        if matches!(params, Json::Null) {
+            *params = Json::Object(vec![]);
+        }
+        params.materialize();
+        let Json::Object(pairs) = params else { return };
+        let meta = match pairs.iter().rposition(|(k, _)| k == b"_meta") {
+            Some(at) => &mut pairs[at].1,
+            None => {
+                pairs.push((b"_meta".to_vec(), Json::Object(vec![])));
+                &mut pairs.last_mut().expect("just pushed").1
+            }
+        };
+        meta.materialize();
+        if !matches!(meta, Json::Object(_)) {
+            *meta = Json::Object(vec![]);
+        }
+        let Json::Object(meta) = meta else { return };
+        let ours = [META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL];
+        meta.retain(|(k, _)| !ours.iter().any(|o| o.as_bytes() == k.as_slice()));
+        meta.push((META_PROTOCOL_VERSION.into(), Json::str(&self.version)));
+        meta.push((META_CLIENT_CAPABILITIES.into(), self.capabilities.clone()));
+        meta.push((META_CLIENT_INFO.into(), self.client_info.clone()));
+        if let Some(level) = &self.log_level {
+            meta.push((META_LOG_LEVEL.into(), level.clone()));
+        }
+    }
+}
+
+/// The protocol version a message's envelope names, if it has one: what
+/// a modern HTTP request's `MCP-Protocol-Version` header must repeat.
+pub fn envelope_version(message: &Json) -> Option<&[u8]> {
+    match message.get("params")?.get("_meta")?.get(META_PROTOCOL_VERSION)? {
+        Json::Str(version) => Some(version),
+        _ => None,
+    }
+}
+
+/// Whether `version` is one this client speaks in the modern way.
+pub fn is_modern_version(version: &[u8]) -> bool {
+    MODERN_VERSIONS.iter().any(|v| v.as_bytes() == version)
+}
+
+/// Whether `version` is one this client speaks through `initialize`.
+pub fn is_legacy_version(version: &[u8]) -> bool {
+    SUPPORTED_VERSIONS.iter().any(|v| v.as_bytes() == version)
+}
+
 /// A request, with its keys in the order the reference codec sorts them.
 pub fn request(id: Json, method: &str, params: Json) -> Json {
     Json::Request(Box::new(Request { id, method: Json::str(method), params }))
@@ -317,15 +404,57 @@ pub fn lua_text(value: Option<&Json>) -> String {
 pub fn result_of(reply: Option<Json>, what: &str) -> Result<Json> {
     let mut reply = reply.ok_or_else(|| Error::NoResponse { what: what.to_string() })?;
     if let Some(err) = reply.get("error").filter(|e| e.is_truthy()) {
-        return Err(Error::Rpc {
-            what: what.to_string(),
-            message: lua_text(err.get("message")),
-            code: lua_text(err.get("code")),
-        });
+        return Err(rpc_error(err, what));
     }
     match reply.take("result") {
         Some(result) if result.is_truthy() => Ok(result),
         _ => Err(Error::NoResult { what: what.to_string() }),
+    }
+}
+
+const RESULT_TYPE: Select = Select::Keys(&[("resultType", Select::Whole)]);
+
+/// What a modern result is: complete (`resultType` absent counts as
+/// that), or a request for input (see `client::request`). Anything else
+/// is refused, as the 2026-07-28 revision asks. Only a modern session
+/// reads it: an older server never sends it, and the scan of a large
+/// result is not paid for nothing.
+pub fn result_kind(result: &Json, what: &str) -> Result<ResultKind> {
+    match result.selected(RESULT_TYPE).get("resultType") {
+        None => Ok(ResultKind::Complete),
+        Some(Json::Str(t)) if t == b"complete" => Ok(ResultKind::Complete),
+        Some(Json::Str(t)) if t == b"input_required" => Ok(ResultKind::InputRequired),
+        Some(other) => Err(Error::UnknownResultType { what: what.to_string(), result_type: lua_text(Some(other)) }),
+    }
+}
+
+#[derive(Debug, PartialEq)]
+pub enum ResultKind {
+    Complete,
+    InputRequired,
+}
+
+/// A JSON-RPC error object as the error Lua sees: the reference's words,
+/// then what its `data` says that the caller can act on.
+pub fn rpc_error(err: &Json, what: &str) -> Error {
+    let data = err.get("data");
+    let versions = |key: &str| {
+        let list: Vec<String> = data?.get(key)?.elements().map(|v| lua_text(Some(v))).collect();
+        Some(list.join(", "))
+    };
+    let said = match (versions("supported"), data.and_then(|d| d.get("requiredCapabilities"))) {
+        (Some(supported), _) => format!("; the server supports protocol versions {supported}"),
+        (None, Some(required)) => {
+            format!("; the server requires the client capabilities {}", lua_text(Some(required)))
+        }
+        _ => String::new(),
+    };
+    Error::Rpc {
+        what: what.to_string(),
+        message: lua_text(err.get("message")),
+        code: lua_text(err.get("code")),
+        said,
+        data: data.map(|d| Box::new(d.clone())),
     }
 }
 

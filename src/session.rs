@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
 use crate::interrupt::{self, far_future};
-use crate::protocol::{self, classify, id_key, IdKey, IdMap, Kind};
+use crate::protocol::{self, classify, id_key, Envelope, IdKey, IdMap, Kind};
 use crate::transport::{Received, Transport};
 
 /// The client's side of what the server starts: notifications to hand
@@ -41,6 +41,9 @@ pub struct Session {
     /// Received while a wait was being interrupted: routed first next time,
     /// so that nothing is lost to a Ctrl-C.
     held: Option<Received>,
+    /// The server speaks a modern revision: the notifications the session
+    /// sends carry this envelope too (the client stamps its requests).
+    modern: Option<Envelope>,
 }
 
 struct InFlight {
@@ -48,8 +51,8 @@ struct InFlight {
     id: Json,
     /// Its place in the order requests were started.
     order: u64,
-    /// `initialize` is never cancelled: abandoning it ends the session.
-    initialize: bool,
+    /// What giving up on it means for the server.
+    abandon: Abandon,
     /// What settled it, kept until its waiter takes it.
     arrived: Option<Arrival>,
     limit: Limit,
@@ -75,6 +78,25 @@ pub struct Limit {
     /// Nobody waits on the transport for it (the async API): over HTTP
     /// its POST goes out from a thread of the transport's own.
     pub detached: bool,
+    /// Nothing is sent to stop it: the era probe goes to servers that may
+    /// know neither it nor cancellations, and a strict one could take the
+    /// notice for a reason to exit.
+    pub quiet: bool,
+    /// Headers of its own, for transports that have headers (a modern
+    /// HTTP request's `Mcp-Param-*`).
+    pub headers: Vec<(String, String)>,
+}
+
+/// What giving up on a request tells the server.
+#[derive(Clone, Copy, PartialEq)]
+enum Abandon {
+    /// `notifications/cancelled`, as the spec asks.
+    Cancel,
+    /// Nothing, and the session is over: the spec forbids cancelling
+    /// `initialize`.
+    EndSession,
+    /// Nothing (see [`Limit::quiet`]).
+    Nothing,
 }
 
 impl Limit {
@@ -92,6 +114,8 @@ impl Limit {
             progress_token: None,
             what,
             detached: false,
+            quiet: false,
+            headers: Vec::new(),
         }
     }
 
@@ -128,10 +152,30 @@ impl Session {
             unreadable: 0,
             started: 0,
             held: None,
+            modern: None,
         }
     }
 
+    /// From now on the session's notifications carry `envelope`.
+    pub fn speak_modern(&mut self, envelope: Envelope) {
+        self.modern = Some(envelope);
+    }
+
+    pub fn always_answers(&self) -> bool {
+        self.transport.always_answers()
+    }
+
     pub fn notify(&mut self, message: &Json) -> Result<()> {
+        let stamped;
+        let message = match &self.modern {
+            Some(envelope) => {
+                let mut copy = message.clone();
+                envelope.stamp(&mut copy);
+                stamped = copy;
+                &stamped
+            }
+            None => message,
+        };
         let sent = self.transport.send(message);
         self.broken |= sent.is_err();
         // Interrupted inside the transport: name what was being sent.
@@ -147,15 +191,9 @@ impl Session {
     /// `timeout` at most: the handshake's wait, before any request of the
     /// caller's can be in flight. Ctrl-C ends it within one
     /// [`interrupt::SLICE`], as a timeout does.
-    pub fn request(
-        &mut self,
-        id: &Json,
-        message: &Json,
-        timeout: Duration,
-        what: &str,
-        peer: &mut dyn Peer,
-    ) -> Result<Json> {
-        let limit = Limit::new(timeout, None, Rc::from(what));
+    pub fn request(&mut self, id: &Json, message: &Json, limit: Limit, peer: &mut dyn Peer) -> Result<Json> {
+        let what = limit.what.clone();
+        let what = &*what;
         let deadline = limit.deadline;
         self.start(id, message, limit)?;
         let Some(key) = id_key(id) else { return Err(Error::NoResponse { what: what.to_string() }) };
@@ -178,7 +216,7 @@ impl Session {
     /// Sends `message`, a request with id `id`, and registers it as in
     /// flight, so that its reply is kept whoever is waiting when it comes,
     /// and it is settled by its timeout whoever is waiting then.
-    pub(crate) fn start(&mut self, id: &Json, message: &Json, limit: Limit) -> Result<()> {
+    pub(crate) fn start(&mut self, id: &Json, message: &Json, mut limit: Limit) -> Result<()> {
         // A reply is matched by its id: one that cannot be a key could
         // never be matched (and a timeout could not tell it was initialize).
         let Some(key) = id_key(id) else {
@@ -191,20 +229,22 @@ impl Session {
         // its failure before `send_detached` returns.
         self.started += 1;
         let detached = limit.detached.then(|| limit.transport_wait());
-        let initialize = is_initialize(message);
+        let abandon = match (is_initialize(message), limit.quiet) {
+            (true, _) => Abandon::EndSession,
+            (false, true) => Abandon::Nothing,
+            (false, false) => Abandon::Cancel,
+        };
+        let headers = std::mem::take(&mut limit.headers);
         let entry = InFlight {
             id: id.clone(),
             order: self.started,
-            initialize,
+            abandon,
             arrived: None,
             limit,
             unreadable_before: self.unreadable,
         };
         self.in_flight.insert(key.clone(), entry);
-        let sent = match detached {
-            Some(timeout) => self.transport.send_detached(message, timeout),
-            None => self.transport.send(message),
-        };
+        let sent = self.transport.send_request(message, &headers, detached);
         let Err(e) = sent else { return Ok(()) };
         let entry = self.in_flight.remove(&key);
         Err(match e {
@@ -212,7 +252,7 @@ impl Session {
             // its body): the request still needs its cancellation and its
             // name.
             Error::Interrupted { what } if what.is_empty() => {
-                self.abandon(id, initialize, "interrupted by the user");
+                self.abandon(id, abandon, "interrupted by the user");
                 Error::Interrupted { what: entry.map(|e| e.limit.what.to_string()).unwrap_or_default() }
             }
             // Only a dead transport ends the session; a timeout or an
@@ -367,8 +407,8 @@ impl Session {
             }
             let error = Error::Timeout { what: limit.what.to_string(), seconds: seconds.clone(), note };
             entry.arrived = Some(Arrival::Failed(error));
-            let (id, initialize) = (entry.id.clone(), entry.initialize);
-            self.abandon(&id, initialize, &format!("timed out after {seconds} s"));
+            let (id, abandon) = (entry.id.clone(), entry.abandon);
+            self.abandon(&id, abandon, &format!("timed out after {seconds} s"));
         }
     }
 
@@ -397,8 +437,8 @@ impl Session {
     pub(crate) fn cancel(&mut self, key: &IdKey, reason: &str, error: Error) -> bool {
         let Some(entry) = self.in_flight.get_mut(key).filter(|e| e.arrived.is_none()) else { return false };
         entry.arrived = Some(Arrival::Failed(error));
-        let (id, initialize) = (entry.id.clone(), entry.initialize);
-        self.abandon(&id, initialize, reason);
+        let (id, abandon) = (entry.id.clone(), entry.abandon);
+        self.abandon(&id, abandon, reason);
         true
     }
 
@@ -448,22 +488,30 @@ impl Session {
     /// reply is dropped, and the server is told (see [`Session::abandon`]).
     fn give_up(&mut self, id: &Json, reason: &str) {
         let entry = id_key(id).and_then(|key| self.in_flight.remove(&key));
-        let initialize = entry.is_some_and(|e| e.initialize);
-        self.abandon(id, initialize, reason);
+        let abandon = entry.map_or(Abandon::Cancel, |e| e.abandon);
+        self.abandon(id, abandon, reason);
     }
 
     /// The spec forbids cancelling `initialize`, so a session whose
-    /// handshake we abandon is over; for anything else, tell the server to
-    /// stop working on it. A failure to send changes nothing: the caller
-    /// gets its error either way.
-    fn abandon(&mut self, id: &Json, initialize: bool, reason: &str) {
-        if initialize {
-            self.broken = true;
-            return;
+    /// handshake we abandon is over; a quiet request is let go; for
+    /// anything else, tell the server to stop working on it. A failure to
+    /// send changes nothing: the caller gets its error either way.
+    fn abandon(&mut self, id: &Json, abandon: Abandon, reason: &str) {
+        match abandon {
+            Abandon::EndSession => self.broken = true,
+            Abandon::Nothing => {}
+            Abandon::Cancel => self.send_cancellation(id, reason),
         }
+    }
+
+    fn send_cancellation(&mut self, id: &Json, reason: &str) {
         // Shielded: after Ctrl-C the host's hook is still set, and the
         // cancellation must not be interrupted in its turn.
-        let _ = interrupt::shielded(|| self.transport.send(&protocol::cancelled(id, reason)));
+        let mut notice = protocol::cancelled(id, reason);
+        if let Some(envelope) = &self.modern {
+            envelope.stamp(&mut notice);
+        }
+        let _ = interrupt::shielded(|| self.transport.send(&notice));
     }
 
     /// The session is being dropped with async requests running (their
@@ -473,7 +521,7 @@ impl Session {
         let mut running: Vec<(u64, Json)> = self
             .in_flight
             .values()
-            .filter(|e| e.arrived.is_none() && !e.initialize)
+            .filter(|e| e.arrived.is_none() && e.abandon == Abandon::Cancel)
             .map(|e| (e.order, e.id.clone()))
             .collect();
         running.sort_by_key(|(order, _)| *order);

@@ -35,8 +35,13 @@ pub(super) fn next_id(client: &Table) -> Outcome<Json> {
 /// declares what its handlers can answer.
 pub(super) fn initialize_request(lua: &Cx, client: &Table, id: Json, capabilities: Json) -> Outcome<Json> {
     let version = encode_lua(lua, "protocol_version", &client.get::<Value>("protocol_version")?)?;
-    let info = encode_lua(lua, "mcp.CLIENT_INFO", &lua.prelude.module.get::<Value>("CLIENT_INFO")?)?;
+    let info = client_info(lua)?;
     Ok(protocol::request(id, "initialize", protocol::initialize_params(version, capabilities, info)))
+}
+
+/// `mcp.CLIENT_INFO`, which a caller may have replaced.
+pub(super) fn client_info(lua: &Cx) -> Outcome<Json> {
+    encode_lua(lua, "mcp.CLIENT_INFO", &lua.prelude.module.get::<Value>("CLIENT_INFO")?)
 }
 
 /// Records the initialize result on the client, as the reference does.

@@ -10,7 +10,7 @@ use super::auth::{Login, LuaStore, LuaUser};
 use super::decode::{to_lua, to_lua_opt};
 use super::encode::encode_lua;
 use super::entry::Entry;
-use super::fields::{apply_initialize, call_params, initialize_request, next_id, tool_label};
+use super::fields::{apply_initialize, call_params, client_info, initialize_request, next_id, tool_label};
 use super::fixture::{call_return, tools_of_page};
 use super::handles::{request_options, run_blocking};
 use super::options::{bearer_text, lua_type, ClientState, TransportOptions};
@@ -19,6 +19,7 @@ use super::{call_lua, callback_failed, listener_failed, lua_tostring, truthy, Cx
 use crate::auth::store::Store;
 use crate::client::{Client, Host, Listing, Request, Shape, Ticket};
 use crate::codec::Json;
+use crate::era::Verdict;
 use crate::error::Error;
 use crate::protocol;
 use crate::session::Peer;
@@ -88,6 +89,26 @@ fn open_server(client: &Table, options: &TransportOptions) -> Outcome<Box<dyn Tr
         doorbell: Some(options.doorbell()?),
     };
     Ok(Box::new(Stdio::spawn(&stdio_options)?))
+}
+
+/// What names the server this client starts, from one process to the
+/// next: the command line with the environment and directory it is given
+/// (the same command may start another server elsewhere), or the URL. A
+/// replay names nothing: its era is whatever the recording holds.
+fn server_key(client: &Table, options: &TransportOptions) -> Outcome<Option<String>> {
+    if options.replay.is_some() {
+        return Ok(None);
+    }
+    if let Value::String(url) = client.get::<Value>("url")? {
+        return Ok(Some(format!("url {}", url.to_str()?)));
+    }
+    let command = match launch_of(&client.get::<Value>("command")?)? {
+        Launch::Shell(line) => format!("sh {line}"),
+        Launch::Argv(argv) => format!("argv {}", argv.join("\u{0}")),
+    };
+    let env: Vec<String> = options.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let cwd = options.cwd.as_deref().unwrap_or("");
+    Ok(Some(format!("{command}\u{0}cwd {cwd}\u{0}env {}", env.join("\u{0}"))))
 }
 
 /// Runs `work` with the client core and the Lua side it talks to.
@@ -278,8 +299,17 @@ impl Host for LuaHost<'_, '_> {
         open_transport(self.table, self.options)
     }
 
-    fn established(&mut self, result: &Json, session_id: Option<String>) -> Outcome<()> {
+    fn client_info(&mut self) -> Outcome<Json> {
+        client_info(self.lua)
+    }
+
+    fn server_key(&mut self) -> Option<String> {
+        server_key(self.table, self.options).ok().flatten()
+    }
+
+    fn established(&mut self, result: &Json, session_id: Option<String>, era: &Verdict) -> Outcome<()> {
         apply_initialize(self.lua, self.table, result)?;
+        self.table.set("era", if matches!(era, Verdict::Legacy) { "legacy" } else { "modern" })?;
         // Live sessions only: through the fixture seam the client's fields
         // stay exactly the reference's.
         self.table.set("server_capabilities", to_lua_opt(self.lua, result.get("capabilities"))?)?;

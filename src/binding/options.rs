@@ -13,6 +13,7 @@ use super::convert::concat_text;
 use super::{Cx, Outcome, Raise};
 use crate::client::{Client, Ticket};
 use crate::codec::Json;
+use crate::era::EraChoice;
 use crate::error::Error;
 use crate::protocol;
 use crate::transport::doorbell::Doorbell;
@@ -94,6 +95,21 @@ fn number_option(opts: &Table, field: &str, min: f64, max: f64, refusal: &str) -
         return Err(bad());
     }
     Ok(Some(n))
+}
+
+/// `opts.era`: "auto" (the default), "legacy" or "modern".
+fn era_option(opts: &Table) -> Outcome<EraChoice> {
+    let bad = || Error::BadInput("mcp.new: opts.era must be \"auto\", \"legacy\" or \"modern\"".into()).into();
+    match opts.get::<Value>("era")? {
+        Value::Nil => Ok(EraChoice::Auto),
+        Value::String(s) => match &*s.as_bytes() {
+            b"auto" => Ok(EraChoice::Auto),
+            b"legacy" => Ok(EraChoice::Legacy),
+            b"modern" => Ok(EraChoice::Modern),
+            _ => Err(bad()),
+        },
+        _ => Err(bad()),
+    }
 }
 
 pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
@@ -186,7 +202,8 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
         lua_handled.iter().filter_map(|m| protocol::capability_for(m)).map(|c| (c, Json::Object(vec![]))).collect();
     capabilities.sort_by(|a, b| a.0.cmp(b.0));
     capabilities.dedup_by(|a, b| a.0 == b.0);
-    let client = Client::new(timeout, connect_timeout, Json::object(capabilities));
+    let mut client = Client::new(timeout, connect_timeout, Json::object(capabilities));
+    client.choose_era(era_option(opts)?);
     let record = match opts.get::<Value>("record")? {
         Value::Nil => None,
         // Opened now as well, so that a path that cannot be written fails

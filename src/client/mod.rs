@@ -23,10 +23,11 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::codec::{Json, Select};
+use crate::era::{self, remembered, Answer, EraChoice, Verdict, PROBE_PATIENCE};
 use crate::error::Error;
-use crate::protocol::{self, result_of, IdKey, SUPPORTED_VERSIONS};
+use crate::protocol::{self, is_modern_version, result_of, Envelope, IdKey, MODERN_VERSIONS, SUPPORTED_VERSIONS};
 use crate::schema::{ToolSchemas, TOOL_SCHEMAS};
-use crate::session::{Peer, Session};
+use crate::session::{Limit, Peer, Session};
 use crate::transport::Transport;
 
 mod request;
@@ -51,8 +52,21 @@ pub trait Host: Peer {
     /// A new transport to the server (a process started, an HTTP agent).
     fn open(&mut self) -> Result<Box<dyn Transport>, Self::Error>;
 
-    /// A handshake succeeded: its result, and the session id a server gave.
-    fn established(&mut self, result: &Json, session_id: Option<String>) -> Result<(), Self::Error>;
+    /// `clientInfo`, as the envelope of a modern request carries it (and
+    /// as the `initialize` request would).
+    fn client_info(&mut self) -> Result<Json, Self::Error>;
+
+    /// What names the server from one process to the next (its command
+    /// line, its URL), under which the era it speaks is remembered; None
+    /// when nothing does (a replayed recording).
+    fn server_key(&mut self) -> Option<String> {
+        None
+    }
+
+    /// A session is ready: the `initialize` result (or a modern server's
+    /// discover result in its shape, see `era::as_initialize_result`),
+    /// the session id a server gave, and the era found.
+    fn established(&mut self, result: &Json, session_id: Option<String>, era: &Verdict) -> Result<(), Self::Error>;
 
     /// The server refused a request for want of credentials
     /// ([`Error::Unauthorized`]). True when new credentials are in place
@@ -103,6 +117,16 @@ pub struct Client {
     /// sent again.
     closed_session: u64,
     tools: ToolList,
+    /// `opts.era`.
+    era: EraChoice,
+    /// The current session's envelope, when its server is modern: every
+    /// request is stamped with it.
+    envelope: Option<Envelope>,
+    /// Probes sent: each has an id of its own, apart from `next_id`.
+    probes: u64,
+    /// When requests paused between rounds of input go on (see
+    /// `request::answer_input`): an event loop's timer wakes for them.
+    paused_until: Vec<Instant>,
 }
 
 /// What the client knows of the server's tool list.
@@ -154,7 +178,22 @@ impl Client {
             credentials: 0,
             closed_session: 0,
             tools: ToolList::default(),
+            era: EraChoice::Auto,
+            envelope: None,
+            probes: 0,
+            paused_until: Vec::new(),
         }
+    }
+
+    /// How the era of the next sessions is chosen (`opts.era`).
+    pub fn choose_era(&mut self, era: EraChoice) {
+        self.era = era;
+    }
+
+    /// The envelope of the current session's requests, when its server
+    /// is modern.
+    pub fn envelope(&self) -> Option<&Envelope> {
+        self.envelope.as_ref()
     }
 
     /// Sends a notification, starting the session first if needed.
@@ -209,9 +248,14 @@ impl Client {
         self.session.as_ref().is_some_and(Session::queued)
     }
 
-    /// The earliest time a request runs out, for an event loop's timer.
-    pub fn next_deadline(&self) -> Option<Instant> {
-        self.session.as_ref().and_then(Session::next_deadline)
+    /// The earliest time a request runs out or a paused one goes on,
+    /// for an event loop's timer.
+    pub fn next_deadline(&mut self) -> Option<Instant> {
+        let now = Instant::now();
+        self.paused_until.retain(|at| *at > now);
+        let paused = self.paused_until.iter().min().copied();
+        let running = self.session.as_ref().and_then(Session::next_deadline);
+        running.into_iter().chain(paused).min()
     }
 
     /// Ends the session the way its transport does; requests in flight
@@ -320,6 +364,7 @@ impl Client {
                         authorizations += 1;
                     }
                     Err(Failure::Refused(refusal)) => return Err(refusal.into()),
+                    Err(Failure::Core(e)) => return Err(e.into()),
                     Err(Failure::Other(e)) => return Err(e),
                 }
             };
@@ -353,10 +398,147 @@ impl Client {
         }
     }
 
-    /// A new session: transport opened, initialize answered and its
-    /// version checked, initialized sent.
+    /// A new session. Its era is found first (see `era`): a server
+    /// remembered as legacy, or any server with `opts.era = "legacy"`,
+    /// goes straight to `initialize`; any other is probed. A legacy
+    /// verdict that then fails (`initialize` refused the way a modern
+    /// server refuses it, or a slow server that exited on a probe it read
+    /// late) is put right once here.
     fn handshake<H: Host>(&mut self, host: &mut H) -> Result<Session, Failure<H::Error>> {
+        let server = host.server_key();
+        let remembered = match (self.era, &server) {
+            (EraChoice::Auto, Some(server)) => remembered::recall(server),
+            _ => None,
+        };
+        let choice = self.era;
+        let remember = |verdict: Option<Verdict>| {
+            if let (EraChoice::Auto, Some(server)) = (choice, &server) {
+                remembered::remember(server, verdict);
+            }
+        };
         let mut session = Session::new(host.open().map_err(Failure::Other)?);
+        let mut probe = Probe::Skipped;
+        if self.era != EraChoice::Legacy && remembered != Some(Verdict::Legacy) {
+            // A server known to answer (modern last time, or HTTP) gets
+            // the whole connect time: a cold start is no sign of an era.
+            let patient = remembered.is_some() || self.era == EraChoice::Modern || session.always_answers();
+            let patience = if patient { self.connect_timeout } else { PROBE_PATIENCE.min(self.connect_timeout) };
+            match self.probe(host, &mut session, patience)? {
+                Found::Modern { envelope, discovered } => {
+                    remember(Some(Verdict::Modern(envelope.version.clone())));
+                    return self.speak_modern(host, session, envelope, &discovered);
+                }
+                Found::Legacy { why, .. } if self.era == EraChoice::Modern => {
+                    return Err(Failure::Core(Error::NotModern { why }));
+                }
+                Found::Legacy { restart, answered, .. } => {
+                    remember(Some(Verdict::Legacy));
+                    if restart {
+                        session.close();
+                        session = Session::new(host.open().map_err(Failure::Other)?);
+                    }
+                    probe = if answered { Probe::Answered } else { Probe::Unanswered };
+                }
+            }
+        }
+        match self.initialize(host, &mut session) {
+            Err(Failure::Core(e))
+                if probe != Probe::Answered && self.era == EraChoice::Auto && refused_as_modern(&e) =>
+            {
+                remember(None);
+                match self.probe(host, &mut session, self.connect_timeout)? {
+                    Found::Modern { envelope, discovered } => {
+                        remember(Some(Verdict::Modern(envelope.version.clone())));
+                        self.speak_modern(host, session, envelope, &discovered)
+                    }
+                    Found::Legacy { .. } => Err(Failure::Core(e)),
+                }
+            }
+            Err(Failure::Core(Error::Transport { .. } | Error::NoResponse { .. })) if probe == Probe::Unanswered => {
+                session.close();
+                session = Session::new(host.open().map_err(Failure::Other)?);
+                self.initialize(host, &mut session)?;
+                Ok(session)
+            }
+            Err(failure) => Err(failure),
+            Ok(()) => Ok(session),
+        }
+    }
+
+    /// Asks the server what it speaks (`server/discover`, with the
+    /// envelope of the newest modern version) and reads the answer; a
+    /// modern server that names another version both speak is asked once
+    /// more at it. The probe's id is its own, so request ids are what
+    /// they would be without it; nothing is sent to stop it if it goes
+    /// unanswered (see `Limit::quiet`).
+    fn probe<H: Host>(
+        &mut self,
+        host: &mut H,
+        session: &mut Session,
+        patience: Duration,
+    ) -> Result<Found, Failure<H::Error>> {
+        let client_info = host.client_info().map_err(Failure::Other)?;
+        let mut version = MODERN_VERSIONS[0].to_string();
+        let mut retried = false;
+        loop {
+            self.probes += 1;
+            let id = Json::str(format!("lua-mcp-probe-{}", self.probes));
+            let envelope = Envelope {
+                version: version.clone(),
+                capabilities: self.capabilities.clone(),
+                client_info: client_info.clone(),
+                log_level: None,
+            };
+            let mut message = protocol::request(id.clone(), "server/discover", Json::Object(vec![]));
+            envelope.stamp(&mut message);
+            let mut limit = Limit::new(patience, None, Rc::from("server/discover"));
+            limit.quiet = true;
+            let mut peer = Watching { host: &mut *host, tools_stale: &mut self.tools.stale };
+            let outcome = session.request(&id, &message, limit, &mut peer);
+            let answered = !matches!(outcome, Err(Error::Timeout { .. }));
+            match era::read_answer(outcome, session.always_answers()) {
+                Answer::Modern { version, result } => {
+                    let envelope = Envelope { version, ..envelope };
+                    return Ok(Found::Modern { envelope, discovered: result });
+                }
+                Answer::TryVersion { version: named, .. } if !retried => {
+                    version = named;
+                    retried = true;
+                }
+                Answer::TryVersion { refusal, .. } => return Err(Failure::Core(refusal)),
+                Answer::Legacy { restart, why } => return Ok(Found::Legacy { restart, answered, why }),
+                Answer::Refused(refusal) => return Err(Failure::Refused(refusal)),
+                Answer::Failed(Error::Timeout { what, seconds, note }) => {
+                    let note = format!("{note} (opts.connect_timeout)");
+                    return Err(Failure::Core(Error::Timeout { what, seconds, note }));
+                }
+                Answer::Failed(e) => return Err(Failure::Core(e)),
+            }
+        }
+    }
+
+    /// The session of a modern server: no handshake, the discover result
+    /// in place of `initialize`'s, and every request stamped.
+    fn speak_modern<H: Host>(
+        &mut self,
+        host: &mut H,
+        mut session: Session,
+        envelope: Envelope,
+        discovered: &Json,
+    ) -> Result<Session, Failure<H::Error>> {
+        let result = era::as_initialize_result(discovered, &envelope.version);
+        self.initialized = Some(result.clone());
+        let verdict = Verdict::Modern(envelope.version.clone());
+        session.speak_modern(envelope.clone());
+        self.envelope = Some(envelope);
+        host.established(&result, None, &verdict).map_err(Failure::Other)?;
+        Ok(session)
+    }
+
+    /// The legacy handshake: initialize answered and its version checked,
+    /// initialized sent.
+    fn initialize<H: Host>(&mut self, host: &mut H, session: &mut Session) -> Result<(), Failure<H::Error>> {
+        self.envelope = None;
         let id = host.next_id().map_err(Failure::Other)?;
         let init = host.initialize_request(id.clone(), self.capabilities.clone()).map_err(Failure::Other)?;
         // The handshake waits `connect_timeout`, not the request's
@@ -364,20 +546,20 @@ impl Client {
         // `timeout = 3` every try killed the half-started server and
         // spawned a new one, which never got further.
         let mut peer = Watching { host: &mut *host, tools_stale: &mut self.tools.stale };
-        let reply = match session.request(&id, &init, self.connect_timeout, "initialize", &mut peer) {
+        let limit = Limit::new(self.connect_timeout, None, Rc::from("initialize"));
+        let reply = match session.request(&id, &init, limit, &mut peer) {
             Ok(reply) => reply,
             Err(e @ Error::Unauthorized { .. }) => return Err(Failure::Refused(e)),
             Err(Error::Timeout { what, seconds, note }) => {
                 // A server that hangs while it starts often says why.
                 let said = session.last_words().map(|w| format!("; its stderr ends: {w}")).unwrap_or_default();
                 let note = format!("{note} (opts.connect_timeout){said}");
-                return Err(Failure::Other(Error::Timeout { what, seconds, note }.into()));
+                return Err(Failure::Core(Error::Timeout { what, seconds, note }));
             }
-            Err(e) => return Err(Failure::Other(e.into())),
+            Err(e) => return Err(Failure::Core(e)),
         };
-        let other = |e: Error| Failure::Other(e.into());
-        let result = result_of(Some(reply), "initialize").map_err(other)?;
-        check_version(&result).map_err(other)?;
+        let result = result_of(Some(reply), "initialize").map_err(Failure::Core)?;
+        check_version(&result).map_err(Failure::Core)?;
         self.initialized = Some(result.clone());
         // The transport first: over HTTP the notification below carries
         // the version. The holder last: its fields must not say "ready"
@@ -385,9 +567,9 @@ impl Client {
         if let Some(Json::Str(version)) = result.get("protocolVersion") {
             session.established(&String::from_utf8_lossy(version));
         }
-        session.notify(&protocol::initialized()).map_err(other)?;
-        host.established(&result, session.session_id()).map_err(Failure::Other)?;
-        Ok(session)
+        session.notify(&protocol::initialized()).map_err(Failure::Core)?;
+        host.established(&result, session.session_id(), &Verdict::Legacy).map_err(Failure::Other)?;
+        Ok(())
     }
 
     /// Learns the output schemas and keeps the input schemas of a tool
@@ -460,8 +642,37 @@ pub fn check_version(result: &Json) -> Result<(), Error> {
 }
 
 /// Why a handshake failed: the server wants credentials (worth another
-/// try once the holder got them), or anything else.
+/// try once the holder got them), an error of the client's own (read
+/// before it goes to the holder), or the holder's.
 enum Failure<E> {
     Refused(Error),
+    Core(Error),
     Other(E),
+}
+
+/// What became of the probe, for the handshake after it.
+#[derive(PartialEq)]
+enum Probe {
+    Skipped,
+    Answered,
+    /// It went unanswered for [`PROBE_PATIENCE`]: a slow server may still
+    /// read it, and answer `initialize` as a modern one or exit.
+    Unanswered,
+}
+
+/// What the probe found.
+enum Found {
+    Modern { envelope: Envelope, discovered: Json },
+    Legacy { restart: bool, answered: bool, why: String },
+}
+
+/// `initialize` refused the way a server of the modern revision refuses
+/// it: with a JSON-RPC error (an older server always has `initialize`),
+/// or by choosing a modern version, which `initialize` cannot speak.
+fn refused_as_modern(error: &Error) -> bool {
+    match error {
+        Error::Rpc { .. } => true,
+        Error::UnsupportedVersion { chosen, .. } => is_modern_version(chosen.as_bytes()),
+        _ => false,
+    }
 }

@@ -28,7 +28,7 @@ use super::{Client, Host, Listing, Ticket, MAX_AUTHORIZATIONS, MAX_PAGES, NEXT_C
 use crate::codec::Json;
 use crate::error::Error;
 use crate::interrupt::far_future;
-use crate::protocol::{self, id_key, result_of};
+use crate::protocol::{self, id_key, result_of, ResultKind};
 use crate::session::Limit;
 
 /// What a request may be given beyond its method and params.
@@ -78,7 +78,19 @@ pub struct Request {
     limits: Limits,
     shape: Shape,
     detached: bool,
+    /// An `input_required` result is the outcome, for a caller that asks
+    /// its user itself (across turns) and continues with the answers.
+    returns_input: bool,
 }
+
+/// Rounds of input a request is given before it fails: a server that
+/// never finishes is not followed for ever.
+pub const MAX_INPUT_ROUNDS: usize = 10;
+
+/// The pause before a round that carries only the server's state (no
+/// input was asked for: a server shedding load, or polling for work it
+/// started), so that such a server is not asked again at once.
+const STATE_ONLY_PAUSE: Duration = Duration::from_millis(250);
 
 impl Request {
     /// `method` with `params`; `what` names it in errors
@@ -90,13 +102,14 @@ impl Request {
             limits: Limits::default(),
             shape: Shape::Whole,
             detached: false,
+            returns_input: false,
         }
     }
 
     /// A request the caller built, with its own id (the reference's
     /// `exchange`): its whole reply is the outcome.
     pub fn message(message: Json, what: Rc<str>) -> Request {
-        Request { message, what, limits: Limits::default(), shape: Shape::Reply, detached: false }
+        Request { message, what, limits: Limits::default(), shape: Shape::Reply, detached: false, returns_input: false }
     }
 
     pub fn shape(mut self, shape: Shape) -> Request {
@@ -114,6 +127,18 @@ impl Request {
     pub fn detached(mut self) -> Request {
         self.detached = true;
         self
+    }
+
+    /// An `input_required` result is handed over as the outcome rather
+    /// than answered through the holder's handlers.
+    pub fn returning_input(mut self) -> Request {
+        self.returns_input = true;
+        self
+    }
+
+    /// Whether a modern server may answer it with `input_required`.
+    fn may_need_input(&self) -> bool {
+        matches!(self.method(), b"tools/call" | b"prompts/get" | b"resources/read")
     }
 
     fn method(&self) -> &[u8] {
@@ -164,6 +189,10 @@ pub struct Operation {
     first_params: Option<Json>,
     pages: Vec<Json>,
     cursor: Option<Json>,
+    /// Rounds of input answered so far.
+    input_rounds: usize,
+    /// A round that carries only the server's state goes out then.
+    resend_at: Option<Instant>,
     outcome: Option<Result<Json, Error>>,
 }
 
@@ -183,6 +212,8 @@ impl Operation {
             first_params: None,
             pages: Vec::new(),
             cursor: None,
+            input_rounds: 0,
+            resend_at: None,
             outcome: None,
         }
     }
@@ -293,6 +324,14 @@ impl Client {
                 }
                 continue;
             }
+            if let Some(at) = op.resend_at {
+                if Instant::now() < at {
+                    return Ok(false);
+                }
+                op.resend_at = None;
+                self.send(host, op)?;
+                continue;
+            }
             let Some(ticket) = op.ticket.as_ref() else {
                 op.outcome = Some(Err(Error::NoResponse { what: op.what().to_string() }));
                 return Ok(true);
@@ -321,7 +360,7 @@ impl Client {
             // To the slice's end, or the request's own deadline if that
             // comes first: its timeout is then noticed on time.
             let mut slice_end = until.min(now + crate::interrupt::SLICE);
-            if let Some(deadline) = op.ticket.as_ref().and_then(|t| self.deadline_of(t)) {
+            if let Some(deadline) = op.ticket.as_ref().and_then(|t| self.deadline_of(t)).or(op.resend_at) {
                 slice_end = slice_end.min(deadline);
             }
             match self.pump_session(host, slice_end) {
@@ -388,7 +427,7 @@ impl Client {
                 }
                 let _ = self.take_reply(&ticket);
             }
-            None if op.after_refresh.take().is_some() => {}
+            None if op.after_refresh.take().is_some() || op.resend_at.take().is_some() => {}
             None => return false,
         }
         op.outcome = Some(Err(cancelled));
@@ -455,6 +494,9 @@ impl Client {
         if op.request.shape != Shape::Reply {
             set_id(&mut op.request.message, id.clone());
         }
+        if let Some(envelope) = &self.envelope {
+            envelope.stamp(&mut op.request.message);
+        }
         let limits = op.request.limits;
         let mut limit = Limit::new(limits.timeout.unwrap_or(self.timeout), limits.max_total, op.request.what.clone());
         limit.progress = limits.progress;
@@ -482,6 +524,15 @@ impl Client {
         let result = match reply {
             Ok(reply) if op.request.shape == Shape::Reply => Ok(reply),
             Ok(reply) => result_of(Some(reply), op.what()),
+            Err(e) => Err(e),
+        };
+        let result = match result.and_then(|result| self.result_kind(op, result)) {
+            Ok((ResultKind::InputRequired, result)) if op.request.returns_input => {
+                op.outcome = Some(Ok(result));
+                return Ok(());
+            }
+            Ok((ResultKind::InputRequired, result)) => return self.answer_input(host, op, &result),
+            Ok((ResultKind::Complete, result)) => Ok(result),
             Err(e) => Err(e),
         };
         let result = match result {
@@ -561,6 +612,54 @@ impl Client {
         }
     }
 
+    /// What kind of result a modern server sent (an older one's are all
+    /// complete). Input may be asked for only on the requests the
+    /// revision names.
+    fn result_kind(&self, op: &Operation, result: Json) -> Result<(ResultKind, Json), Error> {
+        if self.envelope.is_none() || op.request.shape == Shape::Reply {
+            return Ok((ResultKind::Complete, result));
+        }
+        match protocol::result_kind(&result, op.what())? {
+            ResultKind::InputRequired if !op.request.may_need_input() => {
+                Err(Error::UnknownResultType { what: op.what().to_string(), result_type: "input_required".into() })
+            }
+            kind => Ok((kind, result)),
+        }
+    }
+
+    /// A modern server needs input before it can finish (an
+    /// `input_required` result). Each input it asks for is answered by the
+    /// holder's handlers, as an older server's own requests are, and the
+    /// request goes again on a new id with those answers and the server's
+    /// state as they came. A round with no input asked for goes after
+    /// [`STATE_ONLY_PAUSE`].
+    fn answer_input<H: Host>(&mut self, host: &mut H, op: &mut Operation, result: &Json) -> Result<(), H::Error> {
+        op.input_rounds += 1;
+        if op.input_rounds > MAX_INPUT_ROUNDS {
+            op.outcome = Some(Err(Error::InputRounds { what: op.what().to_string(), rounds: MAX_INPUT_ROUNDS }));
+            return Ok(());
+        }
+        let asked = result.get("inputRequests");
+        let answers = match asked {
+            Some(asked) => match gather_input(host, asked, op.what()) {
+                Ok(answers) => Some(answers),
+                Err(e) => {
+                    op.outcome = Some(Err(e));
+                    return Ok(());
+                }
+            },
+            None => None,
+        };
+        set_input(&mut op.request.message, answers, result.get("requestState").cloned());
+        if asked.is_none() {
+            let at = Instant::now() + STATE_ONLY_PAUSE;
+            op.resend_at = Some(at);
+            self.paused_until.push(at);
+            return Ok(());
+        }
+        self.send(host, op)
+    }
+
     /// A listing of the tools finished.
     fn listed(&mut self, pages: &[Json], refreshed: bool) {
         self.learn_tools(pages);
@@ -595,6 +694,59 @@ impl Client {
         self.tools.last_refresh = Some(outcome.map(|_| ()));
         self.tools.refreshes += 1;
         polled.map(|_| ())
+    }
+}
+
+/// Answers each of a server's input requests (`{KEY: {method, params}}`)
+/// through the holder's handlers: `{KEY: result}`, or why one could not
+/// be given (one failure fails the call, as it would in the older way).
+fn gather_input<H: Host>(host: &mut H, asked: &Json, what: &str) -> Result<Json, Error> {
+    let mut asked = asked.clone();
+    asked.materialize();
+    let Json::Object(requests) = asked else {
+        let why = "its inputRequests is not an object".to_string();
+        return Err(Error::InputNotGiven { what: what.to_string(), method: "input".into(), why });
+    };
+    let mut answers = Vec::new();
+    for (key, request) in requests {
+        let method = match request.get("method") {
+            Some(Json::Str(m)) => String::from_utf8_lossy(m).into_owned(),
+            _ => {
+                let why = format!("input request {} names no method", String::from_utf8_lossy(&key));
+                return Err(Error::InputNotGiven { what: what.to_string(), method: "input".into(), why });
+            }
+        };
+        let params = request.get("params").cloned().unwrap_or(Json::Object(vec![]));
+        let message = protocol::request(Json::Str(key.clone()), &method, params);
+        let mut answer = host.request(&message);
+        if let Some(result) = answer.take("result") {
+            answers.push((key, result));
+            continue;
+        }
+        let error = answer.get("error");
+        let why = match error.and_then(|e| e.get("code")) {
+            Some(Json::Int(-32601)) => format!("there is no handler for it (set opts.handlers[\"{method}\"])"),
+            _ => protocol::lua_text(error.and_then(|e| e.get("message"))),
+        };
+        return Err(Error::InputNotGiven { what: what.to_string(), method, why });
+    }
+    Ok(Json::Object(answers))
+}
+
+/// The next round's params: the first round's, with this round's answers
+/// (none when none were asked for) and the server's state echoed as it
+/// came (none when it sent none).
+fn set_input(message: &mut Json, answers: Option<Json>, state: Option<Json>) {
+    message.materialize();
+    let Some(params) = message.get_mut("params") else { return };
+    params.materialize();
+    let Json::Object(pairs) = params else { return };
+    pairs.retain(|(k, _)| k != b"inputResponses" && k != b"requestState");
+    if let Some(answers) = answers {
+        pairs.push((b"inputResponses".to_vec(), answers));
+    }
+    if let Some(state) = state {
+        pairs.push((b"requestState".to_vec(), state));
     }
 }
 

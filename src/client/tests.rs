@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::{Client, Host, Limits, Operation, Request, Shape};
 use crate::codec::{decode, encode, Json};
+use crate::era::{EraChoice, Verdict};
 use crate::error::Error;
 use crate::protocol::{self, id_key};
 use crate::session::Peer;
@@ -89,6 +90,7 @@ struct TestHost {
     notes: Vec<Json>,
     replies: Rc<RefCell<VecDeque<Received>>>,
     dead: Rc<std::cell::Cell<bool>>,
+    era: Option<Verdict>,
 }
 
 impl Peer for TestHost {
@@ -127,8 +129,12 @@ impl Host for TestHost {
             dead: self.dead.clone(),
         }))
     }
-    fn established(&mut self, result: &Json, _session_id: Option<String>) -> Result<(), Error> {
+    fn client_info(&mut self) -> Result<Json, Error> {
+        Ok(Json::object([("name", Json::str("test")), ("version", Json::str("1"))]))
+    }
+    fn established(&mut self, result: &Json, _session_id: Option<String>, era: &Verdict) -> Result<(), Error> {
         self.server_name = result.get("serverInfo").and_then(|i| i.get("name")).cloned();
+        self.era = Some(era.clone());
         Ok(())
     }
 }
@@ -144,6 +150,7 @@ fn host(script: impl FnMut(&Json) -> Vec<String> + 'static) -> TestHost {
         notes: Vec::new(),
         replies: Rc::default(),
         dead: Rc::default(),
+        era: None,
     }
 }
 
@@ -215,7 +222,9 @@ fn plain(msg: &Json) -> Vec<String> {
 }
 
 fn client() -> Client {
-    Client::new(Duration::from_millis(50), Duration::from_millis(50), Json::Object(vec![]))
+    let mut client = Client::new(Duration::from_millis(50), Duration::from_millis(50), Json::Object(vec![]));
+    client.choose_era(EraChoice::Legacy);
+    client
 }
 
 #[test]

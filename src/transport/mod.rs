@@ -41,6 +41,36 @@ pub trait Transport {
         self.send(request)
     }
 
+    /// Sends a request with headers of its own (a modern HTTP request's
+    /// `Mcp-Param-*`), detached when `detached` bounds it (see
+    /// [`Transport::send_detached`]). Transports without headers have
+    /// nothing to put them in.
+    fn send_request(
+        &mut self,
+        request: &Json,
+        headers: &[(String, String)],
+        detached: Option<std::time::Duration>,
+    ) -> Result<()> {
+        let _ = headers;
+        match detached {
+            Some(timeout) => self.send_detached(request, timeout),
+            None => self.send(request),
+        }
+    }
+
+    /// Whether every request gets an answer of some kind (HTTP: a
+    /// status at least), so that silence is a timeout and a dead
+    /// connection an error, never a sign of an older server.
+    fn always_answers(&self) -> bool {
+        false
+    }
+
+    /// Whether requests carry headers (HTTP), where a modern server reads
+    /// a tool's marked parameters (see `tool_headers`).
+    fn carries_headers(&self) -> bool {
+        false
+    }
+
     /// The next message from the server that is not a server request
     /// (those are answered by the transport itself, at once, so that a
     /// server's `ping` never waits on Lua). `Ok(None)` when `deadline`

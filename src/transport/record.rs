@@ -113,6 +113,23 @@ impl Transport for Recording {
         self.inner.send_detached(request, timeout)
     }
 
+    fn send_request(&mut self, request: &Json, headers: &[(String, String)], detached: Option<Duration>) -> Result<()> {
+        self.write("send", request);
+        self.inner.send_request(request, headers, detached)
+    }
+
+    fn always_answers(&self) -> bool {
+        self.inner.always_answers()
+    }
+
+    fn carries_headers(&self) -> bool {
+        self.inner.carries_headers()
+    }
+
+    fn last_words(&self) -> Option<String> {
+        self.inner.last_words()
+    }
+
     fn receive(&mut self, deadline: Instant) -> Result<Option<Received>> {
         let received = self.inner.receive(deadline)?;
         if let Some(Received::Message(msg)) = &received {

@@ -73,6 +73,7 @@ use crate::codec::{self, Json};
 use crate::error::{Error, Result};
 use crate::interrupt;
 use crate::protocol::{self, id_key, IdKey};
+use crate::tool_headers::header_value;
 use crate::transport::doorbell::Doorbell;
 use crate::transport::inbox::{Event, Inbox};
 use crate::transport::{Received, Transport};
@@ -129,7 +130,9 @@ const FOREGROUND_DRAIN: Duration = Duration::from_millis(5);
 /// The three kinds of request this transport makes.
 #[derive(Clone, Copy)]
 enum Verb<'a> {
-    Post(&'a [u8]),
+    /// A message, with the headers its own content calls for (see
+    /// [`PostHeaders`]).
+    Post(&'a [u8], &'a PostHeaders),
     /// The server's stream, or a resumption of one.
     Get {
         last_event_id: Option<&'a str>,
@@ -190,13 +193,18 @@ impl Shared {
         threads.push(handle);
     }
 
-    /// Headers every request carries: the user's, then the session's.
-    fn decorate<B>(&self, mut req: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+    /// Headers every request carries: the user's, then the session's. A
+    /// modern message has no session: its version and method go in
+    /// headers of its own (`post_headers`).
+    fn decorate<B>(&self, mut req: ureq::RequestBuilder<B>, modern: bool) -> ureq::RequestBuilder<B> {
         for (name, value) in &self.options.headers {
             req = req.header(name.as_str(), value.as_str());
         }
         if let Some(token) = lock(&self.options.bearer).as_deref() {
             req = req.header("Authorization", format!("Bearer {token}"));
+        }
+        if modern {
+            return req;
         }
         if let Some(id) = self.session_id() {
             req = req.header("Mcp-Session-Id", id);
@@ -215,16 +223,20 @@ impl Shared {
         let mut url = lock(&self.url).clone();
         for hop in 0..=MAX_REDIRECTS {
             let sent = match verb {
-                Verb::Post(body) => {
+                Verb::Post(body, headers) => {
                     // Uncompressed: a compressed event stream is held back
                     // by the compressor, and ureq's decoder would wrap the
                     // errors our reads rely on (see `Pause`).
-                    let req = agent
+                    let mut req = agent
                         .post(&url)
                         .header("Content-Type", "application/json")
                         .header("Accept", "application/json, text/event-stream")
                         .header("Accept-Encoding", "identity");
-                    self.decorate(req).config().timeout_global(Some(timeout)).build().send(body)
+                    req = self.decorate(req, headers.modern);
+                    for (name, value) in &headers.own {
+                        req = req.header(name.as_str(), value.as_str());
+                    }
+                    req.config().timeout_global(Some(timeout)).build().send(body)
                 }
                 Verb::Get { last_event_id } => {
                     let mut req =
@@ -235,10 +247,12 @@ impl Shared {
                     // Bounded until the headers arrive; the stream itself
                     // may then stay open for the session's life.
                     let connect = Some(timeout.min(STREAM_CONNECT_TIMEOUT));
-                    let config = self.decorate(req).config().timeout_resolve(connect).timeout_connect(connect);
+                    let config = self.decorate(req, false).config().timeout_resolve(connect).timeout_connect(connect);
                     config.timeout_recv_response(Some(timeout)).build().call()
                 }
-                Verb::Delete => self.decorate(agent.delete(&url)).config().timeout_global(Some(timeout)).build().call(),
+                Verb::Delete => {
+                    self.decorate(agent.delete(&url), false).config().timeout_global(Some(timeout)).build().call()
+                }
             };
             let response = sent.map_err(|e| self.failed(&url, e, timeout))?;
             let status = response.status().as_u16();
@@ -307,8 +321,8 @@ impl Shared {
         }
     }
 
-    fn post(&self, body: &[u8], timeout: Duration) -> Result<Response<Body>> {
-        self.exchange(&self.agent, Verb::Post(body), timeout)
+    fn post(&self, body: &[u8], headers: &PostHeaders, timeout: Duration) -> Result<Response<Body>> {
+        self.exchange(&self.agent, Verb::Post(body, headers), timeout)
     }
 
     fn get_stream(&self, last_event_id: Option<&str>) -> Result<Response<Body>> {
@@ -319,7 +333,7 @@ impl Shared {
     /// of its own.
     fn answer(&self, answer: &Json) {
         // Read to its end, so that the connection goes back to the pool.
-        if let Ok(response) = self.post(&codec::encode(answer), self.options.timeout) {
+        if let Ok(response) = self.post(&codec::encode(answer), &PostHeaders::default(), self.options.timeout) {
             drain_briefly(response, self.options.max_message_bytes);
         }
     }
@@ -409,9 +423,9 @@ impl Shared {
 
     /// An async request's POST, on its own thread: whatever comes of it
     /// goes to the inbox, its failure as [`Event::Failed`] for its id.
-    fn post_detached(&self, body: &[u8], id: &Json, key: IdKey, timeout: Duration) {
-        let had_session = self.session_id().is_some();
-        let answered = self.post(body, timeout);
+    fn post_detached(&self, body: &[u8], headers: &PostHeaders, id: &Json, key: IdKey, timeout: Duration) {
+        let had_session = self.session_id().is_some() && !headers.modern;
+        let answered = self.post(body, headers, timeout);
         lock(&self.posting).retain(|k| k != &key);
         self.posted.notify_all();
         let incoming = match answered {
@@ -665,8 +679,15 @@ impl Http {
     }
 }
 
-impl Transport for Http {
-    fn send(&mut self, sent: &Json) -> Result<()> {
+impl Http {
+    fn send_with(&mut self, sent: &Json, own: &[(String, String)]) -> Result<()> {
+        let headers = post_headers(sent, own);
+        if headers.modern && is_cancellation(sent) {
+            // A modern server hears a cancellation as the request's stream
+            // closing, and defines no notifications to POST.
+            self.stop_reading(sent);
+            return Ok(());
+        }
         // Every POST needs a connection: the last reply stream's goes back
         // to the pool first. One still unanswered (a request given up on,
         // or a nested call from a handler) goes on elsewhere, unless this
@@ -682,7 +703,7 @@ impl Transport for Http {
             *lock(&self.shared.session_id) = None;
             *lock(&self.shared.protocol_version) = None;
         }
-        let had_session = self.shared.session_id().is_some();
+        let had_session = self.shared.session_id().is_some() && !headers.modern;
         // A cancellation goes out right after a timeout or a Ctrl-C, often
         // to a server that stopped answering: it must not hold Lua as long
         // again.
@@ -695,7 +716,7 @@ impl Transport for Http {
             _ if is_initialize => self.shared.options.connect_timeout,
             _ => self.shared.options.timeout,
         };
-        let response = match self.shared.post(&message, timeout) {
+        let response = match self.shared.post(&message, &headers, timeout) {
             Err(Error::HttpTimeout { .. }) if is_request => {
                 self.timed_out = true;
                 return Ok(());
@@ -733,7 +754,12 @@ impl Transport for Http {
     /// The POST goes out from a thread of its own, so that Lua never
     /// waits for a reply's headers or body; whatever comes of it reaches
     /// the session through the inbox, as stream events do.
-    fn send_detached(&mut self, request: &Json, timeout: Duration) -> Result<()> {
+    fn send_detached_with(&mut self, request: &Json, own: &[(String, String)], timeout: Duration) -> Result<()> {
+        let headers = post_headers(request, own);
+        if headers.modern && is_cancellation(request) {
+            self.stop_reading(request);
+            return Ok(());
+        }
         self.finish_foreground(true);
         if self.shared.is_stopped() {
             return Err(Error::Closed { what: protocol::lua_text(request.get("method")) });
@@ -745,15 +771,50 @@ impl Transport for Http {
             // client shuts the shared one down at once, which would cut
             // this POST off.
             let agent = self.spare_agent.clone();
-            self.shared.spawn(move |shared| drop(shared.exchange(&agent, Verb::Post(&body), timeout)));
+            self.shared.spawn(move |shared| drop(shared.exchange(&agent, Verb::Post(&body, &headers), timeout)));
             return Ok(());
         };
         if std::mem::take(&mut self.listen_pending) {
             self.listen();
         }
         lock(&self.shared.posting).push(key.clone());
-        self.shared.spawn(move |shared| shared.post_detached(&body, &id, key, timeout));
+        self.shared.spawn(move |shared| shared.post_detached(&body, &headers, &id, key, timeout));
         Ok(())
+    }
+
+    /// Stops reading the reply stream of the request a cancellation
+    /// names, when the Lua thread reads it: dropping it closes its
+    /// connection, which is how a modern server hears of it.
+    fn stop_reading(&mut self, cancellation: &Json) {
+        let Some(key) = cancellation.get("params").and_then(|p| p.get("requestId")).and_then(id_key) else { return };
+        if self.foreground.as_ref().is_some_and(|s| s.awaits(&key)) {
+            self.foreground = None;
+        }
+    }
+}
+
+impl Transport for Http {
+    fn send(&mut self, sent: &Json) -> Result<()> {
+        self.send_with(sent, &[])
+    }
+
+    fn send_detached(&mut self, request: &Json, timeout: Duration) -> Result<()> {
+        self.send_detached_with(request, &[], timeout)
+    }
+
+    fn send_request(&mut self, request: &Json, headers: &[(String, String)], detached: Option<Duration>) -> Result<()> {
+        match detached {
+            Some(timeout) => self.send_detached_with(request, headers, timeout),
+            None => self.send_with(request, headers),
+        }
+    }
+
+    fn always_answers(&self) -> bool {
+        true
+    }
+
+    fn carries_headers(&self) -> bool {
+        true
     }
 
     fn receive(&mut self, deadline: Instant) -> Result<Option<Received>> {
@@ -842,6 +903,41 @@ impl Drop for Http {
 }
 
 static BACKGROUND: Mutex<Vec<JoinHandle<()>>> = Mutex::new(Vec::new());
+
+/// The headers a POST's message calls for beyond the session's.
+#[derive(Default)]
+struct PostHeaders {
+    /// The message is a modern one (its `_meta` names its version): no
+    /// session id, and its own version header.
+    modern: bool,
+    own: Vec<(String, String)>,
+}
+
+/// A modern message's headers: `MCP-Protocol-Version` repeating its
+/// envelope's version (a server refuses a mismatch), `Mcp-Method`, and
+/// `Mcp-Name` for the requests that name something, plus the request's
+/// own (`Mcp-Param-*`). An older message gets none of them.
+fn post_headers(message: &Json, own: &[(String, String)]) -> PostHeaders {
+    let Some(version) = protocol::envelope_version(message) else { return PostHeaders::default() };
+    let mut headers = vec![("MCP-Protocol-Version".to_string(), String::from_utf8_lossy(version).into_owned())];
+    if let Some(Json::Str(method)) = message.get("method") {
+        headers.push(("Mcp-Method".into(), String::from_utf8_lossy(method).into_owned()));
+        let named = match method.as_slice() {
+            b"tools/call" | b"prompts/get" => message.get("params").and_then(|p| p.get("name")),
+            b"resources/read" => message.get("params").and_then(|p| p.get("uri")),
+            _ => None,
+        };
+        if let Some(Json::Str(name)) = named {
+            headers.push(("Mcp-Name".into(), header_value(&String::from_utf8_lossy(name))));
+        }
+    }
+    headers.extend(own.iter().cloned());
+    PostHeaders { modern: true, own: headers }
+}
+
+fn is_cancellation(message: &Json) -> bool {
+    message.get("method") == Some(&Json::str("notifications/cancelled"))
+}
 
 /// Waits for the closings of dropped clients (each bounded by
 /// [`DELETE_TIMEOUT`]). Called when the Lua state closes.

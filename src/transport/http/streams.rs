@@ -15,7 +15,7 @@ use crate::transport::inbox::{sort, Event, Sorted};
 use crate::wire::{never_pausing, pausing_at};
 
 use super::sse::{SseReader, StreamError};
-use super::{is_event_stream, trim, Shared};
+use super::{is_event_stream, trim, PostHeaders, Shared};
 
 /// Reconnecting to a stream that closed before our reply: how often, and
 /// how long to wait when the server gave no `retry:`.
@@ -57,6 +57,11 @@ pub(super) struct ReplyStream {
 }
 
 impl ReplyStream {
+    /// Whether it carries the reply to the request `key`.
+    pub(super) fn awaits(&self, key: &IdKey) -> bool {
+        self.awaiting.as_ref() == Some(key)
+    }
+
     pub(super) fn new(shared: &Shared, response: Response<Body>, awaiting: Option<IdKey>) -> ReplyStream {
         ReplyStream {
             reader: SseReader::new(response.into_body().into_reader(), shared.options.max_message_bytes),
@@ -110,7 +115,7 @@ impl ReplyStream {
                 Sorted::Answer(answer) => never_pausing(|| shared.answer(&answer)),
                 Sorted::Refuse(refusal) => {
                     let refusal = codec::encode(&refusal);
-                    let _ = never_pausing(|| shared.post(&refusal, shared.options.timeout));
+                    let _ = never_pausing(|| shared.post(&refusal, &PostHeaders::default(), shared.options.timeout));
                 }
                 Sorted::Skip | Sorted::NotJson => {}
             }

@@ -1,0 +1,105 @@
+-- eras.lua MODE - stdio servers of each protocol era, and the ways older
+-- servers meet a request they do not know before `initialize` (the era
+-- probe, `server/discover`):
+--
+--   errors     a legacy server answering it -32601, as most SDKs do
+--   ignores    a legacy server that says nothing to it
+--   exits      a legacy server that exits on it (status 1)
+--   empty      a legacy server that answers every method with {}
+--   modern     2026-07-28 only: answers server/discover, refuses
+--              initialize with -32022 naming what it speaks
+--   both       answers server/discover and initialize alike
+--   oldlist    refuses the probe with -32022 naming only 2025-11-25
+--   future     refuses the probe with -32022 naming only 2030-01-01
+--   slow       modern, but reads nothing for ERAS_DELAY_MS first (a
+--              cold start)
+--
+-- Tools: `echo` {text}; `seen` (the methods received so far, one per
+-- line, with each request's envelope version after a space when it had
+-- one); `meta` (the _meta of this call, as JSON).
+local dir = arg[0]:match('(.*)/') or '.'
+package.path = dir .. '/../../lua/?.lua;' .. dir .. '/../../lua/servers/?.lua;' .. package.path
+local server = require('stdio_server')
+local trace = require('trace')
+
+local mode = arg[1] or 'errors'
+local seen = {}
+local VERSION_KEY = 'io.modelcontextprotocol/protocolVersion'
+
+local function envelope_version(msg)
+  local meta = type(msg.params) == 'table' and msg.params._meta
+  return type(meta) == 'table' and meta[VERSION_KEY] or nil
+end
+
+if mode == 'slow' then
+  -- A cold start: nothing is read until the interpreter is "ready".
+  os.execute('sleep ' .. tonumber(os.getenv('ERAS_DELAY_MS') or '1500') / 1000)
+end
+
+local speaks_modern = mode == 'modern' or mode == 'both' or mode == 'slow'
+local only_modern = mode == 'modern' or mode == 'slow'
+
+local function refuse_version(msg, supported)
+  server.send({ jsonrpc = '2.0', id = msg.id, error = {
+    code = -32022, message = 'Unsupported protocol version',
+    data = { supported = supported, requested = envelope_version(msg) or (msg.params or {}).protocolVersion },
+  } })
+end
+
+local function discover(msg)
+  server.result(msg.id, {
+    resultType = 'complete',
+    supportedVersions = { '2026-07-28' },
+    capabilities = { tools = trace.ordered({}, {}) },
+    instructions = 'speaks ' .. mode,
+    _meta = { ['io.modelcontextprotocol/serverInfo'] = { name = 'eras-' .. mode, version = '1.0' } },
+    ttlMs = 0,
+    cacheScope = 'public',
+  })
+end
+
+-- What each mode does with the probe, before any initialize.
+local on_probe = {
+  ignores = function() end,
+  exits = function()
+    io.stderr:write('eras: unknown request before initialize\n')
+    os.exit(1)
+  end,
+  empty = function(msg) server.result(msg.id, trace.ordered({}, {})) end,
+  oldlist = function(msg) refuse_version(msg, { '2025-11-25' }) end,
+  future = function(msg) refuse_version(msg, { '2030-01-01' }) end,
+}
+
+local function hook(msg)
+  if msg.method then
+    seen[#seen + 1] = msg.method .. (envelope_version(msg) and (' ' .. envelope_version(msg)) or '')
+  end
+  if msg.method == 'initialize' and only_modern then
+    refuse_version(msg, { '2026-07-28' })
+    return true
+  end
+  if msg.method == 'server/discover' then
+    if speaks_modern then
+      discover(msg)
+      return true
+    end
+    local handle = on_probe[mode]
+    if handle then handle(msg) end
+    return handle ~= nil
+  end
+  if only_modern and msg.id ~= nil and msg.method and not envelope_version(msg) then
+    server.error(msg.id, -32602, 'Invalid params: missing _meta keys: ' .. VERSION_KEY)
+    return true
+  end
+  if msg.method == 'tools/call' and msg.params and msg.params.name == 'meta' then
+    server.result(msg.id, server.text(trace.encode(msg.params._meta or {})))
+    return true
+  end
+  return false
+end
+
+server.run({
+  echo = { run = function(args) return server.text(tostring(args.text)) end },
+  seen = { run = function() return server.text(table.concat(seen, '\n')) end },
+  meta = { run = function() return server.text('{}') end },
+}, { name = 'eras-' .. mode, hook = hook })

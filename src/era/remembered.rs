@@ -1,0 +1,150 @@
+//! Verdicts remembered per server (its command line, or its URL), in the
+//! process and in a small file under the user's cache directory, so that
+//! the next process asks a legacy server nothing it does not know.
+//!
+//! The file is `$XDG_CACHE_HOME/lua-mcp/eras.json` (else
+//! `~/.cache/lua-mcp/eras.json`): a JSON array of `[server, verdict]`
+//! pairs, most recent last, at most [`KEPT`] of them, where a verdict is
+//! `"legacy"` or the modern version spoken. Command lines may hold
+//! secrets (a token in an argument), so the file is its owner's alone
+//! (0600 in a 0700 directory) and only believed when this user owns it.
+//! It is a cache: a file that cannot be read or written costs a probe,
+//! never a connection. Writes go to a new file renamed over the old one
+//! (another process may be reading it); two processes writing at once
+//! may lose one verdict, which costs that server one more probe.
+
+use std::collections::HashMap;
+use std::fs::{self, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use super::Verdict;
+use crate::codec::{self, Json};
+use crate::private_file::owned_by_me;
+
+/// Servers remembered in the file at most: the oldest go first.
+const KEPT: usize = 256;
+
+/// The process's verdicts, and whether the file was read into them.
+static KNOWN: Mutex<Option<HashMap<String, Verdict>>> = Mutex::new(None);
+
+fn with_known<T>(work: impl FnOnce(&mut HashMap<String, Verdict>) -> T) -> T {
+    let mut known = KNOWN.lock().unwrap_or_else(|p| p.into_inner());
+    let map = known.get_or_insert_with(|| read_file().into_iter().collect());
+    work(map)
+}
+
+/// What `server` was last found to speak, if it was found out before.
+pub fn recall(server: &str) -> Option<Verdict> {
+    with_known(|known| known.get(server).cloned())
+}
+
+/// Remembers `verdict` for `server` (None forgets it: the server no
+/// longer answers the way it did). The file is written only when the
+/// verdict changed.
+pub fn remember(server: &str, verdict: Option<Verdict>) {
+    let changed = with_known(|known| match &verdict {
+        Some(v) => known.insert(server.to_string(), v.clone()).as_ref() != Some(v),
+        None => known.remove(server).is_some(),
+    });
+    if changed {
+        write_file(server, verdict.as_ref());
+    }
+}
+
+fn path() -> Option<PathBuf> {
+    // XDG asks that a relative XDG_CACHE_HOME be ignored.
+    let base = match std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from) {
+        Some(dir) if dir.is_absolute() => dir,
+        _ => PathBuf::from(std::env::var_os("HOME")?).join(".cache"),
+    };
+    Some(base.join("lua-mcp").join("eras.json"))
+}
+
+fn read_file() -> Vec<(String, Verdict)> {
+    path().map(|p| read_pairs(&p)).unwrap_or_default()
+}
+
+fn read_pairs(path: &PathBuf) -> Vec<(String, Verdict)> {
+    // Not blocking on a FIFO planted at the path, never through a link.
+    let Ok(mut file) = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW).open(path)
+    else {
+        return Vec::new();
+    };
+    let believed = file.metadata().is_ok_and(|m| m.file_type().is_file() && owned_by_me(&m));
+    let mut text = Vec::new();
+    if !believed || file.read_to_end(&mut text).is_err() {
+        return Vec::new();
+    }
+    let Ok(Json::Array(entries)) = codec::decode(&text) else { return Vec::new() };
+    entries.iter().filter_map(entry).collect()
+}
+
+fn entry(pair: &Json) -> Option<(String, Verdict)> {
+    let mut parts = pair.elements();
+    let (Some(Json::Str(server)), Some(Json::Str(verdict))) = (parts.next(), parts.next()) else { return None };
+    let verdict = match verdict.as_slice() {
+        b"legacy" => Verdict::Legacy,
+        v if crate::protocol::is_modern_version(v) => Verdict::Modern(String::from_utf8_lossy(v).into_owned()),
+        _ => return None,
+    };
+    Some((String::from_utf8(server.clone()).ok()?, verdict))
+}
+
+/// Writes the file anew with `server`'s verdict last (or gone), keeping
+/// what other processes wrote meanwhile.
+fn write_file(server: &str, verdict: Option<&Verdict>) {
+    let Some(path) = path() else { return };
+    let Some(dir) = path.parent() else { return };
+    if fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).is_err() {
+        return;
+    }
+    let mut pairs = read_pairs(&path);
+    pairs.retain(|(s, _)| s != server);
+    if let Some(verdict) = verdict {
+        pairs.push((server.to_string(), verdict.clone()));
+    }
+    let skip = pairs.len().saturating_sub(KEPT);
+    let entries = pairs.into_iter().skip(skip).map(|(server, verdict)| {
+        let verdict = match verdict {
+            Verdict::Legacy => "legacy".to_string(),
+            Verdict::Modern(version) => version,
+        };
+        Json::Array(vec![Json::str(server), Json::str(verdict)])
+    });
+    let text = codec::encode(&Json::Array(entries.collect()));
+    let Ok(suffix) = crate::auth::pkce::random_text(9) else { return };
+    let temporary = dir.join(format!(".eras.{suffix}.tmp"));
+    let written = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&temporary)?;
+        file.write_all(&text)?;
+        fs::rename(&temporary, &path)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&temporary);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_survive_in_the_file_most_recent_last() {
+        let dir = std::env::temp_dir().join(format!("lua-mcp-eras-{}", std::process::id()));
+        let file = dir.join("eras.json");
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(&file, br#"[["a","legacy"],["b","2026-07-28"],["c","1999-01-01"],"junk"]"#).unwrap();
+        let pairs = read_pairs(&file);
+        assert_eq!(pairs, vec![("a".into(), Verdict::Legacy), ("b".into(), Verdict::Modern("2026-07-28".into()))]);
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
