@@ -165,6 +165,10 @@ impl Session {
         self.transport.always_answers()
     }
 
+    pub fn carries_headers(&self) -> bool {
+        self.transport.carries_headers()
+    }
+
     pub fn notify(&mut self, message: &Json) -> Result<()> {
         let stamped;
         let message = match &self.modern {

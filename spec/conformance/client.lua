@@ -1,10 +1,13 @@
 -- client.lua URL - the client the official conformance suite drives
 -- (`conformance client --command "lua5.4 spec/conformance/client.lua"`):
 -- the native module doing what an agent does. It never reads the
--- scenario's name (MCP_CONFORMANCE_SCENARIO, or `name` in the context):
--- every scenario gets the same behaviour. Log in with the credentials
--- MCP_CONFORMANCE_CONTEXT carries, by the grant they are for (none: the
--- browser flow, registering as it can), discover, call each tool with
+-- scenario's name (MCP_CONFORMANCE_SCENARIO, or `name` in the context)
+-- nor the protocol version the suite runs at
+-- (MCP_CONFORMANCE_PROTOCOL_VERSION): the module finds the server's era
+-- itself, and every scenario gets the same behaviour. Log in with the
+-- credentials MCP_CONFORMANCE_CONTEXT carries, by the grant they are for
+-- (none: the browser flow, registering as it can), discover, make the
+-- calls the context asks for (toolCalls) or else call each tool with
 -- arguments its schema asks for, close.
 local root = (arg[0]:match('^(.*)/[^/]*$') or '.') .. '/../..'
 local mcp = assert(package.loadlib(root .. '/mcp.so', 'luaopen_mcp'))()
@@ -108,14 +111,35 @@ local client = mcp.new({ url = url, timeout = 20, auth = auth,
                          handlers = { ['elicitation/create'] = accept_defaults } })
 
 local samples = { number = 2, integer = 3, string = 'conformance', boolean = true }
-local tools = client:discover()
-for _, tool in ipairs(tools) do
-  local args = {}
-  local schema = tool.inputSchema or {}
-  for name, prop in pairs(schema.properties or {}) do
-    args[name] = samples[prop.type] or 'x'
+
+-- What an agent puts in an argument, from what the tool's schema says of
+-- it: a sample of its type, or, where its description asks for the
+-- inputSchema of another listed tool, that schema as it was received.
+local function argument(prop, tools)
+  local wants = type(prop.description) == 'string' and prop.description
+  if prop.type == 'object' and wants and wants:find('inputSchema', 1, true) then
+    for _, other in ipairs(tools) do
+      if wants:find(other.name, 1, true) then return other.inputSchema end
+    end
   end
-  local ok, text, is_error = pcall(client.call, client, tool.name, args)
-  io.stderr:write(string.format('%s -> %s %s\n', tool.name, tostring(ok), tostring(text)))
+  if prop.type == 'object' then return {} end
+  return samples[prop.type] or 'x'
+end
+
+local function call(name, args)
+  local ok, text = pcall(client.call, client, name, args)
+  io.stderr:write(string.format('%s -> %s %s\n', name, tostring(ok), tostring(text)))
+end
+
+local tools = client:discover()
+if type(context.toolCalls) == 'table' then
+  for _, planned in ipairs(context.toolCalls) do call(planned.name, planned.arguments or {}) end
+else
+  for _, tool in ipairs(tools) do
+    local args = {}
+    local schema = tool.inputSchema or {}
+    for name, prop in pairs(schema.properties or {}) do args[name] = argument(prop, tools) end
+    call(tool.name, args)
+  end
 end
 client:close()

@@ -289,7 +289,12 @@ impl Authorizer {
             return Ok(false);
         }
         self.recall_secret_binding(&mut store)?;
-        self.discover(&challenge)?;
+        // A token refused after it was accepted may mean the resource
+        // moved to another authorization server, which only its metadata
+        // says: read afresh then, so that the new server gets a
+        // registration of its own and none of the old one's credentials.
+        let reread = !step_up && self.tokens.is_some();
+        self.discover(&challenge, reread)?;
         self.bind_secret(&mut store)?;
         if !self.loaded {
             self.loaded = true;
@@ -333,9 +338,10 @@ impl Authorizer {
     }
 
     /// Reads the protected-resource metadata (unless already read from
-    /// the same place) and the authorization server's.
-    fn discover(&mut self, challenge: &Challenge) -> Result<()> {
+    /// the same place, and not `afresh`) and the authorization server's.
+    fn discover(&mut self, challenge: &Challenge, afresh: bool) -> Result<()> {
         if self.issuer.is_some()
+            && !afresh
             && (challenge.resource_metadata.is_none() || challenge.resource_metadata == self.metadata_url)
         {
             return Ok(());
@@ -882,6 +888,7 @@ impl Authorizer {
             .iter()
             .find(|m| matches!(m.as_str(), "none" | "client_secret_basic" | "client_secret_post"));
         let mut fields = vec![
+            ("application_type", Json::str(application_type(redirect_uri))),
             ("client_name", Json::str(&self.settings.client_name)),
             ("grant_types", Json::Array(vec![Json::str("authorization_code"), Json::str("refresh_token")])),
             ("redirect_uris", Json::Array(vec![Json::str(redirect_uri)])),
@@ -1129,5 +1136,18 @@ fn oauth_error(reply: &Json) -> String {
         (Some(e), Some(d)) => format!(": {e} ({d})"),
         (Some(e), None) => format!(": {e}"),
         _ => String::new(),
+    }
+}
+
+/// What a registration says the client is (OpenID Connect's
+/// `application_type`, which the 2026-07-28 revision asks every
+/// registration to send): a program on the user's machine, whose browser
+/// comes back to a loopback address, is "native"; one that receives it
+/// elsewhere is "web".
+fn application_type(redirect_uri: &str) -> &'static str {
+    let host = url::Url::parse(redirect_uri).ok().and_then(|u| u.host_str().map(str::to_string));
+    match host.as_deref() {
+        Some("127.0.0.1" | "localhost" | "[::1]") => "native",
+        _ => "web",
     }
 }

@@ -299,6 +299,27 @@ impl Host for LuaHost<'_, '_> {
         open_transport(self.table, self.options)
     }
 
+    /// To `on_log`, as a log message from the client itself (logger
+    /// "lua-mcp"), or to stderr when there is none.
+    fn warn(&mut self, message: &str) {
+        let on_log = self.callbacks.as_ref().and_then(|c| c.raw_get::<Option<Function>>("on_log").ok().flatten());
+        let Some(on_log) = on_log else {
+            eprintln!("lua-mcp: {message}");
+            return;
+        };
+        let params = Json::object([
+            ("data", Json::str(message)),
+            ("level", Json::str("warning")),
+            ("logger", Json::str("lua-mcp")),
+        ]);
+        self.ran += 1;
+        if let Ok(params) = to_lua(self.lua, &params) {
+            if let Err(Raise::Lua(error)) = call_lua(self.lua, on_log, params) {
+                listener_failed(error);
+            }
+        }
+    }
+
     fn client_info(&mut self) -> Outcome<Json> {
         client_info(self.lua)
     }

@@ -68,6 +68,13 @@ pub trait Host: Peer {
     /// the session id a server gave, and the era found.
     fn established(&mut self, result: &Json, session_id: Option<String>, era: &Verdict) -> Result<(), Self::Error>;
 
+    /// Something the user should know that is not an error (a tool left
+    /// out of a list, and why). Said on stderr unless the holder has a
+    /// better place.
+    fn warn(&mut self, message: &str) {
+        eprintln!("lua-mcp: {message}");
+    }
+
     /// The server refused a request for want of credentials
     /// ([`Error::Unauthorized`]). True when new credentials are in place
     /// and the request is worth sending again; `again` says this request

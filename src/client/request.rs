@@ -29,7 +29,8 @@ use crate::codec::Json;
 use crate::error::Error;
 use crate::interrupt::far_future;
 use crate::protocol::{self, id_key, result_of, ResultKind};
-use crate::session::Limit;
+use crate::session::{Limit, Session};
+use crate::tool_headers;
 
 /// What a request may be given beyond its method and params.
 #[derive(Clone, Copy, Debug, Default)]
@@ -191,6 +192,8 @@ pub struct Operation {
     cursor: Option<Json>,
     /// Rounds of input answered so far.
     input_rounds: usize,
+    /// Sent again once after the tools were listed anew (-32020).
+    relisted: bool,
     /// A round that carries only the server's state goes out then.
     resend_at: Option<Instant>,
     outcome: Option<Result<Json, Error>>,
@@ -213,6 +216,7 @@ impl Operation {
             pages: Vec::new(),
             cursor: None,
             input_rounds: 0,
+            relisted: false,
             resend_at: None,
             outcome: None,
         }
@@ -497,11 +501,13 @@ impl Client {
         if let Some(envelope) = &self.envelope {
             envelope.stamp(&mut op.request.message);
         }
+        let headers = self.param_headers(&op.request.message);
         let limits = op.request.limits;
         let mut limit = Limit::new(limits.timeout.unwrap_or(self.timeout), limits.max_total, op.request.what.clone());
         limit.progress = limits.progress;
         limit.detached = op.request.detached;
         limit.progress_token = op.progress_token.as_ref().filter(|token| **token != id).and_then(id_key);
+        limit.headers = headers;
         op.credentials = self.credentials;
         op.session = self.session_number;
         let Some(session) = self.session.as_mut() else { unreachable!("a session was just made ready") };
@@ -538,6 +544,9 @@ impl Client {
         let result = match result {
             Ok(result) => result,
             Err(failure) => {
+                if self.relist_for_headers(host, op, &failure)? {
+                    return Ok(());
+                }
                 if self.worth_again(host, op, &failure)? {
                     return self.send(host, op);
                 }
@@ -561,8 +570,9 @@ impl Client {
                     op.ask_for_page(next);
                     return self.send(host, op);
                 }
-                let pages = std::mem::take(&mut op.pages);
+                let mut pages = std::mem::take(&mut op.pages);
                 if let Shape::Tools { refresh } = op.request.shape {
+                    self.leave_out_invalid_headers(host, &mut pages);
                     self.listed(&pages, refresh);
                 }
                 Ok(Json::Array(pages))
@@ -658,6 +668,79 @@ impl Client {
             return Ok(());
         }
         self.send(host, op)
+    }
+
+    /// The `Mcp-Param-*` headers of a modern tool call, from the marks in
+    /// the tool's listed `inputSchema` (a tool not listed yet has none: a
+    /// server that needs them answers -32020, and the tools are listed).
+    fn param_headers(&self, message: &Json) -> Vec<(String, String)> {
+        if self.envelope.is_none() || message.get("method") != Some(&Json::str("tools/call")) {
+            return Vec::new();
+        }
+        let Some(params) = message.get("params") else { return Vec::new() };
+        let Some(Json::Str(tool)) = params.get("name") else { return Vec::new() };
+        let Some(schema) = self.tools.schemas.input(tool) else { return Vec::new() };
+        let Ok(declared) = tool_headers::declared(&schema) else { return Vec::new() };
+        let arguments = params.get("arguments").cloned().unwrap_or(Json::Null);
+        tool_headers::param_headers(&declared, &arguments)
+    }
+
+    /// A modern server refused a tool call's headers (-32020, header
+    /// mismatch): the tool's schema may have changed, so the tools are
+    /// listed again and the call sent once more with the headers the new
+    /// list asks for. True when that is under way.
+    fn relist_for_headers<H: Host>(
+        &mut self,
+        host: &mut H,
+        op: &mut Operation,
+        failure: &Error,
+    ) -> Result<bool, H::Error> {
+        let header_mismatch = matches!(failure, Error::Rpc { code, .. } if code == "-32020");
+        if !header_mismatch || self.envelope.is_none() || !matches!(op.request.shape, Shape::ToolCall(_)) || op.relisted
+        {
+            return Ok(false);
+        }
+        op.relisted = true;
+        self.tools.stale = true;
+        self.begin_refresh(host)?;
+        op.after_refresh = Some(self.tools.refreshes);
+        Ok(true)
+    }
+
+    /// Over HTTP a modern client must leave out of a tool list every tool
+    /// whose `x-mcp-header` marks break the revision's rules (a gateway
+    /// would read its headers wrong), and say which and why.
+    fn leave_out_invalid_headers<H: Host>(&self, host: &mut H, pages: &mut [Json]) {
+        if self.envelope.is_none() || !self.session.as_ref().is_some_and(Session::carries_headers) {
+            return;
+        }
+        for page in pages.iter_mut() {
+            let Some(Json::Array(tools)) = page.get("tools") else { continue };
+            let invalid: Vec<(usize, String)> = tools
+                .iter()
+                .enumerate()
+                .filter_map(|(i, tool)| {
+                    let schema = tool.get("inputSchema")?;
+                    let why = tool_headers::declared(schema).err()?;
+                    let name = protocol::lua_text(tool.get("name"));
+                    Some((i, format!("excluding tool '{name}' from tools/list: invalid x-mcp-header ({why})")))
+                })
+                .collect();
+            if invalid.is_empty() {
+                continue;
+            }
+            page.materialize();
+            if let Some(Json::Array(tools)) = page.get_mut("tools") {
+                let mut at = 0;
+                tools.retain(|_| {
+                    at += 1;
+                    !invalid.iter().any(|(i, _)| *i == at - 1)
+                });
+            }
+            for (_, warning) in &invalid {
+                host.warn(warning);
+            }
+        }
     }
 
     /// A listing of the tools finished.
