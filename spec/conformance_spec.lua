@@ -1,9 +1,11 @@
 -- The official MCP conformance suite (@modelcontextprotocol/conformance
--- 0.1.16, pinned in spec/peers) grading spec/conformance/client.lua, which
--- drives the native module over Streamable HTTP: every client scenario the
--- suite lists, one at a time. A scenario fails this spec when it fails and
--- is not in spec/conformance/expected-failures.yml, or when it is listed
--- there and passes (the list only shrinks).
+-- 0.2.0-alpha.12, pinned in spec/peers) grading spec/conformance/client.lua,
+-- which drives the native module over Streamable HTTP: every client
+-- scenario at every protocol revision the suite lists (2025-03-26 to
+-- 2026-07-28; the suite runs the servers of that revision, and our client
+-- finds their era itself), and each extension scenario once. A run fails
+-- this spec when it fails and is not in spec/conformance/expected-failures.yml,
+-- or when it is listed there and passes (the list only shrinks).
 --
 -- The suite needs node 22 (it imports fs.globSync); spec/peers carries one
 -- in node_modules/.bin, put first on the suite's PATH only.
@@ -12,6 +14,7 @@ local H = require('helpers')
 local bin = H.ROOT .. '/spec/peers/node_modules/.bin'
 local suite = 'PATH=' .. bin .. ':"$PATH" ' .. bin .. '/conformance'
 local client = H.LUA .. ' ' .. H.ROOT .. '/spec/conformance/client.lua'
+local REVISIONS = { '2025-03-26', '2025-06-18', '2025-11-25', '2026-07-28' }
 
 local function read(command)
   local p = io.popen(command .. ' 2>&1')
@@ -20,30 +23,47 @@ local function read(command)
   return out
 end
 
-local scenarios = {}
-for name in read(suite .. ' list --client'):gmatch('\n  %- ([^ \n]+)') do scenarios[#scenarios + 1] = name end
+-- Each run: a scenario, and the revision it runs at (nil for an extension).
+local runs = {}
+for _, revision in ipairs(REVISIONS) do
+  for name in read(suite .. ' list --client --spec-version ' .. revision):gmatch('\n  %- ([^ \n]+)') do
+    runs[#runs + 1] = { scenario = name, revision = revision }
+  end
+end
+for name in read(suite .. ' list --client'):gmatch('\n  %- ([^ \n]+) %[extension%]') do
+  runs[#runs + 1] = { scenario = name }
+end
 
 local expected = {}
-for name in (H.slurp(H.ROOT .. '/spec/conformance/expected-failures.yml') or ''):gmatch('\n  %- ([^\n]+)') do
+for name in (H.slurp(H.ROOT .. '/spec/conformance/expected-failures.yml') or ''):gmatch('\n  %- "?([^\n"]+)') do
   expected[name] = true
 end
 
 describe('conformance #peer', function()
-  it('the suite lists the 26 client scenarios of 0.1.16', function()
-    assert.equal(26, #scenarios, table.concat(scenarios, ' '))
+  it('the suite lists 69 runs: 59 scenario-revision pairs and 10 extensions', function()
+    local extensions = 0
+    for _, run in ipairs(runs) do
+      if not run.revision then extensions = extensions + 1 end
+    end
+    assert.equal(69, #runs)
+    assert.equal(10, extensions)
   end)
 
-  for _, scenario in ipairs(scenarios) do
-    local verdict = expected[scenario] and ' fails, as expected-failures.yml says' or ' passes'
-    it(scenario .. verdict, function()
-      local out = read(suite .. ' client --command "' .. client .. '" --scenario ' .. scenario)
+  for _, run in ipairs(runs) do
+    -- Named as expected-failures.yml names it: SCENARIO@REVISION, or the
+    -- extension's name alone.
+    local name = run.revision and (run.scenario .. '@' .. run.revision) or run.scenario
+    local verdict = expected[name] and ' fails, as expected-failures.yml says' or ' passes'
+    it(name .. verdict, function()
+      local at = run.revision and (' --spec-version ' .. run.revision) or ''
+      local out = read(suite .. ' client --command "' .. client .. '" --scenario ' .. run.scenario .. at)
       local passed, total, failed = out:match('Passed: (%d+)/(%d+), (%d+) failed')
       assert.is_truthy(passed, out)
       -- sse-retry warns (without failing) when a loaded machine reconnects
       -- a little after the server's retry time; a warning is not a failure.
       local failing = tonumber(failed) > 0
-      if expected[scenario] then
-        assert.is_true(failing, scenario .. ' now passes: take it off spec/conformance/expected-failures.yml\n' .. out)
+      if expected[name] then
+        assert.is_true(failing, name .. ' now passes: take it off spec/conformance/expected-failures.yml\n' .. out)
       else
         assert.is_false(failing, out)
       end

@@ -16,7 +16,14 @@
 --
 -- Tools: `echo` {text}; `seen` (the methods received so far, one per
 -- line, with each request's envelope version after a space when it had
--- one); `meta` (the _meta of this call, as JSON).
+-- one); `meta` (the _meta of this call, as JSON). In the modern modes,
+-- the rounds of input (input_required) a modern server may ask for:
+--   ask      asks one elicitation (key "q") with the state "s1", then
+--            returns what came back and the state it was given
+--   shed     asks nothing, only sends a state ("later"), and finishes
+--            when that state comes back (a server shedding load)
+--   endless  asks for input on every round, for ever
+--   weird    returns a result of a resultType nobody knows
 local dir = arg[0]:match('(.*)/') or '.'
 package.path = dir .. '/../../lua/?.lua;' .. dir .. '/../../lua/servers/?.lua;' .. package.path
 local server = require('stdio_server')
@@ -94,6 +101,33 @@ local function hook(msg)
   if msg.method == 'tools/call' and msg.params and msg.params.name == 'meta' then
     server.result(msg.id, server.text(trace.encode(msg.params._meta or {})))
     return true
+  end
+  if speaks_modern and msg.method == 'tools/call' and msg.params then
+    local rounds = {
+      ask = function(p)
+        if p.inputResponses then
+          return server.text('answered ' .. trace.encode(p.inputResponses) .. ' state ' .. tostring(p.requestState))
+        end
+        return { resultType = 'input_required', requestState = 's1', inputRequests = { q = {
+          method = 'elicitation/create',
+          params = { mode = 'form', message = 'Go on?', requestedSchema = { type = 'object',
+            properties = { ok = { type = 'boolean' } } } },
+        } } }
+      end,
+      shed = function(p)
+        if p.requestState == 'later' and p.inputResponses == nil then return server.text('after state') end
+        return { resultType = 'input_required', requestState = 'later' }
+      end,
+      endless = function()
+        return { resultType = 'input_required', inputRequests = { again = { method = 'roots/list' } } }
+      end,
+      weird = function() return { resultType = 'bogus', content = {} } end,
+    }
+    local round = rounds[msg.params.name]
+    if round then
+      server.result(msg.id, round(msg.params))
+      return true
+    end
   end
   return false
 end

@@ -109,16 +109,39 @@ fn deadline_after(bound: Option<Duration>) -> Instant {
 
 /// A request's own options: `timeout` (seconds, as `mcp.new`'s) and
 /// `on_done`.
+#[derive(Default)]
 pub(super) struct RequestOptions {
     timeout: Option<Duration>,
     max_total: Option<Duration>,
     on_progress: Option<Function>,
     on_done: Option<Function>,
+    /// `opts.input_required = "return"`: a modern server's request for
+    /// input is returned to the caller (who asks its user, perhaps across
+    /// turns) instead of going to `opts.handlers`.
+    returns_input: bool,
+    /// `opts.input_responses` and `opts.request_state`: the caller goes on
+    /// from such a result with the answers it got.
+    input_responses: Option<Json>,
+    request_state: Option<Json>,
+    /// `opts.rpc_error = "return"` (client:request): a JSON-RPC error is
+    /// returned as `nil, {code, message, data}` rather than raised.
+    pub(super) returns_rpc_error: bool,
 }
 
 impl RequestOptions {
     fn limits(&self) -> Limits {
         Limits { timeout: self.timeout, max_total: self.max_total, progress: self.on_progress.is_some() }
+    }
+
+    /// `request` as these options ask for it.
+    fn apply(&self, request: Request) -> Request {
+        let request =
+            request.limits(self.limits()).continuing(self.input_responses.clone(), self.request_state.clone());
+        if self.returns_input {
+            request.returning_input()
+        } else {
+            request
+        }
     }
 
     /// Whether the request has limits of its own beyond the client's timeout.
@@ -145,18 +168,41 @@ fn function_option(opts: &Table, field: &str, what: &str) -> Outcome<Option<Func
     }
 }
 
-pub(super) fn request_options(value: &Value, what: &str) -> Outcome<RequestOptions> {
+pub(super) fn request_options(lua: &Cx, value: &Value, what: &str) -> Outcome<RequestOptions> {
     let opts = match value {
-        Value::Nil => return Ok(RequestOptions { timeout: None, max_total: None, on_progress: None, on_done: None }),
+        Value::Nil => return Ok(RequestOptions::default()),
         Value::Table(t) => t,
         _ => return Err(Error::BadInput(format!("{what}: opts must be a table")).into()),
+    };
+    let input_responses = match opts.get::<Value>("input_responses")? {
+        Value::Nil => None,
+        v @ Value::Table(_) => Some(encode_lua(lua, "opts.input_responses", &v)?),
+        _ => return Err(Error::BadInput(format!("{what}: opts.input_responses must be a table")).into()),
+    };
+    let request_state = match opts.get::<Value>("request_state")? {
+        Value::Nil => None,
+        Value::String(s) => Some(Json::Str(s.as_bytes().to_vec())),
+        _ => return Err(Error::BadInput(format!("{what}: opts.request_state must be a string")).into()),
     };
     Ok(RequestOptions {
         timeout: seconds_option(opts, "timeout", what)?,
         max_total: seconds_option(opts, "max_total_timeout", what)?,
         on_progress: function_option(opts, "on_progress", what)?,
         on_done: function_option(opts, "on_done", what)?,
+        returns_input: word_option(opts, "input_required", "return", what)?,
+        input_responses,
+        request_state,
+        returns_rpc_error: word_option(opts, "rpc_error", "return", what)?,
     })
+}
+
+/// An option that is absent or the one word it may be.
+fn word_option(opts: &Table, field: &str, word: &str, what: &str) -> Outcome<bool> {
+    match opts.get::<Value>(field)? {
+        Value::Nil => Ok(false),
+        Value::String(s) if s.as_bytes() == word.as_bytes() => Ok(true),
+        _ => Err(Error::BadInput(format!("{what}: opts.{field} must be \"{word}\" or nil")).into()),
+    }
 }
 
 /// A new handle for `client`, with its state.
@@ -185,7 +231,7 @@ fn handle_arg(lua: &Cx, value: &Value, what: &str) -> Outcome<(Table, AnyUserDat
 pub(super) fn call_async(lua: &Cx, args: MultiValue) -> Outcome {
     let client = client_arg(&args, "call_async")?;
     let (name, call_args) = (arg(&args, 1), arg(&args, 2));
-    let opts = request_options(&arg(&args, 3), "client:call_async")?;
+    let opts = request_options(lua, &arg(&args, 3), "client:call_async")?;
     let handle = match client.get::<Value>("transport")? {
         // A fixture answers at once: the handle is settled already.
         Value::Function(f) => {
@@ -208,7 +254,7 @@ pub(super) fn call_async(lua: &Cx, args: MultiValue) -> Outcome {
 pub(super) fn request_async(lua: &Cx, args: MultiValue) -> Outcome {
     let client = client_arg(&args, "request_async")?;
     let (method, params) = request_args(lua, &client, &args, "client:request_async")?;
-    let opts = request_options(&arg(&args, 3), "client:request_async")?;
+    let opts = request_options(lua, &arg(&args, 3), "client:request_async")?;
     // The prelude's typed methods name a list to follow or a field to
     // return; a user's request_async returns the whole result.
     let (shape, kind) = surface::result_shape(&method, &arg(&args, 4))?;
@@ -222,14 +268,37 @@ pub(super) fn request_async(lua: &Cx, args: MultiValue) -> Outcome {
 pub(super) fn request(lua: &Cx, args: MultiValue) -> Outcome {
     let client = client_arg(&args, "request")?;
     let (method, params) = request_args(lua, &client, &args, "client:request")?;
-    let opts = request_options(&arg(&args, 3), "client:request")?;
+    let opts = request_options(lua, &arg(&args, 3), "client:request")?;
     if opts.on_done.is_some() {
         return Err(Error::BadInput("client:request: opts.on_done is for request_async".into()).into());
     }
     let request = Request::new(&method, params, Rc::from(method.as_str()));
-    let result = with_client(lua, &client, |core, host| run_blocking(core, host, request, &opts))?;
+    let result = match with_client(lua, &client, |core, host| run_blocking(core, host, request, &opts)) {
+        Err(Raise::Mcp(Error::Rpc { message, code, data, .. })) if opts.returns_rpc_error => {
+            run_on_done(lua, &client)?;
+            return Ok(MultiValue::from_vec(vec![
+                Value::Nil,
+                Value::Table(rpc_error_table(lua, &code, &message, data)?),
+            ]));
+        }
+        other => other?,
+    };
     run_on_done(lua, &client)?;
     Ok(MultiValue::from_vec(vec![to_lua(lua, &result)?]))
+}
+
+/// A JSON-RPC error as Lua reads it: `{code = N, message = S, data = ...}`.
+fn rpc_error_table(lua: &Cx, code: &str, message: &str, data: Option<Box<Json>>) -> Outcome<Table> {
+    let table = lua.create_table()?;
+    match code.parse::<i64>() {
+        Ok(n) => table.set("code", n)?,
+        Err(_) => table.set("code", code)?,
+    }
+    table.set("message", message)?;
+    if let Some(data) = data {
+        table.set("data", to_lua(lua, &data)?)?;
+    }
+    Ok(table)
 }
 
 /// A blocking request: the async path, waited for at once, its progress
@@ -243,7 +312,7 @@ pub(super) fn run_blocking(
     // With limits of its own, the transport must not cut it off at the
     // client's timeout: over HTTP its POST goes out as an async one does.
     let request = if opts.limited() { request.detached() } else { request };
-    let mut op = core.start(host, request.limits(opts.limits()))?;
+    let mut op = core.start(host, opts.apply(request))?;
     let token = op.progress_token().cloned();
     if let (Some(on_progress), Some(token)) = (&opts.on_progress, &token) {
         host.watch_progress(token, on_progress.clone())?;
@@ -283,7 +352,7 @@ fn request_args(lua: &Cx, client: &Table, args: &MultiValue, what: &str) -> Outc
 
 fn start(lua: &Cx, client: &Table, request: Request, kind: Kind, opts: RequestOptions) -> Outcome<Table> {
     let (op, forgotten) = with_client_state(lua, client, "client:call_async", |core, host| {
-        let op = core.start(host, request.limits(opts.limits()).detached())?;
+        let op = core.start(host, opts.apply(request).detached())?;
         if let (Some(on_progress), Some(token)) = (&opts.on_progress, op.progress_token()) {
             host.watch_progress(token, on_progress.clone())?;
         }

@@ -525,7 +525,7 @@ fn keep_safe_icons(tools: &Table) -> Outcome<()> {
 
 pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value, opts: &Value) -> Outcome {
     let tool = tool_label(name)?;
-    let opts = request_options(opts, "client:call")?;
+    let opts = request_options(lua, opts, "client:call")?;
     let request = tool.request(call_params(lua, client, name, args)?);
     let result = with_client(lua, client, |core, host| run_blocking(core, host, request, &opts))?;
     call_return(lua, result)

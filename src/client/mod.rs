@@ -134,6 +134,9 @@ pub struct Client {
     /// When requests paused between rounds of input go on (see
     /// `request::answer_input`): an event loop's timer wakes for them.
     paused_until: Vec<Instant>,
+    /// `client:set_log_level` on a modern server: every later request
+    /// asks for log messages at this level, on this session and the next.
+    log_level: Option<Json>,
 }
 
 /// What the client knows of the server's tool list.
@@ -189,12 +192,26 @@ impl Client {
             envelope: None,
             probes: 0,
             paused_until: Vec::new(),
+            log_level: None,
         }
     }
 
     /// How the era of the next sessions is chosen (`opts.era`).
     pub fn choose_era(&mut self, era: EraChoice) {
         self.era = era;
+    }
+
+    /// The level of log messages later modern requests ask for.
+    fn set_log_level(&mut self, level: Option<Json>) {
+        if let Some(envelope) = self.envelope.as_mut() {
+            envelope.log_level = level.clone();
+        }
+        if let Some(session) = self.session.as_mut() {
+            if let Some(envelope) = &self.envelope {
+                session.speak_modern(envelope.clone());
+            }
+        }
+        self.log_level = level;
     }
 
     /// The envelope of the current session's requests, when its server
@@ -533,6 +550,7 @@ impl Client {
         envelope: Envelope,
         discovered: &Json,
     ) -> Result<Session, Failure<H::Error>> {
+        let envelope = Envelope { log_level: self.log_level.clone(), ..envelope };
         let result = era::as_initialize_result(discovered, &envelope.version);
         self.initialized = Some(result.clone());
         let verdict = Verdict::Modern(envelope.version.clone());

@@ -137,6 +137,16 @@ impl Request {
         self
     }
 
+    /// A request that goes on from an `input_required` result its caller
+    /// took (see [`Request::returning_input`]): the answers the caller got
+    /// and the server's state, as the next round carries them.
+    pub fn continuing(mut self, answers: Option<Json>, state: Option<Json>) -> Request {
+        if answers.is_some() || state.is_some() {
+            set_input(&mut self.message, answers, state);
+        }
+        self
+    }
+
     /// Whether a modern server may answer it with `input_required`.
     fn may_need_input(&self) -> bool {
         matches!(self.method(), b"tools/call" | b"prompts/get" | b"resources/read")
@@ -194,6 +204,8 @@ pub struct Operation {
     input_rounds: usize,
     /// Sent again once after the tools were listed anew (-32020).
     relisted: bool,
+    /// Sent again once on a new session after -32022.
+    version_retried: bool,
     /// A round that carries only the server's state goes out then.
     resend_at: Option<Instant>,
     outcome: Option<Result<Json, Error>>,
@@ -217,6 +229,7 @@ impl Operation {
             cursor: None,
             input_rounds: 0,
             relisted: false,
+            version_retried: false,
             resend_at: None,
             outcome: None,
         }
@@ -282,6 +295,9 @@ impl Client {
         self.ready(host)?;
         self.route_queued(host, &request.what)?;
         let mut op = Operation::new(request);
+        if self.envelope.is_some() && self.stand_in_for_removed(&mut op) {
+            return Ok(op);
+        }
         if op.request.shape != Shape::Reply {
             self.check_capability(op.request.method())?;
             let id = host.next_id()?;
@@ -606,6 +622,16 @@ impl Client {
                 }
                 Ok(true)
             }
+            // The server no longer takes the version the session speaks
+            // (-32022: it was upgraded, or restarted as another release):
+            // a new session finds the version again, once.
+            Error::Rpc { code, .. } if code == "-32022" && !op.version_retried => {
+                op.version_retried = true;
+                if op.session == self.session_number {
+                    self.retire(|_| Error::SessionExpired);
+                }
+                Ok(true)
+            }
             Error::Unauthorized { .. } if op.authorizations < MAX_AUTHORIZATIONS => {
                 // Refused under credentials that were replaced since: the
                 // new ones are tried without a login of its own.
@@ -619,6 +645,29 @@ impl Client {
                 Ok(true)
             }
             _ => Ok(false),
+        }
+    }
+
+    /// The 2026-07-28 revision removed `ping` and `logging/setLevel`. On a
+    /// modern server `ping` asks `server/discover` instead, which every
+    /// modern server answers (a liveness check all the same), and a log
+    /// level goes in the envelope of every later request, which is where
+    /// a modern server reads it; nothing is sent for it. True when `op`
+    /// settled here.
+    fn stand_in_for_removed(&mut self, op: &mut Operation) -> bool {
+        match op.request.method() {
+            b"ping" => {
+                let id = op.request.message.get("id").cloned().unwrap_or(Json::Null);
+                op.request.message = protocol::request(id, "server/discover", Json::Object(vec![]));
+                false
+            }
+            b"logging/setLevel" => {
+                let level = op.request.message.get("params").and_then(|p| p.get("level")).cloned();
+                self.set_log_level(level);
+                op.outcome = Some(Ok(Json::Object(vec![])));
+                true
+            }
+            _ => false,
         }
     }
 

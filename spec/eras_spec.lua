@@ -1,0 +1,271 @@
+-- Which revision a server speaks, found per server: the era probe
+-- (server/discover) before the first request, against our servers of each
+-- era and each way an older server meets a request it does not know
+-- (spec/servers/eras.lua), the verdicts remembered from one process to the
+-- next, and what a modern session sends.
+local H = require('helpers')
+
+local mcp = H.native()
+local ERAS = H.ROOT .. '/spec/servers/eras.lua'
+
+-- A command line no other spec uses: verdicts are remembered per command
+-- line, and each spec here must meet its server for the first time.
+local count = 0
+local function eras(mode)
+  count = count + 1
+  return { H.LUA, ERAS, mode, 'run-' .. count .. '-' .. tostring({}):match('0x(%x+)') }
+end
+
+local function lines(text)
+  local out = {}
+  for line in (text .. '\n'):gmatch('([^\n]*)\n') do
+    if line ~= '' then out[#out + 1] = line end
+  end
+  return out
+end
+
+local function seen(client)
+  return lines((client:call('seen', {})))
+end
+
+describe('the era probe', function()
+  it('a server answering it -32601 is legacy: the probe, then initialize on id 1 as ever', function()
+    local client = mcp.new({ command = eras('errors') })
+    assert.is_nil(rawget(client, 'era'))
+    client:discover()
+    assert.equal('legacy', client.era)
+    assert.equal('2025-06-18', client.negotiated_version)
+    -- The probe's id is its own: initialize 1, tools/list 2, as the
+    -- reference numbers them.
+    assert.equal(2, client.next_id)
+    assert.same({ 'server/discover 2026-07-28', 'initialize', 'notifications/initialized', 'tools/list', 'tools/call' },
+      seen(client))
+    client:close()
+  end)
+
+  it('a server that ignores it costs a second, once, and is spoken to in the old way', function()
+    local client = mcp.new({ command = eras('ignores') })
+    local t0 = mcp.clock()
+    client:discover()
+    local took = mcp.clock() - t0
+    assert.equal('legacy', client.era)
+    assert.is_true(took >= 0.9 and took < 5, tostring(took))
+    client:close()
+  end)
+
+  it('a server that exits on it is started again and spoken to in the old way', function()
+    local client = mcp.new({ command = eras('exits') })
+    client:discover()
+    assert.equal('legacy', client.era)
+    assert.same({ 'initialize', 'notifications/initialized', 'tools/list', 'tools/call' }, seen(client))
+    client:close()
+  end)
+
+  it('a server answering every method with {} is legacy, not a modern server with no versions', function()
+    local client = mcp.new({ command = eras('empty') })
+    client:discover()
+    assert.equal('legacy', client.era)
+    client:close()
+  end)
+
+  it('-32022 naming only an older version is legacy; naming none this client speaks is a clear error', function()
+    local old = mcp.new({ command = eras('oldlist') })
+    old:discover()
+    assert.equal('legacy', old.era)
+    old:close()
+    local future = mcp.new({ command = eras('future') })
+    assert.has_error(function() future:discover() end,
+      'MCP: the server speaks protocol versions 2030-01-01; this client speaks 2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05')
+    future:close()
+  end)
+
+  it('a modern server gets no initialize: every request carries the envelope', function()
+    local client = mcp.new({ command = eras('modern') })
+    local tools = client:discover()
+    assert.is_true(#tools > 0)
+    assert.equal('modern', client.era)
+    assert.equal('2026-07-28', client.negotiated_version)
+    assert.same({ name = 'eras-modern', version = '1.0' }, client.server_info)
+    assert.equal('speaks modern', client.instructions)
+    -- tools/list took id 1: nothing went to initialize
+    assert.equal(1, client.next_id)
+    assert.same({ 'server/discover 2026-07-28', 'tools/list 2026-07-28', 'tools/call 2026-07-28' }, seen(client))
+    local meta = mcp.json_decode((client:call('meta', {})))
+    assert.same({
+      ['io.modelcontextprotocol/protocolVersion'] = '2026-07-28',
+      ['io.modelcontextprotocol/clientCapabilities'] = {},
+      ['io.modelcontextprotocol/clientInfo'] = { name = 'lua-agent', version = '0.1' },
+    }, meta)
+    client:close()
+  end)
+
+  it('a modern server that starts slower than the probe waits is found when it refuses initialize', function()
+    local client = mcp.new({ command = eras('slow'), env = { ERAS_DELAY_MS = '1500' } })
+    client:discover()
+    assert.equal('modern', client.era)
+    assert.same({ 'server/discover 2026-07-28', 'initialize', 'server/discover 2026-07-28', 'tools/list 2026-07-28',
+      'tools/call 2026-07-28' }, seen(client))
+    client:close()
+  end)
+
+  it('opts.era = "legacy" sends no probe; "modern" refuses a legacy server, saying why', function()
+    local legacy = mcp.new({ command = eras('both'), era = 'legacy' })
+    legacy:discover()
+    assert.equal('legacy', legacy.era)
+    assert.equal('initialize', seen(legacy)[1])
+    legacy:close()
+    local modern = mcp.new({ command = eras('errors'), era = 'modern' })
+    assert.has_error(function() modern:discover() end,
+      'MCP: the server does not speak the 2026-07-28 revision (opts.era = "modern"): it answered MCP server/discover'
+      .. ' failed: Method not found: server/discover (code -32601); leave opts.era unset to speak to it through initialize')
+    modern:close()
+    assert.has_error(function() mcp.new({ command = eras('errors'), era = 'new' }) end,
+      'mcp.new: opts.era must be "auto", "legacy" or "modern"')
+  end)
+end)
+
+describe('remembered eras', function()
+  -- A process of its own with its own cache directory: what the module
+  -- remembers in the process and in the file.
+  local function run(cache, source)
+    local path = H.tmpname() .. '.lua'
+    local f = assert(io.open(path, 'w'))
+    f:write('package.cpath = ' .. string.format('%q', H.ROOT .. '/?.so;') .. ' .. package.cpath\n')
+    f:write(source)
+    f:close()
+    local out = H.command('cd ' .. H.ROOT .. ' && XDG_CACHE_HOME=' .. cache .. ' timeout 60 ' .. H.LUA .. ' ' .. path)
+    os.remove(path)
+    return out
+  end
+
+  it('a legacy verdict skips the probe in the next client and the next process; the file is its owner\'s', function()
+    local cache = H.tmpname()
+    local source = string.format([[
+      local mcp = require('mcp')
+      for i = 1, 2 do
+        local c = mcp.new({ command = { %q, %q, 'ignores' } })
+        local t0 = mcp.clock()
+        c:discover()
+        print(string.format('%%s %%.1f %%s', c.era, mcp.clock() - t0, (c:call('seen', {}):gsub('\n', ','))))
+        c:close()
+      end
+    ]], H.LUA, ERAS)
+    local first = lines(run(cache, source))
+    assert.is_truthy(first[1]:match('^legacy 1%.%d server/discover 2026%-07%-28,initialize,'), first[1])
+    assert.is_truthy(first[2]:match('^legacy 0%.%d initialize,'), first[2])
+    local again = lines(run(cache, source))
+    assert.is_truthy(again[1]:match('^legacy 0%.%d initialize,'), again[1])
+    local file = cache .. '/lua-mcp/eras.json'
+    assert.equal('-rw-------', H.command('stat -c %A ' .. file):match('%S+'))
+    assert.equal('drwx------', H.command('stat -c %A ' .. cache .. '/lua-mcp'):match('%S+'))
+    local remembered = mcp.json_decode(H.slurp(file))
+    assert.equal('legacy', remembered[1][2])
+    assert.equal('argv ' .. H.LUA .. '\0' .. ERAS .. '\0ignores\0cwd \0env ', remembered[1][1])
+    os.execute('rm -rf ' .. cache)
+  end)
+
+  it('a server remembered as legacy that now refuses initialize the modern way is probed again', function()
+    local cache = H.tmpname()
+    os.execute('mkdir -p ' .. cache .. '/lua-mcp && chmod 700 ' .. cache .. '/lua-mcp')
+    local command = { H.LUA, ERAS, 'modern' }
+    local key = 'argv ' .. table.concat(command, '\0') .. '\0cwd \0env '
+    local f = assert(io.open(cache .. '/lua-mcp/eras.json', 'w'))
+    f:write(mcp.json_encode({ { key, 'legacy' } }))
+    f:close()
+    local out = run(cache, string.format([[
+      local mcp = require('mcp')
+      local c = mcp.new({ command = { %q, %q, 'modern' } })
+      c:discover()
+      print(c.era, (c:call('seen', {}):gsub('\n', ',')))
+      c:close()
+    ]], H.LUA, ERAS))
+    assert.equal('modern\tinitialize,server/discover 2026-07-28,tools/list 2026-07-28,tools/call 2026-07-28\n', out)
+    assert.equal('2026-07-28', mcp.json_decode(H.slurp(cache .. '/lua-mcp/eras.json'))[1][2])
+    os.execute('rm -rf ' .. cache)
+  end)
+end)
+
+describe('a modern session', function()
+  it('ping asks server/discover, and set_log_level goes in the envelope of every later request', function()
+    local client = mcp.new({ command = eras('modern') })
+    assert.is_true(client:ping())
+    assert.same({}, client:set_log_level('debug'))
+    local meta = mcp.json_decode((client:call('meta', {})))
+    assert.equal('debug', meta['io.modelcontextprotocol/logLevel'])
+    assert.same({ 'server/discover 2026-07-28', 'server/discover 2026-07-28', 'tools/call 2026-07-28',
+      'tools/call 2026-07-28' }, seen(client))
+    client:close()
+  end)
+
+  it('an input round is answered by the handler, and the request goes again with the answers and state', function()
+    local asked
+    local client = mcp.new({ command = eras('modern'), handlers = {
+      ['elicitation/create'] = function(params)
+        asked = params.message
+        return { action = 'accept', content = { ok = true } }
+      end,
+    } })
+    assert.equal('answered {"q":{"action":"accept","content":{"ok":true}}} state s1', (client:call('ask', {})))
+    assert.equal('Go on?', asked)
+    local meta = mcp.json_decode((client:call('meta', {})))
+    assert.same({ elicitation = {} }, meta['io.modelcontextprotocol/clientCapabilities'])
+    client:close()
+  end)
+
+  it('input no handler can give fails the call, naming the handler to set', function()
+    local client = mcp.new({ command = eras('modern') })
+    assert.has_error(function() client:call('ask', {}) end,
+      'MCP tools/call ask failed: the server asked for elicitation/create and it could not be given: there is no'
+      .. ' handler for it (set opts.handlers["elicitation/create"])')
+    client:close()
+  end)
+
+  it('a round with only state waits a moment, then goes with the state alone', function()
+    local client = mcp.new({ command = eras('modern') })
+    local t0 = mcp.clock()
+    assert.equal('after state', (client:call('shed', {})))
+    assert.is_true(mcp.clock() - t0 >= 0.2)
+    local handle = client:call_async('shed', {})
+    assert.equal('after state', (handle:wait(5)))
+    client:close()
+  end)
+
+  it('a server asking for input for ever is given up on after 10 rounds', function()
+    local client = mcp.new({ command = eras('modern'), handlers = { ['roots/list'] = function() return { roots = {} } end } })
+    assert.has_error(function() client:call('endless', {}) end,
+      'MCP tools/call endless failed: the server asked for input 10 times without finishing (this client answers 10'
+      .. ' rounds at most)')
+    client:close()
+  end)
+
+  it('a host that asks its user itself takes the input request and goes on with the answers', function()
+    local client = mcp.new({ command = eras('modern') })
+    local _, _, result = client:call('ask', {}, { input_required = 'return' })
+    assert.equal('input_required', result.resultType)
+    assert.equal('elicitation/create', result.inputRequests.q.method)
+    local text = client:call('ask', {}, { input_responses = { q = { action = 'decline' } },
+                                          request_state = result.requestState })
+    assert.equal('answered {"q":{"action":"decline"}} state s1', text)
+    client:close()
+  end)
+
+  it('a result of an unknown resultType is refused, as the revision asks', function()
+    local client = mcp.new({ command = eras('modern') })
+    assert.has_error(function() client:call('weird', {}) end,
+      'MCP tools/call weird failed: the result\'s resultType is bogus, which this client does not know (it knows'
+      .. ' complete and input_required)')
+    client:close()
+  end)
+
+  it('client:request can return a JSON-RPC error whole, its data included', function()
+    local client = mcp.new({ command = eras('future'), era = 'legacy' })
+    local result, err = client:request('server/discover', {}, { rpc_error = 'return' })
+    assert.is_nil(result)
+    assert.same({ code = -32022, message = 'Unsupported protocol version',
+                  data = { supported = { '2030-01-01' } } }, err)
+    assert.has_error(function() client:request('server/discover', {}) end,
+      'MCP server/discover failed: Unsupported protocol version (code -32022); the server supports protocol versions'
+      .. ' 2030-01-01')
+    client:close()
+  end)
+end)
