@@ -24,6 +24,13 @@
 --            when that state comes back (a server shedding load)
 --   endless  asks for input on every round, for ever
 --   weird    returns a result of a resultType nobody knows
+-- and change notifications, which go only to a subscriptions/listen the
+-- client keeps open (acknowledged with what was asked, less prompt list
+-- changes, which this server never sends):
+--   grow     adds the tool `extra`, and tells the listen the list changed
+--   touch    {uri}: tells the listen that resource changed, if it asked
+--   hangup   ends the listen (its result), as a server going away does
+--   listens  the listens received so far, one line each: id and filter
 local dir = arg[0]:match('(.*)/') or '.'
 package.path = dir .. '/../../lua/?.lua;' .. dir .. '/../../lua/servers/?.lua;' .. package.path
 local server = require('stdio_server')
@@ -57,7 +64,7 @@ local function discover(msg)
   server.result(msg.id, {
     resultType = 'complete',
     supportedVersions = { '2026-07-28' },
-    capabilities = { tools = trace.ordered({}, {}) },
+    capabilities = { tools = { listChanged = true }, resources = { subscribe = true, listChanged = true } },
     instructions = 'speaks ' .. mode,
     _meta = { ['io.modelcontextprotocol/serverInfo'] = { name = 'eras-' .. mode, version = '1.0' } },
     ttlMs = 0,
@@ -76,6 +83,69 @@ local on_probe = {
   oldlist = function(msg) refuse_version(msg, { '2025-11-25' }) end,
   future = function(msg) refuse_version(msg, { '2030-01-01' }) end,
 }
+
+-- The open listen: its id, and what it asked for.
+local listen, listens = nil, {}
+local grown = false
+
+local function to_listen(method, params)
+  params = params or {}
+  params._meta = { ['io.modelcontextprotocol/subscriptionId'] = listen.id }
+  server.send({ jsonrpc = '2.0', method = method, params = params })
+end
+
+local function listen_hook(msg)
+  if msg.method == 'subscriptions/listen' then
+    local asked = (msg.params or {}).notifications or {}
+    listen = { id = msg.id, asked = asked }
+    listens[#listens + 1] = trace.encode(msg.id) .. ' ' .. trace.encode(asked)
+    local granted = {}
+    for k, v in pairs(asked) do
+      if k ~= 'promptsListChanged' then granted[k] = v end
+    end
+    to_listen('notifications/subscriptions/acknowledged', { notifications = granted })
+    return true
+  end
+  if msg.method == 'notifications/cancelled' and listen and msg.params and msg.params.requestId == listen.id then
+    listen = nil
+    return true
+  end
+  if msg.method == 'tools/list' and grown then
+    server.result(msg.id, { tools = { { name = 'extra', inputSchema = { type = 'object' } },
+      { name = 'seen', inputSchema = { type = 'object' } } } })
+    return true
+  end
+  local name = msg.method == 'tools/call' and msg.params and msg.params.name
+  local args = name and msg.params.arguments or {}
+  if name == 'grow' then
+    grown = true
+    server.result(msg.id, server.text('grown'))
+    if listen and listen.asked.toolsListChanged then to_listen('notifications/tools/list_changed') end
+    return true
+  elseif name == 'touch' then
+    server.result(msg.id, server.text('touched'))
+    local subscribed = listen and listen.asked.resourceSubscriptions or {}
+    for _, uri in ipairs(subscribed) do
+      if uri == args.uri then to_listen('notifications/resources/updated', { uri = uri }) end
+    end
+    return true
+  elseif name == 'hangup' then
+    server.result(msg.id, server.text('hung up'))
+    if listen then
+      server.result(listen.id, { resultType = 'complete',
+        _meta = { ['io.modelcontextprotocol/subscriptionId'] = listen.id } })
+      listen = nil
+    end
+    return true
+  elseif name == 'listens' then
+    server.result(msg.id, server.text(table.concat(listens, '\n')))
+    return true
+  elseif name == 'extra' then
+    server.result(msg.id, server.text('extra'))
+    return true
+  end
+  return false
+end
 
 local function hook(msg)
   if msg.method then
@@ -102,6 +172,7 @@ local function hook(msg)
     server.result(msg.id, server.text(trace.encode(msg.params._meta or {})))
     return true
   end
+  if speaks_modern and listen_hook(msg) then return true end
   if speaks_modern and msg.method == 'tools/call' and msg.params then
     local rounds = {
       ask = function(p)

@@ -299,6 +299,14 @@ impl Host for LuaHost<'_, '_> {
         open_transport(self.table, self.options)
     }
 
+    /// When the holder has `on_list_changed` (a watched mount sets one
+    /// too): a modern server then tells of prompt and resource lists.
+    fn listens_for_list_changes(&self) -> bool {
+        self.callbacks
+            .as_ref()
+            .is_some_and(|c| c.raw_get::<Option<Function>>("on_list_changed").ok().flatten().is_some())
+    }
+
     /// To `on_log`, as a log message from the client itself (logger
     /// "lua-mcp"), or to stderr when there is none.
     fn warn(&mut self, message: &str) {

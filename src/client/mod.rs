@@ -30,6 +30,7 @@ use crate::schema::{ToolSchemas, TOOL_SCHEMAS};
 use crate::session::{Limit, Peer, Session};
 use crate::transport::Transport;
 
+mod listen;
 mod request;
 #[cfg(test)]
 mod tests;
@@ -67,6 +68,12 @@ pub trait Host: Peer {
     /// discover result in its shape, see `era::as_initialize_result`),
     /// the session id a server gave, and the era found.
     fn established(&mut self, result: &Json, session_id: Option<String>, era: &Verdict) -> Result<(), Self::Error>;
+
+    /// Whether the holder wants to hear that prompt or resource lists
+    /// changed (a modern server then sends it only when asked).
+    fn listens_for_list_changes(&self) -> bool {
+        false
+    }
 
     /// Something the user should know that is not an error (a tool left
     /// out of a list, and why). Said on stderr unless the holder has a
@@ -137,6 +144,8 @@ pub struct Client {
     /// `client:set_log_level` on a modern server: every later request
     /// asks for log messages at this level, on this session and the next.
     log_level: Option<Json>,
+    /// What a modern server is listened to for (see `listen`).
+    subscriptions: listen::Subscriptions,
 }
 
 /// What the client knows of the server's tool list.
@@ -193,6 +202,7 @@ impl Client {
             probes: 0,
             paused_until: Vec::new(),
             log_level: None,
+            subscriptions: listen::Subscriptions::default(),
         }
     }
 
@@ -255,7 +265,7 @@ impl Client {
         let Some(session) = self.session.as_mut() else {
             return Ok(false);
         };
-        let mut peer = Watching { host, tools_stale: &mut self.tools.stale };
+        let mut peer = Watching { host, tools_stale: &mut self.tools.stale, subscriptions: &mut self.subscriptions };
         let pumped = session.pump_until(until, &mut peer);
         if session.broken {
             self.retire_broken();
@@ -517,7 +527,11 @@ impl Client {
             envelope.stamp(&mut message);
             let mut limit = Limit::new(patience, None, Rc::from("server/discover"));
             limit.quiet = true;
-            let mut peer = Watching { host: &mut *host, tools_stale: &mut self.tools.stale };
+            let mut peer = Watching {
+                host: &mut *host,
+                tools_stale: &mut self.tools.stale,
+                subscriptions: &mut self.subscriptions,
+            };
             let outcome = session.request(&id, &message, limit, &mut peer);
             let answered = !matches!(outcome, Err(Error::Timeout { .. }));
             match era::read_answer(outcome, session.always_answers()) {
@@ -570,7 +584,8 @@ impl Client {
         // `timeout`: `npx -y` took 7 s to start a server cold, and with
         // `timeout = 3` every try killed the half-started server and
         // spawned a new one, which never got further.
-        let mut peer = Watching { host: &mut *host, tools_stale: &mut self.tools.stale };
+        let mut peer =
+            Watching { host: &mut *host, tools_stale: &mut self.tools.stale, subscriptions: &mut self.subscriptions };
         let limit = Limit::new(self.connect_timeout, None, Rc::from("initialize"));
         let reply = match session.request(&id, &init, limit, &mut peer) {
             Ok(reply) => reply,
@@ -636,14 +651,20 @@ impl Drop for Client {
 }
 
 /// The holder, as the session's peer: a `tools/list_changed` notification
-/// also marks the client's tool list stale on its way.
+/// also marks the client's tool list stale on its way, and a modern
+/// server's listen notifications are matched to the client's listen.
 struct Watching<'a, H> {
     host: &'a mut H,
     tools_stale: &'a mut bool,
+    subscriptions: &'a mut listen::Subscriptions,
 }
 
 impl<H: Host> Peer for Watching<'_, H> {
     fn notification(&mut self, msg: Json) {
+        let host = &mut *self.host;
+        if !self.subscriptions.admit(&msg, &mut |warning| host.warn(warning)) {
+            return;
+        }
         if msg.get("method") == Some(&Json::str("notifications/tools/list_changed")) {
             *self.tools_stale = true;
         }

@@ -294,8 +294,13 @@ impl Client {
     pub fn start<H: Host>(&mut self, host: &mut H, request: Request) -> Result<Operation, H::Error> {
         self.ready(host)?;
         self.route_queued(host, &request.what)?;
+        // Not for a tool listing, which changes what is listened for: the
+        // listen waits for it.
+        if request.method() != b"subscriptions/listen" && !matches!(request.shape, Shape::Tools { .. }) {
+            self.keep_listening(host)?;
+        }
         let mut op = Operation::new(request);
-        if self.envelope.is_some() && self.stand_in_for_removed(&mut op) {
+        if self.envelope.is_some() && self.stand_in_for_removed(host, &mut op)? {
             return Ok(op);
         }
         if op.request.shape != Shape::Reply {
@@ -461,7 +466,12 @@ impl Client {
         if self.tools.stale && self.tools.listed && self.tools.refreshing.is_none() {
             self.begin_refresh(host)?;
         }
-        self.poll_refresh(host)
+        self.poll_refresh(host)?;
+        // A modern server's changes come on a listen: kept open here too.
+        if self.session.is_some() {
+            self.keep_listening(host)?;
+        }
+        Ok(())
     }
 
     /// What the server sent after the last reply (a `list_changed` right
@@ -648,14 +658,31 @@ impl Client {
         }
     }
 
-    /// The 2026-07-28 revision removed `ping` and `logging/setLevel`. On a
-    /// modern server `ping` asks `server/discover` instead, which every
-    /// modern server answers (a liveness check all the same), and a log
-    /// level goes in the envelope of every later request, which is where
-    /// a modern server reads it; nothing is sent for it. True when `op`
-    /// settled here.
-    fn stand_in_for_removed(&mut self, op: &mut Operation) -> bool {
-        match op.request.method() {
+    /// The 2026-07-28 revision removed `ping`, `logging/setLevel` and
+    /// `resources/subscribe`. On a modern server `ping` asks
+    /// `server/discover` instead, which every modern server answers (a
+    /// liveness check all the same); a log level goes in the envelope of
+    /// every later request, which is where a modern server reads it; and
+    /// a subscription joins the client's listen (see `listen`). True when
+    /// `op` settled here.
+    fn stand_in_for_removed<H: Host>(&mut self, host: &mut H, op: &mut Operation) -> Result<bool, H::Error> {
+        let method = op.request.method().to_vec();
+        if let b"resources/subscribe" | b"resources/unsubscribe" = method.as_slice() {
+            self.check_capability(&method)?;
+            let uri = match op.request.message.get("params").and_then(|p| p.get("uri")) {
+                Some(Json::Str(uri)) => uri.clone(),
+                _ => Vec::new(),
+            };
+            if method == b"resources/subscribe" {
+                self.subscribe_uri(uri);
+            } else {
+                self.unsubscribe_uri(&uri);
+            }
+            self.keep_listening(host)?;
+            op.outcome = Some(Ok(Json::Object(vec![])));
+            return Ok(true);
+        }
+        Ok(match op.request.method() {
             b"ping" => {
                 let id = op.request.message.get("id").cloned().unwrap_or(Json::Null);
                 op.request.message = protocol::request(id, "server/discover", Json::Object(vec![]));
@@ -668,7 +695,7 @@ impl Client {
                 true
             }
             _ => false,
-        }
+        })
     }
 
     /// What kind of result a modern server sent (an older one's are all
