@@ -49,4 +49,13 @@ if [ "${1:-test}" != demo ]; then
     spec/peers/python/bin/pip install --quiet --disable-pip-version-check -r spec/peers/requirements.txt
     touch spec/peers/python/installed
   fi
+  # The legacy Python peer (the SDK's last 1.x), pinned by
+  # spec/peers/requirements-v1.txt, in a virtual environment of its own.
+  if [ ! -x spec/peers/python-v1/bin/mcp ] ||
+     [ spec/peers/requirements-v1.txt -nt spec/peers/python-v1/installed ]; then
+    rm -rf spec/peers/python-v1
+    python3 -m venv spec/peers/python-v1
+    spec/peers/python-v1/bin/pip install --quiet --disable-pip-version-check -r spec/peers/requirements-v1.txt
+    touch spec/peers/python-v1/installed
+  fi
 fi

@@ -21,9 +21,12 @@ copy=target/suite/$runtime
 rm -rf "$copy"
 mkdir -p "$copy"
 tar -c --exclude=./target --exclude=./.git --exclude=./mcp.so \
-  --exclude=./spec/peers/node_modules --exclude=./spec/peers/python . | tar -x -C "$copy"
+  --exclude=./spec/peers/node_modules --exclude=./spec/peers/python --exclude=./spec/peers/python-v1 . |
+  tar -x -C "$copy"
 ln -s "$root/spec/peers/node_modules" "$copy/spec/peers/node_modules"
-if [ -d spec/peers/python ]; then ln -s "$root/spec/peers/python" "$copy/spec/peers/python"; fi
+for venv in python python-v1; do
+  if [ -d "spec/peers/$venv" ]; then ln -s "$root/spec/peers/$venv" "$copy/spec/peers/$venv"; fi
+done
 cp "$module" "$copy/mcp.so"
 cd "$copy"
 # A cache directory of its own: the eras the specs find are remembered

@@ -311,3 +311,34 @@ describe('HTTP transport quirks', function()
     assert.same({ requestId = 3, reason = 'interrupted by the user' }, cancelled)
   end)
 end)
+
+describe('a modern HTTP server', function()
+  local stop, base
+  setup(function() base, stop = H.fault_server() end)
+  teardown(function() stop() end)
+
+  it('a reply stream that breaks is not resumed: the request goes again as a new one, with no session', function()
+    local client = mcp.new({ url = base .. '/modern-drop' })
+    client:discover()
+    assert.equal('modern', client.era)
+    assert.equal('Echo: x (call 2)', (client:call('echo', { message = 'x' })))
+    client:close()
+    local seen = node_get(base, '/log')
+    local calls, ids = 0, {}
+    for _, r in ipairs(seen) do
+      assert.equal('POST', r.method, 'no GET stream, no resumption, no DELETE')
+      assert.is_nil(r.headers['mcp-session-id'])
+      assert.is_nil(r.headers['last-event-id'])
+      local msg = trace.decode(r.body)
+      assert.equal(msg.method, r.headers['mcp-method'])
+      assert.equal('2026-07-28', r.headers['mcp-protocol-version'])
+      if msg.method == 'tools/call' then
+        calls = calls + 1
+        ids[#ids + 1] = msg.id
+        assert.equal('echo', r.headers['mcp-name'])
+      end
+    end
+    assert.equal(2, calls)
+    assert.are_not.equal(ids[1], ids[2])
+  end)
+end)

@@ -173,6 +173,12 @@ pub enum Error {
     #[error("MCP initialize failed: the server chose protocol version {chosen}, which this client does not speak ({supported})")]
     UnsupportedVersion { chosen: String, supported: String },
 
+    /// A modern server's reply stream ended before the reply came (the
+    /// 2026-07-28 revision resumes nothing: the request is sent again as
+    /// a new one, and this is what is left when that fails too).
+    #[error("MCP transport failed: the server's reply stream ended before the reply came")]
+    StreamEnded,
+
     /// An HTTP server answered 404 to a request that carried a session id:
     /// the session is gone. The binding starts a new one and retries once.
     #[error("MCP: the server ended the session (HTTP 404)")]

@@ -43,6 +43,9 @@
 //               stream ends after it, each in a write of its own
 //   /sse-open   as /sse, but the stream never ends (a log notification
 //               follows the reply)
+//   /modern-drop  a 2026-07-28 server (no sessions; GET and DELETE get 405)
+//               whose first tools/call reply stream closes after a priming
+//               event, before the reply; later calls are answered
 //
 // GET /log returns every request seen (method, path, headers, body) and
 // clears it. On the GET stream the server sends a ping and a notification
@@ -122,9 +125,47 @@ const listener = (req, res) => {
 };
 const server = tls ? https.createServer(tls, listener) : http.createServer(listener);
 
+let modernCalls = 0;
+function modern(req, res, body) {
+  if (req.method !== 'POST') {
+    res.writeHead(405);
+    return res.end();
+  }
+  const msg = JSON.parse(body);
+  const version = req.headers['mcp-protocol-version'];
+  const meta = (msg.params && msg.params._meta) || {};
+  if (!version || version !== meta['io.modelcontextprotocol/protocolVersion']) {
+    return json(res, 400, { jsonrpc: '2.0', id: null, error: { code: -32020, message: 'Header mismatch' } });
+  }
+  if (msg.id === undefined) {
+    res.writeHead(202);
+    return res.end();
+  }
+  if (msg.method === 'server/discover') {
+    return json(res, 200, result(msg.id, { resultType: 'complete', supportedVersions: ['2026-07-28'],
+      capabilities: { tools: {} }, _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'modern-drop', version: '1' } },
+      ttlMs: 0, cacheScope: 'public' }));
+  }
+  if (msg.method === 'tools/list') {
+    return json(res, 200, result(msg.id, { resultType: 'complete', tools: [
+      { name: 'echo', inputSchema: { type: 'object', properties: { message: { type: 'string' } } } }] }));
+  }
+  if (msg.method !== 'tools/call') {
+    return json(res, 404, { jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'Method not found' } });
+  }
+  modernCalls++;
+  if (modernCalls === 1) {
+    res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+    res.write('id: evt-1\nretry: 200\ndata: \n\n');
+    return res.end();
+  }
+  return json(res, 200, result(msg.id, toolResult(`Echo: ${msg.params.arguments.message} (call ${modernCalls})`)));
+}
+
 function handle(path, req, res, body) {
   const sid = req.headers['mcp-session-id'];
   const port = server.address().port;
+  if (path === '/modern-drop') return modern(req, res, body);
   if (path === '/away') {
     res.writeHead(302, { Location: `http://localhost:${port}/landing` });
     res.end();

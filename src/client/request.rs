@@ -84,6 +84,9 @@ pub struct Request {
     returns_input: bool,
 }
 
+/// How often a modern request whose reply stream broke is sent again.
+const MAX_REISSUES: usize = 2;
+
 /// Rounds of input a request is given before it fails: a server that
 /// never finishes is not followed for ever.
 pub const MAX_INPUT_ROUNDS: usize = 10;
@@ -206,6 +209,8 @@ pub struct Operation {
     relisted: bool,
     /// Sent again once on a new session after -32022.
     version_retried: bool,
+    /// Sent again after its reply stream broke (see `Error::StreamEnded`).
+    reissued: usize,
     /// A round that carries only the server's state goes out then.
     resend_at: Option<Instant>,
     outcome: Option<Result<Json, Error>>,
@@ -230,6 +235,7 @@ impl Operation {
             input_rounds: 0,
             relisted: false,
             version_retried: false,
+            reissued: 0,
             resend_at: None,
             outcome: None,
         }
@@ -630,6 +636,12 @@ impl Client {
                     op.pages.clear();
                     op.ask_for_page(None);
                 }
+                Ok(true)
+            }
+            // A modern reply stream that broke lost the request: it goes
+            // again as a new request (a new id), twice at most.
+            Error::StreamEnded if op.request.shape != Shape::Reply && op.reissued < MAX_REISSUES => {
+                op.reissued += 1;
                 Ok(true)
             }
             // The server no longer takes the version the session speaks

@@ -437,7 +437,7 @@ impl Shared {
                 match status {
                     404 if had_session => Err(Error::SessionExpired),
                     200..=299 if is_event_stream(&response) => {
-                        read_stream(self, ReplyStream::new(self, response, Some(key)));
+                        read_stream(self, ReplyStream::new(self, response, Some(key)).modern(headers.modern));
                         return;
                     }
                     200..=299 => self.json_body(status, response),
@@ -740,7 +740,7 @@ impl Http {
             }
             200..=299 if is_event_stream(&response) => {
                 let awaiting = sent.get("id").and_then(id_key);
-                let stream = ReplyStream::new(&self.shared, response, awaiting);
+                let stream = ReplyStream::new(&self.shared, response, awaiting).modern(headers.modern);
                 if let Some(earlier) = self.foreground.replace(stream) {
                     self.hand_off(earlier);
                 }

@@ -10,6 +10,7 @@ use ureq::http::Response;
 use ureq::Body;
 
 use crate::codec;
+use crate::error::Error;
 use crate::protocol::{IdKey, Kind};
 use crate::transport::inbox::{sort, Event, Sorted};
 use crate::wire::{never_pausing, pausing_at};
@@ -54,6 +55,10 @@ pub(super) struct ReplyStream {
     /// The reply came: what follows is read only to reach the stream's
     /// end, so that its connection goes back to the pool.
     pub(super) answered: bool,
+    /// The reply stream of a modern request: never resumed (the 2026-07-28
+    /// revision has no `Last-Event-ID`); its request fails at once when it
+    /// ends without the reply, to be sent again as a new request.
+    modern: bool,
 }
 
 impl ReplyStream {
@@ -69,7 +74,14 @@ impl ReplyStream {
             awaiting,
             resumes: 0,
             answered: false,
+            modern: false,
         }
+    }
+
+    /// The reply stream of a modern request (see [`ReplyStream::modern`]).
+    pub(super) fn modern(mut self, modern: bool) -> ReplyStream {
+        self.modern = modern;
+        self
     }
 
     /// The next thing to deliver. A stream that ends before its reply is
@@ -99,6 +111,10 @@ impl ReplyStream {
                     if may_resume && self.resume(shared) {
                         continue;
                     }
+                    if let Some(id) = self.awaiting.clone().filter(|_| self.modern && !self.answered) {
+                        self.answered = true;
+                        return Step::Deliver(Event::Failed(id, Error::StreamEnded), 0);
+                    }
                     return Step::Ended;
                 }
             };
@@ -124,7 +140,8 @@ impl ReplyStream {
 
     /// Whether a stream that ended without its reply can still bring it.
     pub(super) fn resumable(&self, shared: &Shared) -> bool {
-        self.reader.last_event_id.is_some()
+        !self.modern
+            && self.reader.last_event_id.is_some()
             && !self.answered
             && !shared.is_stopped()
             && self.resumes < MAX_RESUMES
