@@ -177,6 +177,22 @@ for _, peer in ipairs(MODERN) do
         assert.equal('declined deploy', (d:call('confirm', { action = 'deploy' })))
         assert.equal('legacy', d.era)
       end)
+
+      -- Last: the HTTP server is shared by the describe, and keeps the tool.
+      it('a list change comes on the listen: on_list_changed hears it, and the new tool is listed', function()
+        local changed = {}
+        local c = client({ on_list_changed = function(kind) changed[#changed + 1] = kind end })
+        c:discover()
+        assert.equal('grown', (c:call('grow', {})))
+        -- Over HTTP the listen is a stream of its own: the change may come
+        -- a moment after grow's reply.
+        local deadline = mcp.clock() + TIMEOUT
+        while #changed == 0 and mcp.clock() < deadline do c:ping() end
+        assert.same({ 'tools' }, changed)
+        -- the next call finds the list stale and lists it first
+        assert.equal('extra', (c:call('extra', {})))
+        assert.same({ 'add', 'confirm', 'echo', 'extra', 'grow', 'route' }, sorted_names(c.tools))
+      end)
     end)
   end
 end

@@ -27,6 +27,9 @@ use crate::protocol::{self, id_key};
 /// limit like any other, just a long one.
 const LISTEN_FOR: Duration = Duration::from_secs(24 * 3600);
 
+/// How long a new listen's acknowledgement is waited for.
+const ACKNOWLEDGEMENT_WAIT: Duration = Duration::from_secs(5);
+
 pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// What a listen asks for.
@@ -88,6 +91,8 @@ pub(super) struct Listening {
     session: u64,
     /// The server ended it with `notifications/cancelled`.
     ended: bool,
+    /// The server acknowledged it: it is in place.
+    acknowledged: bool,
 }
 
 /// What the client listens for.
@@ -126,6 +131,7 @@ impl Subscriptions {
             return false;
         };
         if method == Some(&Json::str("notifications/subscriptions/acknowledged")) {
+            listening.acknowledged = true;
             for refused in listening.filter.refused_by(params.and_then(|p| p.get("notifications"))) {
                 warn(&format!("the server does not send {refused} (subscriptions/listen acknowledged without it)"));
             }
@@ -188,7 +194,9 @@ impl Client {
             let request = Request::message(message, Rc::from("subscriptions/listen")).limits(limits).detached();
             let op = self.start(host, request)?;
             let session = self.session_number;
-            self.subscriptions.listening = Some(Listening { op, filter: wanted, id, session, ended: false });
+            let listening = Listening { op, filter: wanted, id, session, ended: false, acknowledged: false };
+            self.subscriptions.listening = Some(listening);
+            self.await_acknowledgement(host)?;
         }
         if let Some(mut old) = old {
             self.cancel(&mut old.op, "the client listens for something else now");
@@ -197,6 +205,28 @@ impl Client {
             }
         }
         Ok(())
+    }
+
+    /// Waits (up to [`ACKNOWLEDGEMENT_WAIT`]) for the server to say the
+    /// listen is in place: over HTTP the listen goes out on a connection
+    /// of its own, and a request sent right after it could reach the
+    /// server first, and change what the listen was to hear of before it
+    /// was heard (a Python SDK server was seen to do that).
+    fn await_acknowledgement<H: Host>(&mut self, host: &mut H) -> Result<(), H::Error> {
+        let until = std::time::Instant::now() + ACKNOWLEDGEMENT_WAIT;
+        loop {
+            let waiting = self.subscriptions.listening.as_ref().is_some_and(|l| !l.acknowledged && !l.ended);
+            let now = std::time::Instant::now();
+            if !waiting || now >= until {
+                return Ok(());
+            }
+            let ticket = self.subscriptions.listening.as_ref().and_then(|l| l.op.ticket().cloned());
+            let settled = ticket.is_none_or(|t| self.ticket_settled(&t));
+            if settled {
+                return Ok(());
+            }
+            self.pump(host, until.min(now + crate::interrupt::SLICE))?;
+        }
     }
 
     /// A listen that ended (the server's result or cancellation, a drop,
