@@ -299,6 +299,10 @@ describe('change notifications from a modern server', function()
     client:call('touch', { uri = 'memo://a' })
     client:call('touch', { uri = 'memo://b' })
     client:call('hangup', {})
+    -- The listen's end comes right behind hangup's reply: the next request
+    -- or the one after notices it and listens again.
+    local deadline = mcp.clock() + 10
+    repeat client:ping() until #lines((client:call('listens', {}))) == 3 or mcp.clock() > deadline
     client:call('touch', { uri = 'memo://a' })
     client:ping()
     assert.same({ 'memo://a', 'memo://a' }, updated)
@@ -320,5 +324,74 @@ describe('change notifications from a modern server', function()
     client:ping()
     assert.same({}, logged)
     client:close()
+  end)
+end)
+
+describe('results a modern server allows to be kept', function()
+  it('a fresh tool list and read answer without a request; a change notification evicts them', function()
+    local client = mcp.new({ command = eras('modern'), env = { ERAS_TTL_MS = '60000' } })
+    client:discover()
+    client:discover()
+    assert.equal('read 1 of memo://1', client:read_resource('memo://1')[1].text)
+    assert.equal('read 1 of memo://1', client:read_resource('memo://1')[1].text)
+    assert.equal('read 2 of memo://2', client:read_resource('memo://2')[1].text)
+    client:subscribe('memo://1')
+    client:call('touch', { uri = 'memo://1' })
+    client:ping()
+    assert.equal('read 3 of memo://1', client:read_resource('memo://1')[1].text)
+    client:call('grow', {})
+    client:ping()
+    assert.equal('extra', client:discover()[1].name)
+    local methods = {}
+    for _, line in ipairs(seen(client)) do
+      local method = line:match('^(%S+)')
+      if method:match('^resources/') or method:match('^tools/list') then
+        methods[#methods + 1] = method
+      end
+    end
+    assert.same({ 'tools/list', 'resources/read', 'resources/read', 'resources/read', 'tools/list' }, methods)
+    client:close()
+  end)
+
+  it('opts.cache "refresh" and "bypass" go to the server; opts.cache = false keeps nothing', function()
+    local client = mcp.new({ command = eras('modern'), env = { ERAS_TTL_MS = '60000' } })
+    assert.equal('read 1 of memo://1', client:read_resource('memo://1')[1].text)
+    assert.equal('read 2 of memo://1', client:read_resource('memo://1', { cache = 'refresh' })[1].text)
+    assert.equal('read 2 of memo://1', client:read_resource('memo://1')[1].text)
+    assert.equal('read 3 of memo://1', client:read_resource('memo://1', { cache = 'bypass' })[1].text)
+    assert.equal('read 2 of memo://1', client:read_resource('memo://1')[1].text)
+    assert.has_error(function() client:read_resource('memo://1', { cache = 'always' }) end,
+      'client:request: opts.cache must be "refresh" or "bypass"')
+    client:close()
+    local off = mcp.new({ command = eras('modern'), env = { ERAS_TTL_MS = '60000' }, cache = false })
+    assert.equal('read 1 of memo://1', off:read_resource('memo://1')[1].text)
+    assert.equal('read 2 of memo://1', off:read_resource('memo://1')[1].text)
+    off:close()
+  end)
+
+  it('a result with no time, or time zero, is never kept', function()
+    local client = mcp.new({ command = eras('modern'), env = { ERAS_TTL_MS = '0' } })
+    assert.equal('read 1 of memo://1', client:read_resource('memo://1')[1].text)
+    assert.equal('read 2 of memo://1', client:read_resource('memo://1')[1].text)
+    client:close()
+  end)
+
+  it('a private result answers only the credentials it was fetched with; a public one answers any', function()
+    local function reads(scope)
+      local n, tokens = 0, { 'one', 'one', 'two' }
+      local client = mcp.new({ command = eras('modern'), env = { ERAS_TTL_MS = '60000', ERAS_SCOPE = scope },
+        auth = { token = function()
+          n = n + 1
+          return tokens[n]
+        end } })
+      local out = {}
+      for i = 1, 3 do out[i] = client:read_resource('memo://1')[1].text end
+      client:close()
+      return out
+    end
+    -- A token function is asked once per call: the third read is made
+    -- with another token.
+    assert.same({ 'read 1 of memo://1', 'read 1 of memo://1', 'read 2 of memo://1' }, reads('private'))
+    assert.same({ 'read 1 of memo://1', 'read 1 of memo://1', 'read 1 of memo://1' }, reads('public'))
   end)
 end)

@@ -31,6 +31,9 @@
 --   touch    {uri}: tells the listen that resource changed, if it asked
 --   hangup   ends the listen (its result), as a server going away does
 --   listens  the listens received so far, one line each: id and filter
+-- Its tool list and resource reads say they may be kept $ERAS_TTL_MS
+-- milliseconds (none: not at all), in the scope $ERAS_SCOPE (else
+-- "private"); each read of memo://N says how many reads came before.
 local dir = arg[0]:match('(.*)/') or '.'
 package.path = dir .. '/../../lua/?.lua;' .. dir .. '/../../lua/servers/?.lua;' .. package.path
 local server = require('stdio_server')
@@ -87,6 +90,14 @@ local on_probe = {
 -- The open listen: its id, and what it asked for.
 local listen, listens = nil, {}
 local grown = false
+local reads = 0
+
+local function cacheable(result)
+  result.resultType = 'complete'
+  result.ttlMs = tonumber(os.getenv('ERAS_TTL_MS'))
+  result.cacheScope = os.getenv('ERAS_SCOPE') or 'private'
+  return result
+end
 
 local function to_listen(method, params)
   params = params or {}
@@ -110,9 +121,18 @@ local function listen_hook(msg)
     listen = nil
     return true
   end
-  if msg.method == 'tools/list' and grown then
-    server.result(msg.id, { tools = { { name = 'extra', inputSchema = { type = 'object' } },
-      { name = 'seen', inputSchema = { type = 'object' } } } })
+  if msg.method == 'tools/list' then
+    local object = { type = 'object' }
+    local tools = { { name = 'echo', inputSchema = object }, { name = 'meta', inputSchema = object },
+      { name = 'seen', inputSchema = object } }
+    if grown then tools = { { name = 'extra', inputSchema = object }, { name = 'seen', inputSchema = object } } end
+    server.result(msg.id, cacheable({ tools = tools }))
+    return true
+  end
+  if msg.method == 'resources/read' then
+    reads = reads + 1
+    local uri = msg.params.uri
+    server.result(msg.id, cacheable({ contents = { { uri = uri, text = 'read ' .. reads .. ' of ' .. uri } } }))
     return true
   end
   local name = msg.method == 'tools/call' and msg.params and msg.params.name

@@ -28,7 +28,7 @@ use super::live::{joined_field, with_client, with_client_state, LuaHost};
 use super::options::{lua_type, ClientState};
 use super::surface;
 use super::{arg, call_lua, callback_failed, callback_pending, client_arg, truthy, Cx, Outcome, Raise};
-use crate::client::{Client, Limits, Operation, Request, Ticket};
+use crate::client::{CacheMode, Client, Limits, Operation, Request, Ticket};
 use crate::codec::Json;
 use crate::error::Error;
 use crate::interrupt;
@@ -126,6 +126,9 @@ pub(super) struct RequestOptions {
     /// `opts.rpc_error = "return"` (client:request): a JSON-RPC error is
     /// returned as `nil, {code, message, data}` rather than raised.
     pub(super) returns_rpc_error: bool,
+    /// `opts.cache`: "refresh" (fetched, and kept) or "bypass" (neither
+    /// answered from nor kept in the cache).
+    cache: CacheMode,
 }
 
 impl RequestOptions {
@@ -135,8 +138,10 @@ impl RequestOptions {
 
     /// `request` as these options ask for it.
     fn apply(&self, request: Request) -> Request {
-        let request =
-            request.limits(self.limits()).continuing(self.input_responses.clone(), self.request_state.clone());
+        let request = request
+            .limits(self.limits())
+            .continuing(self.input_responses.clone(), self.request_state.clone())
+            .cached(self.cache);
         if self.returns_input {
             request.returning_input()
         } else {
@@ -193,6 +198,12 @@ pub(super) fn request_options(lua: &Cx, value: &Value, what: &str) -> Outcome<Re
         input_responses,
         request_state,
         returns_rpc_error: word_option(opts, "rpc_error", "return", what)?,
+        cache: match opts.get::<Value>("cache")? {
+            Value::Nil => CacheMode::Use,
+            Value::String(s) if s.as_bytes().as_ref() == b"refresh" => CacheMode::Refresh,
+            Value::String(s) if s.as_bytes().as_ref() == b"bypass" => CacheMode::Bypass,
+            _ => return Err(Error::BadInput(format!("{what}: opts.cache must be \"refresh\" or \"bypass\"")).into()),
+        },
     })
 }
 

@@ -157,7 +157,10 @@ fn borrow_client<T>(
     };
     let mut state = state_ud.borrow_mut::<ClientState>().map_err(|_| busy())?;
     if let Some(token) = fresh_token {
-        *state.options.bearer.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
+        let previous = state.options.bearer.lock().unwrap_or_else(|p| p.into_inner()).replace(token.clone());
+        if previous.is_some_and(|p| p != token) {
+            state.client.new_credentials();
+        }
     }
     let ClientState { options, client: core, forgotten } = &mut *state;
     if let Some(login) = &options.login {

@@ -204,6 +204,11 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
     capabilities.dedup_by(|a, b| a.0 == b.0);
     let mut client = Client::new(timeout, connect_timeout, Json::object(capabilities));
     client.choose_era(era_option(opts)?);
+    match opts.get::<Value>("cache")? {
+        Value::Nil | Value::Boolean(true) => {}
+        Value::Boolean(false) => client.use_cache(false),
+        _ => return Err(Error::BadInput("mcp.new: opts.cache must be a boolean".into()).into()),
+    }
     let record = match opts.get::<Value>("record")? {
         Value::Nil => None,
         // Opened now as well, so that a path that cannot be written fails

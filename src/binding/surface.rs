@@ -88,8 +88,9 @@ pub(super) fn list(lua: &Cx, args: MultiValue) -> Outcome {
     let Some(field) = list_field(&method) else {
         return Err(Error::BadInput(format!("client:list: {method} is not a list method")).into());
     };
+    let opts = handles::request_options(lua, &arg(&args, 2), "client:list")?;
     let request = Request::new(&method, Json::Object(vec![]), Rc::from(method.as_str())).shape(Shape::Pages);
-    let pages = with_client(lua, &client, |core, host| core.run(host, request))?;
+    let pages = with_client(lua, &client, |core, host| handles::run_blocking(core, host, request, &opts))?;
     let Json::Array(pages) = pages else { return Err(Error::NoResponse { what: method }.into()) };
     let all = joined_field(lua, &pages, field)?;
     run_on_done(lua, &client)?;

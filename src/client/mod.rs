@@ -30,11 +30,13 @@ use crate::schema::{ToolSchemas, TOOL_SCHEMAS};
 use crate::session::{Limit, Peer, Session};
 use crate::transport::Transport;
 
+mod cache;
 mod listen;
 mod request;
 #[cfg(test)]
 mod tests;
 
+pub use cache::CacheMode;
 pub use request::{Limits, Operation, Request, Shape, TOOL_CALL};
 
 /// What the client needs from whoever holds it. `Error` is the holder's
@@ -146,6 +148,8 @@ pub struct Client {
     log_level: Option<Json>,
     /// What a modern server is listened to for (see `listen`).
     subscriptions: listen::Subscriptions,
+    /// Results a modern server said may be kept (see `cache`).
+    cache: cache::Cache,
 }
 
 /// What the client knows of the server's tool list.
@@ -203,12 +207,26 @@ impl Client {
             paused_until: Vec::new(),
             log_level: None,
             subscriptions: listen::Subscriptions::default(),
+            cache: cache::Cache::default(),
         }
     }
 
     /// How the era of the next sessions is chosen (`opts.era`).
     pub fn choose_era(&mut self, era: EraChoice) {
         self.era = era;
+    }
+
+    /// `opts.cache = false`: nothing a server allows to be kept is.
+    pub fn use_cache(&mut self, on: bool) {
+        self.cache.on = on;
+        self.cache.clear();
+    }
+
+    /// The holder's credentials changed without a login of the client's
+    /// (a token function gave another token): what was kept privately
+    /// for the old ones is not theirs.
+    pub fn new_credentials(&mut self) {
+        self.credentials += 1;
     }
 
     /// The level of log messages later modern requests ask for.
@@ -265,7 +283,12 @@ impl Client {
         let Some(session) = self.session.as_mut() else {
             return Ok(false);
         };
-        let mut peer = Watching { host, tools_stale: &mut self.tools.stale, subscriptions: &mut self.subscriptions };
+        let mut peer = Watching {
+            host,
+            tools_stale: &mut self.tools.stale,
+            subscriptions: &mut self.subscriptions,
+            cache: &mut self.cache,
+        };
         let pumped = session.pump_until(until, &mut peer);
         if session.broken {
             self.retire_broken();
@@ -531,6 +554,7 @@ impl Client {
                 host: &mut *host,
                 tools_stale: &mut self.tools.stale,
                 subscriptions: &mut self.subscriptions,
+                cache: &mut self.cache,
             };
             let outcome = session.request(&id, &message, limit, &mut peer);
             let answered = !matches!(outcome, Err(Error::Timeout { .. }));
@@ -584,8 +608,12 @@ impl Client {
         // `timeout`: `npx -y` took 7 s to start a server cold, and with
         // `timeout = 3` every try killed the half-started server and
         // spawned a new one, which never got further.
-        let mut peer =
-            Watching { host: &mut *host, tools_stale: &mut self.tools.stale, subscriptions: &mut self.subscriptions };
+        let mut peer = Watching {
+            host: &mut *host,
+            tools_stale: &mut self.tools.stale,
+            subscriptions: &mut self.subscriptions,
+            cache: &mut self.cache,
+        };
         let limit = Limit::new(self.connect_timeout, None, Rc::from("initialize"));
         let reply = match session.request(&id, &init, limit, &mut peer) {
             Ok(reply) => reply,
@@ -651,12 +679,14 @@ impl Drop for Client {
 }
 
 /// The holder, as the session's peer: a `tools/list_changed` notification
-/// also marks the client's tool list stale on its way, and a modern
-/// server's listen notifications are matched to the client's listen.
+/// also marks the client's tool list stale on its way, a modern server's
+/// listen notifications are matched to the client's listen, and a change
+/// notification evicts what it makes stale from the cache.
 struct Watching<'a, H> {
     host: &'a mut H,
     tools_stale: &'a mut bool,
     subscriptions: &'a mut listen::Subscriptions,
+    cache: &'a mut cache::Cache,
 }
 
 impl<H: Host> Peer for Watching<'_, H> {
@@ -665,6 +695,7 @@ impl<H: Host> Peer for Watching<'_, H> {
         if !self.subscriptions.admit(&msg, &mut |warning| host.warn(warning)) {
             return;
         }
+        self.cache.evict_for(&msg);
         if msg.get("method") == Some(&Json::str("notifications/tools/list_changed")) {
             *self.tools_stale = true;
         }

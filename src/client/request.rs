@@ -24,6 +24,7 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use super::cache::{self, CacheMode, Hints};
 use super::{Client, Host, Listing, Ticket, MAX_AUTHORIZATIONS, MAX_PAGES, NEXT_CURSOR};
 use crate::codec::Json;
 use crate::error::Error;
@@ -82,6 +83,8 @@ pub struct Request {
     /// An `input_required` result is the outcome, for a caller that asks
     /// its user itself (across turns) and continues with the answers.
     returns_input: bool,
+    /// What it does with what a modern server allows to be kept.
+    cache: CacheMode,
 }
 
 /// How often a modern request whose reply stream broke is sent again.
@@ -107,13 +110,22 @@ impl Request {
             shape: Shape::Whole,
             detached: false,
             returns_input: false,
+            cache: CacheMode::Use,
         }
     }
 
     /// A request the caller built, with its own id (the reference's
     /// `exchange`): its whole reply is the outcome.
     pub fn message(message: Json, what: Rc<str>) -> Request {
-        Request { message, what, limits: Limits::default(), shape: Shape::Reply, detached: false, returns_input: false }
+        Request {
+            message,
+            what,
+            limits: Limits::default(),
+            shape: Shape::Reply,
+            detached: false,
+            returns_input: false,
+            cache: CacheMode::Use,
+        }
     }
 
     pub fn shape(mut self, shape: Shape) -> Request {
@@ -131,6 +143,27 @@ impl Request {
     pub fn detached(mut self) -> Request {
         self.detached = true;
         self
+    }
+
+    /// How it uses the cache (`opts.cache`: "refresh" or "bypass").
+    pub fn cached(mut self, mode: CacheMode) -> Request {
+        self.cache = mode;
+        self
+    }
+
+    /// Its key in the cache, when its outcome may be kept.
+    fn cache_key(&self) -> Option<Vec<u8>> {
+        let shape = match &self.shape {
+            Shape::Whole => "whole",
+            Shape::Field(field) => field,
+            Shape::Pages => "pages",
+            // Its pages lose the tools a modern HTTP client must leave out.
+            Shape::Tools { .. } => "tools",
+            Shape::ToolCall(_) | Shape::Reply => return None,
+        };
+        let method = self.method();
+        (cache::cacheable(method) && self.cache != CacheMode::Bypass)
+            .then(|| cache::key(method, shape, self.message.get("params")))
     }
 
     /// An `input_required` result is handed over as the outcome rather
@@ -203,6 +236,11 @@ pub struct Operation {
     first_params: Option<Json>,
     pages: Vec<Json>,
     cursor: Option<Json>,
+    /// Where its outcome is kept, when it may be: and what its results
+    /// allowed (all of them must, for a list).
+    cache_key: Option<Vec<u8>>,
+    hints: Option<Hints>,
+    unhinted: bool,
     /// Rounds of input answered so far.
     input_rounds: usize,
     /// Sent again once after the tools were listed anew (-32020).
@@ -232,6 +270,9 @@ impl Operation {
             first_params: None,
             pages: Vec::new(),
             cursor: None,
+            cache_key: None,
+            hints: None,
+            unhinted: false,
             input_rounds: 0,
             relisted: false,
             version_retried: false,
@@ -311,6 +352,9 @@ impl Client {
         }
         if op.request.shape != Shape::Reply {
             self.check_capability(op.request.method())?;
+            if self.answer_from_cache(&mut op) {
+                return Ok(op);
+            }
             let id = host.next_id()?;
             if op.request.limits.progress {
                 if let Json::Request(message) = &mut op.request.message {
@@ -570,7 +614,10 @@ impl Client {
                 return Ok(());
             }
             Ok((ResultKind::InputRequired, result)) => return self.answer_input(host, op, &result),
-            Ok((ResultKind::Complete, result)) => Ok(result),
+            Ok((ResultKind::Complete, result)) => {
+                self.note_hints(op, &result);
+                Ok(result)
+            }
             Err(e) => Err(e),
         };
         let result = match result {
@@ -610,7 +657,54 @@ impl Client {
                 Ok(Json::Array(pages))
             }
         });
+        self.keep_outcome(op);
         Ok(())
+    }
+
+    /// A request a fresh cache entry answers settles at once, with no id
+    /// taken and nothing sent; a tool list so answered is learnt as a
+    /// listed one is. True when it did.
+    fn answer_from_cache(&mut self, op: &mut Operation) -> bool {
+        if self.envelope.is_none() || !self.cache.on {
+            return false;
+        }
+        op.cache_key = op.request.cache_key();
+        let refresh = op.request.cache == CacheMode::Refresh || op.request.shape == (Shape::Tools { refresh: true });
+        let Some(key) = op.cache_key.as_ref().filter(|_| !refresh) else { return false };
+        let Some(outcome) = self.cache.get(key, self.credentials) else { return false };
+        if let (Shape::Tools { .. }, Json::Array(pages)) = (&op.request.shape, &outcome) {
+            self.listed(pages, false);
+        }
+        op.outcome = Some(Ok(outcome));
+        true
+    }
+
+    /// What a result allows, joined with what the request's other results
+    /// (a list's pages) allowed.
+    fn note_hints(&self, op: &mut Operation, result: &Json) {
+        if op.cache_key.is_none() {
+            return;
+        }
+        match (cache::hints_of(result), op.hints) {
+            (None, _) => op.unhinted = true,
+            (Some(hints), None) => op.hints = Some(hints),
+            (Some(hints), Some(before)) => op.hints = Some(before.join(hints)),
+        }
+    }
+
+    /// Keeps `op`'s outcome when every result allowed it. Never one that
+    /// took rounds of input: its result answered that exchange alone.
+    fn keep_outcome(&mut self, op: &Operation) {
+        let (Some(key), Some(hints), Some(Ok(outcome))) = (&op.cache_key, op.hints, &op.outcome) else { return };
+        if op.unhinted || op.input_rounds > 0 || !self.cache.on {
+            return;
+        }
+        let uri = match op.request.message.get("params").and_then(|p| p.get("uri")) {
+            Some(Json::Str(uri)) if op.request.method() == b"resources/read" => Some(uri.clone()),
+            _ => None,
+        };
+        let method = op.request.method().to_vec();
+        self.cache.put(key.clone(), &method, uri, outcome.clone(), hints, self.credentials);
     }
 
     /// Whether a try that failed with `failure` is worth another, which
