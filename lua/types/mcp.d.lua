@@ -20,6 +20,8 @@ local mcp = {}
 ---@field prefix? string               Prefix for mounted tool names.
 ---@field timeout? number              Seconds per request (default 60; 0.001 to 1e7).
 ---@field connect_timeout? number      Seconds for the server to start and answer initialize (default 60; 0.001 to 1e7).
+---@field era? "auto"|"legacy"|"modern"  Which revision to speak (default "auto": found per server, see docs/eras.md).
+---@field cache? boolean               false: keep nothing a modern server allows to be kept (default true).
 ---@field json_types? boolean          Results keep JSON's types: mcp.null for null, empty arrays marked as by mcp.array.
 ---@field env? table<string, string>   Added to the server's environment (stdio).
 ---@field cwd? string                  The server's working directory (stdio).
@@ -101,8 +103,9 @@ local mcp = {}
 ---@field negotiated_version? string
 ---@field session_ready? boolean
 ---@field session_id? string           HTTP only.
----@field server_capabilities? table   From initialize (live clients).
----@field instructions? string         From initialize (live clients).
+---@field server_capabilities? table   From initialize, or server/discover (live clients).
+---@field instructions? string         From initialize, or server/discover (live clients).
+---@field era? "legacy"|"modern"       The revision's era the server was found to speak (live clients, once connected).
 local Client = {}
 
 ---Handshake (once per session) and tools/list. Raises a string on failure.
@@ -126,13 +129,20 @@ function Client:close() end
 ---@field timeout? number              Seconds for this request (0.001 to 1e7; default: the client's timeout).
 ---@field on_progress? fun(progress: number, total?: number, message?: string)  Asks for progress; each one restarts the timeout. An error it raises ends the call (cancelled at the server) and is raised by it.
 ---@field max_total_timeout? number    Seconds progress cannot extend the request past.
+---@field input_required? "return"  A modern server's request for input is returned (result.resultType == "input_required") instead of going to opts.handlers.
+---@field input_responses? table<string, table>  Goes on from such a result: the answers, by the keys of its inputRequests.
+---@field request_state? string        Goes on from such a result: its requestState, as it came.
+---@field cache? "refresh"|"bypass"    "refresh": fetched and kept; "bypass": neither answered from nor kept in the cache.
+---@field rpc_error? "return"          client:request only: a JSON-RPC error is returned as nil, {code, message, data}.
 ---@field on_done? fun(ok: boolean, ...: any)  On the Lua thread once settled: `true, text, is_error, result` (call_async), `true, result` (request_async), or `false, err`. An error it raises is raised by the dispatch or wait that ran it; other ready callbacks then wait for the next dispatch.
 
----Any request, blocking. Raises `MCP METHOD failed: MESSAGE (code N)` on a JSON-RPC error.
+---Any request, blocking. Raises `MCP METHOD failed: MESSAGE (code N)` on a JSON-RPC error
+---(or, with opts.rpc_error = "return", returns nil and the error's {code, message, data}).
 ---@param method string
 ---@param params? table
 ---@param opts? mcp.RequestOptions
----@return table result
+---@return table? result
+---@return {code: integer|string, message: string, data?: any}? error
 function Client:request(method, params, opts) end
 
 ---Sends tools/call and returns at once.
