@@ -514,11 +514,15 @@ describe('OAuth login', function()
   it('login options are checked at mcp.new', function()
     local cases = {
       { { auth = { client_secrt = 'x' } },
-        'mcp.new: opts.auth.client_secrt is not an option (opts.auth takes token, or a login: authorize, client_id,'
-          .. ' client_metadata_url, client_name, client_secret, grant, idp, issuer, login_timeout, private_key_pem, redirect_uri,'
-          .. ' store)' },
+        'mcp.new: opts.auth.client_secrt is not an option (opts.auth takes token, or a login: assertion, authorize,'
+          .. ' client_id, client_metadata_url, client_name, client_secret, grant, idp, issuer, login_timeout, private_key_pem,'
+          .. ' redirect_uri, store)' },
       { { auth = { grant = 'password' } },
-        'mcp.new: opts.auth.grant must be "authorization_code", "client_credentials" or "identity_assertion", got "password"' },
+        'mcp.new: opts.auth.grant must be "authorization_code", "client_credentials", "identity_assertion" or'
+          .. ' "jwt_bearer", got "password"' },
+      { { auth = { grant = 'jwt_bearer', client_id = 'workload' } },
+        'mcp.new: opts.auth.grant = "jwt_bearer" needs opts.auth.client_id and opts.auth.assertion (the workload\'s'
+          .. ' identity token)' },
       { { auth = { grant = 'identity_assertion', client_id = 'c' } },
         'mcp.new: opts.auth.grant = "identity_assertion" needs opts.auth.client_id and opts.auth.idp (token_endpoint, id_token)' },
       { { auth = { idp = { token_endpoint = 'http://idp/token' } } },

@@ -40,7 +40,8 @@ local mcp = {}
 ---@class mcp.Auth                      opts.auth: `token` alone, or the fields of a login.
 ---@field token? string|fun(): string   A bearer token (a function is asked before each call).
 ---@field authorize? fun(url: string): string?  Sends the user to log in; returns the URL the browser came back to, or nil to wait at the loopback redirect.
----@field grant? "authorization_code"|"client_credentials"|"identity_assertion"
+---@field grant? "authorization_code"|"client_credentials"|"identity_assertion"|"jwt_bearer"
+---@field assertion? string           jwt_bearer: the workload's identity token (RFC 7523; SEP-1933).
 ---@field client_id? string             A client registered with the authorization server beforehand.
 ---@field client_secret? string
 ---@field client_metadata_url? string   A Client ID Metadata Document, used where the server supports them.

@@ -84,7 +84,10 @@ local auth = {
 }
 local machine = { grant = 'client_credentials', client_id = context.client_id,
                   client_secret = context.client_secret, private_key_pem = context.private_key_pem }
-if context.idp_id_token and context.idp_token_endpoint then
+if context.valid_jwt and context.client_id then
+  -- A workload: the identity token its platform gave it is the grant.
+  auth = { grant = 'jwt_bearer', client_id = context.client_id, assertion = context.valid_jwt }
+elseif context.idp_id_token and context.idp_token_endpoint then
   -- The user logged in to the enterprise identity provider already; its
   -- ID token stands for them.
   auth = { grant = 'identity_assertion', client_id = context.client_id, client_secret = context.client_secret,

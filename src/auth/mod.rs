@@ -58,6 +58,9 @@ pub enum Grant {
     /// The user's enterprise identity provider vouches for them
     /// (cross-app access): see [`Authorizer::identity_assertion`].
     IdentityAssertion,
+    /// A workload presents the identity token its platform gave it (RFC
+    /// 7523's JWT-bearer grant; workload identity federation, SEP-1933).
+    JwtBearer,
 }
 
 /// The enterprise identity provider of cross-app access.
@@ -86,6 +89,8 @@ pub struct Settings {
     pub signing_key: Option<SigningKey>,
     /// Cross-app access: the identity provider.
     pub identity: Option<IdentityProvider>,
+    /// The JWT-bearer grant: the workload's identity token.
+    pub assertion: Option<String>,
     /// The only authorization server credentials may go to.
     pub issuer: Option<String>,
     /// How long a user's login may take.
@@ -687,6 +692,7 @@ impl Authorizer {
         let tokens = match self.settings.grant {
             Grant::ClientCredentials => self.client_credentials(&scope)?,
             Grant::IdentityAssertion => self.identity_assertion(&scope)?,
+            Grant::JwtBearer => self.workload_identity(&scope)?,
             Grant::AuthorizationCode => {
                 if self.issuer().scopes_supported.iter().any(|s| s == OFFLINE_ACCESS)
                     && !scope.iter().any(|s| s == OFFLINE_ACCESS)
@@ -1073,6 +1079,30 @@ impl Authorizer {
                 idp.token_endpoint
             ))
         })?;
+        self.jwt_bearer(client_id, grant, scope, false)
+    }
+
+    /// A workload's login (SEP-1933): the identity token its platform
+    /// gave it (`opts.auth.assertion`) is the grant. A refusal is the
+    /// answer: no other grant is tried, and the token is not sent again.
+    fn workload_identity(&mut self, scope: &[String]) -> Result<Tokens> {
+        let (Some(client_id), Some(assertion)) = (self.settings.client_id.clone(), self.settings.assertion.clone())
+        else {
+            return Err(self.fail("opts.auth.grant = \"jwt_bearer\" needs opts.auth.client_id and opts.auth.assertion"));
+        };
+        self.jwt_bearer(client_id, assertion, scope, true)
+    }
+
+    /// RFC 7523's JWT-bearer grant at the authorization server, with
+    /// `assertion`; `for_resource` names the resource (the identity
+    /// assertion of cross-app access names it already).
+    fn jwt_bearer(
+        &mut self,
+        client_id: String,
+        assertion: String,
+        scope: &[String],
+        for_resource: bool,
+    ) -> Result<Tokens> {
         let client = ClientIdentity {
             client_id,
             client_secret: self.settings.client_secret.clone(),
@@ -1084,9 +1114,12 @@ impl Authorizer {
             registered: false,
         };
         let mut form =
-            vec![("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer".to_string()), ("assertion", grant)];
+            vec![("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer".to_string()), ("assertion", assertion)];
         if !scope.is_empty() {
             form.push(("scope", scope.join(" ")));
+        }
+        if for_resource {
+            form.push(("resource", self.resource.clone()));
         }
         let tokens = self.token_request(form, &client)?;
         self.client = Some(client);

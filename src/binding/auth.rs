@@ -20,7 +20,8 @@ const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The options a login reads; anything else in `opts.auth` is refused,
 /// not ignored (a misspelt `client_secret` must not fail silently).
-const LOGIN_OPTIONS: [&str; 12] = [
+const LOGIN_OPTIONS: [&str; 13] = [
+    "assertion",
     "authorize",
     "client_id",
     "client_metadata_url",
@@ -115,12 +116,19 @@ pub(super) fn read_login(
         None | Some("authorization_code") => Grant::AuthorizationCode,
         Some("client_credentials") => Grant::ClientCredentials,
         Some("identity_assertion") => Grant::IdentityAssertion,
+        Some("jwt_bearer") => Grant::JwtBearer,
         Some(other) => {
             return Err(bad(format!(
-                "mcp.new: opts.auth.grant must be \"authorization_code\", \"client_credentials\" or \"identity_assertion\", got {other:?}"
+                "mcp.new: opts.auth.grant must be \"authorization_code\", \"client_credentials\", \"identity_assertion\" or \"jwt_bearer\", got {other:?}"
             )))
         }
     };
+    let assertion = optional_text(&auth, "assertion")?;
+    if grant == Grant::JwtBearer && (assertion.is_none() || optional_text(&auth, "client_id")?.is_none()) {
+        return Err(bad(
+            "mcp.new: opts.auth.grant = \"jwt_bearer\" needs opts.auth.client_id and opts.auth.assertion (the workload's identity token)".into(),
+        ));
+    }
     let identity = match auth.get::<Value>("idp")? {
         Value::Nil => None,
         Value::Table(idp) => {
@@ -197,6 +205,7 @@ pub(super) fn read_login(
         grant,
         signing_key,
         identity,
+        assertion,
         issuer: optional_text(&auth, "issuer")?,
         login_timeout,
         timeout,
