@@ -342,3 +342,26 @@ describe('a modern HTTP server', function()
     assert.are_not.equal(ids[1], ids[2])
   end)
 end)
+
+describe('cancelling a modern HTTP request', function()
+  local stop, base
+  setup(function() base, stop = H.fault_server() end)
+  teardown(function() stop() end)
+
+  it('closes its reply stream, which is how the server hears of it; nothing is posted', function()
+    local client = mcp.new({ url = base .. '/modern-drop' })
+    client:discover()
+    node_get(base, '/log')
+    local handle = client:call_async('hang', {})
+    os.execute('sleep 0.3')
+    assert.is_true(handle:cancel())
+    local closed = within(5, function()
+      for _, r in ipairs(node_get(base, '/log')) do
+        if r.method == 'CLOSED' then return true end
+        assert.is_nil(r.body:find('notifications/cancelled', 1, true), 'a cancellation was posted')
+      end
+    end)
+    assert.is_true(closed)
+    client:close()
+  end)
+end)

@@ -45,7 +45,10 @@
 //               follows the reply)
 //   /modern-drop  a 2026-07-28 server (no sessions; GET and DELETE get 405)
 //               whose first tools/call reply stream closes after a priming
-//               event, before the reply; later calls are answered
+//               event, before the reply; later calls are answered, but for
+//               tool "hang", whose stream stays open with nothing on it
+//               until the client closes it (logged as a CLOSED request
+//               whose body is the call's id)
 //
 // GET /log returns every request seen (method, path, headers, body) and
 // clears it. On the GET stream the server sends a ping and a notification
@@ -152,6 +155,12 @@ function modern(req, res, body) {
   }
   if (msg.method !== 'tools/call') {
     return json(res, 404, { jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'Method not found' } });
+  }
+  if (msg.params.name === 'hang') {
+    res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+    res.write(': working\n\n');
+    res.on('close', () => log.push({ method: 'CLOSED', path: '/modern-drop', headers: {}, body: JSON.stringify(msg.id) }));
+    return;
   }
   modernCalls++;
   if (modernCalls === 1) {

@@ -109,6 +109,9 @@ pub struct Options {
     pub doorbell: Option<Arc<Doorbell>>,
 }
 
+/// Cancelled requests remembered for the threads reading their streams.
+const ABANDONED_KEPT: usize = 256;
+
 /// How much of an error body an error message quotes.
 const ERROR_EXCERPT: usize = 200;
 /// Same-origin redirects followed for one request.
@@ -162,6 +165,9 @@ struct Shared {
     posted: Condvar,
     /// Stream threads reading a reply stream past its reply.
     draining: AtomicUsize,
+    /// Modern requests cancelled while a thread reads (or waits for)
+    /// their reply stream: the thread lets go of it, which closes it.
+    abandoned: Mutex<Vec<IdKey>>,
     resolver: Arc<RememberingResolver>,
 }
 
@@ -428,6 +434,11 @@ impl Shared {
         let answered = self.post(body, headers, timeout);
         lock(&self.posting).retain(|k| k != &key);
         self.posted.notify_all();
+        // Cancelled while its POST waited: its reply goes unread, and
+        // dropping it closes the connection.
+        if self.take_abandoned(&key) {
+            return;
+        }
         let incoming = match answered {
             // The session's own time limit for the request says it better.
             Err(Error::HttpTimeout { .. }) => return,
@@ -456,6 +467,15 @@ impl Shared {
             }
             Err(e) => self.inbox.push(Event::Failed(key, e), 0),
         }
+    }
+
+    /// Whether the request `key` was cancelled while a thread had its
+    /// reply stream; forgotten once asked.
+    fn take_abandoned(&self, key: &IdKey) -> bool {
+        let mut abandoned = lock(&self.abandoned);
+        let before = abandoned.len();
+        abandoned.retain(|k| k != key);
+        abandoned.len() != before
     }
 
     /// Ends every stream at once: stream threads wake with EOF or an
@@ -549,6 +569,7 @@ impl Http {
             posting: Mutex::new(Vec::new()),
             posted: Condvar::new(),
             draining: AtomicUsize::new(0),
+            abandoned: Mutex::new(Vec::new()),
             resolver,
         });
         Ok(Http {
@@ -789,7 +810,16 @@ impl Http {
         let Some(key) = cancellation.get("params").and_then(|p| p.get("requestId")).and_then(id_key) else { return };
         if self.foreground.as_ref().is_some_and(|s| s.awaits(&key)) {
             self.foreground = None;
+            return;
         }
+        // Read by a thread (an async request): it lets go when it looks.
+        // (One whose reply came meanwhile never looks: the oldest are
+        // forgotten past a bound.)
+        let mut abandoned = lock(&self.shared.abandoned);
+        if abandoned.len() >= ABANDONED_KEPT {
+            abandoned.remove(0);
+        }
+        abandoned.push(key);
     }
 }
 

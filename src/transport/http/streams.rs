@@ -172,13 +172,32 @@ impl ReplyStream {
     }
 }
 
+/// How often a thread reading a modern reply stream looks whether its
+/// request was cancelled.
+const CANCEL_CHECK: Duration = Duration::from_millis(100);
+
 /// Reads a stream on a thread of its own: everything goes to the inbox.
 /// After the reply the rest is read for [`DRAIN_LIMIT`] at most, and by
 /// [`MAX_DRAINING`] threads at most, so that a server that keeps its reply
 /// streams open costs a closed connection, not a thread per request.
 pub(super) fn read_stream(shared: &Shared, mut stream: ReplyStream) {
     while !stream.answered {
-        match stream.next(shared, true) {
+        // A modern request's stream is how its cancellation is heard: the
+        // wait for it is cut into slices, to let go of it once cancelled.
+        let step = match stream.awaiting.clone().filter(|_| stream.modern) {
+            Some(key) => {
+                let step = pausing_at(Instant::now() + CANCEL_CHECK, || stream.next(shared, true));
+                if shared.take_abandoned(&key) {
+                    return;
+                }
+                if matches!(step, Step::Paused) {
+                    continue;
+                }
+                step
+            }
+            None => stream.next(shared, true),
+        };
+        match step {
             Step::Deliver(event, size) => shared.inbox.push(event, size),
             Step::Paused | Step::Interrupted | Step::Ended => return,
         }
