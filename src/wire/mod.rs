@@ -24,13 +24,15 @@ use ureq::tls::{parse_pem, PemItem, RootCerts, TlsConfig};
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::time::Duration as WireDuration;
 use ureq::unversioned::transport::{
-    Buffers, ConnectProxyConnector, ConnectionDetails, Connector, NextTimeout, RustlsConnector, TcpConnector,
+    Buffers, ConnectProxyConnector, ConnectionDetails, Connector, NextTimeout, RustlsConnector,
     Transport as Wire,
 };
 use ureq::Agent;
 
 use crate::error::{Error, Result};
 use crate::interrupt;
+
+mod tcp;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -218,7 +220,7 @@ pub fn side_agent(ca_pem: Option<&[u8]>, timeout: Duration) -> Result<Agent> {
 /// ureq's own chain (proxy, TCP, TLS), its waits for input in slices: the
 /// connector of every agent here.
 pub(crate) fn sliced_connector() -> impl Connector {
-    let chain = ().chain(ConnectProxyConnector::default()).chain(TcpConnector::default());
+    let chain = ().chain(ConnectProxyConnector::default()).chain(tcp::QuickAckTcp);
     Sliced(chain.chain(RustlsConnector::default()))
 }
 

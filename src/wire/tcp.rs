@@ -1,0 +1,194 @@
+//! The TCP connections under HTTP: ureq's own transport, with each
+//! segment acknowledged at once.
+//!
+//! A server that writes a reply's headers and its body with a write each
+//! and leaves Nagle's algorithm on holds the body until the headers are
+//! acknowledged; on a kept connection Linux delays that acknowledgement
+//! by 40 ms. uvicorn, which serves the Python SDK's Streamable HTTP, is
+//! such a server: every request on a kept connection took 44 ms instead
+//! of 1 (curl reusing its connection sees the same). Asking the kernel to
+//! acknowledge at once (`TCP_QUICKACK`, which it forgets after a while,
+//! so it is asked again before each read) takes the stall away. Other
+//! systems have no such switch and keep their own acknowledgement timing.
+//!
+//! ureq keeps its socket to itself, so the connection is made and read
+//! here, as ureq does it (each resolved address in turn sharing the
+//! connect budget, a time limit on each read and write), and the socket
+//! is registered with the agent so that `Agent::shutdown` still wakes a
+//! thread blocked on it.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use ureq::unversioned::transport::{
+    Buffers, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout, ShutdownHandle, Transport,
+};
+
+/// Connects TCP like ureq's own connector (which it stands in for).
+#[derive(Debug, Default)]
+pub(crate) struct QuickAckTcp;
+
+impl<In: Transport> Connector<In> for QuickAckTcp {
+    type Out = Either<In, QuickAckTransport>;
+
+    fn connect(&self, details: &ConnectionDetails, chained: Option<In>) -> Result<Option<Self::Out>, ureq::Error> {
+        // A SOCKS proxy's connection, made before: it is the connection.
+        if let Some(chained) = chained {
+            return Ok(Some(Either::A(chained)));
+        }
+        let stream = connect_any(details)?;
+        if details.config.no_delay() {
+            stream.set_nodelay(true)?;
+        }
+        let socket = Arc::new(stream);
+        (details.register_shutdown)(Arc::downgrade(&socket) as Weak<dyn ShutdownHandle>)?;
+        let buffers = LazyBuffers::new(details.config.input_buffer_size(), details.config.output_buffer_size());
+        Ok(Some(Either::B(QuickAckTransport { socket, buffers, read_limit: None, write_limit: None })))
+    }
+}
+
+/// Each address in turn, the first half of the time left to the first,
+/// half of the rest to the next, and so on (10 ms at least each), as ureq
+/// does; an address that refuses or cannot be routed gives way to the
+/// next, and the last failure is the one reported.
+fn connect_any(details: &ConnectionDetails) -> Result<TcpStream, ureq::Error> {
+    let total = details.timeout.not_zero().map(|t| *t);
+    let started = std::time::Instant::now();
+    let mut share = 0.5;
+    let mut last = None;
+    for (i, addr) in details.addrs.iter().enumerate() {
+        let last_one = i + 1 == details.addrs.len();
+        let budget = total.map(|t| {
+            let part = if last_one { t.saturating_sub(started.elapsed()) } else { t.mul_f64(share) };
+            part.max(Duration::from_millis(10))
+        });
+        share /= 2.0;
+        match connect_one(addr, budget) {
+            Ok(stream) => return Ok(stream),
+            Err(e) if gives_way(&e) => last = Some(e),
+            Err(e) => return Err(timed_out(e)),
+        }
+    }
+    Err(timed_out(last.unwrap_or_else(|| std::io::ErrorKind::ConnectionRefused.into())))
+}
+
+fn connect_one(addr: &SocketAddr, budget: Option<Duration>) -> std::io::Result<TcpStream> {
+    match budget {
+        Some(budget) => TcpStream::connect_timeout(addr, budget),
+        None => TcpStream::connect(addr),
+    }
+}
+
+/// A failure that concerns this address only.
+fn gives_way(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        ConnectionRefused | HostUnreachable | NetworkUnreachable | NetworkDown | AddrNotAvailable | TimedOut
+    )
+}
+
+fn timed_out(e: std::io::Error) -> ureq::Error {
+    match e.kind() {
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => ureq::Error::Timeout(ureq::Timeout::Connect),
+        _ => e.into(),
+    }
+}
+
+/// A TCP connection as ureq's transport reads and writes it, asking for
+/// acknowledgements at once before each read.
+#[derive(Debug)]
+pub(crate) struct QuickAckTransport {
+    socket: Arc<TcpStream>,
+    buffers: LazyBuffers,
+    /// The time limits set on the socket now, so that each is set only
+    /// when it changes.
+    read_limit: Option<Duration>,
+    write_limit: Option<Duration>,
+}
+
+impl Transport for QuickAckTransport {
+    fn buffers(&mut self) -> &mut dyn Buffers {
+        &mut self.buffers
+    }
+
+    fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), ureq::Error> {
+        let timeout = at_least_some(timeout.for_write())?;
+        let limit = timeout.not_zero().map(|t| *t);
+        if limit != self.write_limit {
+            self.socket.set_write_timeout(limit)?;
+            self.write_limit = limit;
+        }
+        let output = &self.buffers.output()[..amount];
+        (&*self.socket).write_all(output).map_err(|e| io_error(e, timeout))
+    }
+
+    fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, ureq::Error> {
+        let timeout = at_least_some(timeout.for_read())?;
+        let limit = timeout.not_zero().map(|t| *t);
+        if limit != self.read_limit {
+            self.socket.set_read_timeout(limit)?;
+            self.read_limit = limit;
+        }
+        acknowledge_at_once(&self.socket);
+        let input = self.buffers.input_append_buf();
+        let amount = loop {
+            match (&*self.socket).read(input) {
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                other => break other.map_err(|e| io_error(e, timeout))?,
+            }
+        };
+        self.buffers.input_appended(amount);
+        Ok(amount > 0)
+    }
+
+    /// Open, and nothing unread on it: a kept connection the server closed
+    /// (or wrote to out of turn) is not used again.
+    fn is_open(&mut self) -> bool {
+        let mut byte = [0u8];
+        if self.socket.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let quiet = matches!((&*self.socket).read(&mut byte), Err(e) if e.kind() == ErrorKind::WouldBlock);
+        quiet && self.socket.set_nonblocking(false).is_ok()
+    }
+}
+
+/// A time limit already spent is a timeout before any I/O.
+fn at_least_some(timeout: NextTimeout) -> Result<NextTimeout, ureq::Error> {
+    if timeout.after.is_zero() {
+        return Err(ureq::Error::Timeout(timeout.reason));
+    }
+    Ok(timeout)
+}
+
+/// A read or write that ran out of time is ureq's timeout for the reason
+/// the limit had; anything else is the I/O error it is.
+fn io_error(e: std::io::Error, timeout: NextTimeout) -> ureq::Error {
+    match e.kind() {
+        ErrorKind::TimedOut | ErrorKind::WouldBlock => ureq::Error::Timeout(timeout.reason),
+        _ => e.into(),
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn acknowledge_at_once(socket: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let on: libc::c_int = 1;
+    // SAFETY: the descriptor is open while `socket` lives, and the option
+    // value is a c_int of the size given. A failure changes nothing.
+    unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_QUICKACK,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn acknowledge_at_once(_socket: &TcpStream) {}
