@@ -162,28 +162,50 @@ describe('remembered eras', function()
     assert.equal('drwx------', H.command('stat -c %A ' .. cache .. '/lua-mcp'):match('%S+'))
     local remembered = mcp.json_decode(H.slurp(file))
     assert.equal('legacy', remembered[1][2])
-    assert.equal('argv ' .. H.LUA .. '\0' .. ERAS .. '\0ignores\0cwd \0env ', remembered[1][1])
+    -- named by a hash: a command line may hold a secret
+    assert.is_truthy(remembered[1][1]:match('^%x+$') and #remembered[1][1] == 64, remembered[1][1])
     os.execute('rm -rf ' .. cache)
   end)
 
   it('a server remembered as legacy that now refuses initialize the modern way is probed again', function()
     local cache = H.tmpname()
-    os.execute('mkdir -p ' .. cache .. '/lua-mcp && chmod 700 ' .. cache .. '/lua-mcp')
-    local command = { H.LUA, ERAS, 'modern' }
-    local key = 'argv ' .. table.concat(command, '\0') .. '\0cwd \0env '
-    local f = assert(io.open(cache .. '/lua-mcp/eras.json', 'w'))
-    f:write(mcp.json_encode({ { key, 'legacy' } }))
-    f:close()
-    local out = run(cache, string.format([[
+    -- One command line, two servers: the mode is read from a file, so the
+    -- same name is first a legacy server, then a modern one.
+    local mode = H.tmpname()
+    local source = string.format([[
       local mcp = require('mcp')
-      local c = mcp.new({ command = { %q, %q, 'modern' } })
+      local c = mcp.new({ command = 'exec %s %s "$(cat %s)"' })
       c:discover()
       print(c.era, (c:call('seen', {}):gsub('\n', ',')))
       c:close()
-    ]], H.LUA, ERAS))
+    ]], H.LUA, ERAS, mode)
+    local function serve(m)
+      local f = assert(io.open(mode, 'w'))
+      f:write(m)
+      f:close()
+    end
+    serve('errors')
+    assert.equal('legacy', run(cache, source):match('^(%S+)'))
+    assert.equal('legacy', mcp.json_decode(H.slurp(cache .. '/lua-mcp/eras.json'))[1][2])
+    serve('modern')
     assert.equal('modern\tinitialize,server/discover 2026-07-28,tools/list 2026-07-28,subscriptions/listen 2026-07-28,'
-      .. 'tools/call 2026-07-28\n', out)
+      .. 'tools/call 2026-07-28\n', run(cache, source))
     assert.equal('2026-07-28', mcp.json_decode(H.slurp(cache .. '/lua-mcp/eras.json'))[1][2])
+    os.remove(mode)
+    os.execute('rm -rf ' .. cache)
+  end)
+
+  it('a server that speaks both and starts slower than the probe waits is probed again by the next process', function()
+    local cache = H.tmpname()
+    local source = string.format([[
+      local mcp = require('mcp')
+      local c = mcp.new({ command = { %q, %q, 'slowboth' }, env = { ERAS_DELAY_MS = '1300' } })
+      c:discover()
+      print(c.era)
+      c:close()
+    ]], H.LUA, ERAS)
+    assert.equal('legacy\n', run(cache, source))
+    assert.equal('modern\n', run(cache, source))
     os.execute('rm -rf ' .. cache)
   end)
 end)
@@ -350,6 +372,19 @@ describe('results a modern server allows to be kept', function()
       end
     end
     assert.same({ 'tools/list', 'resources/read', 'resources/read', 'resources/read', 'tools/list' }, methods)
+    client:close()
+  end)
+
+  it('ping goes to the server whatever the server allows to be kept: it is a liveness check', function()
+    local client = mcp.new({ command = eras('modern'), env = { ERAS_TTL_MS = '60000' } })
+    client:ping()
+    client:ping()
+    local discovers = 0
+    for _, line in ipairs(seen(client)) do
+      if line:match('^server/discover') then discovers = discovers + 1 end
+    end
+    -- the probe, then both pings
+    assert.equal(3, discovers)
     client:close()
   end)
 

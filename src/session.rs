@@ -44,6 +44,10 @@ pub struct Session {
     /// The server speaks a modern revision: the notifications the session
     /// sends carry this envelope too (the client stamps its requests).
     modern: Option<Envelope>,
+    /// A request given up on whose reply is still wanted should it come
+    /// (the era probe), and that reply.
+    late: Option<IdKey>,
+    late_reply: Option<Json>,
 }
 
 struct InFlight {
@@ -153,12 +157,26 @@ impl Session {
             started: 0,
             held: None,
             modern: None,
+            late: None,
+            late_reply: None,
         }
     }
 
-    /// From now on the session's notifications carry `envelope`.
+    /// From now on the session's notifications carry `envelope`, and the
+    /// transport speaks the modern way.
     pub fn speak_modern(&mut self, envelope: Envelope) {
         self.modern = Some(envelope);
+        self.transport.speak_modern();
+    }
+
+    /// A reply to `id`, a request already given up on, is kept should it
+    /// come after all (see [`Session::take_late_reply`]).
+    pub fn keep_late_reply(&mut self, id: &Json) {
+        self.late = id_key(id);
+    }
+
+    pub fn take_late_reply(&mut self) -> Option<Json> {
+        self.late_reply.take()
     }
 
     pub fn always_answers(&self) -> bool {
@@ -326,6 +344,10 @@ impl Session {
         };
         match received {
             Received::Message(msg) => match classify(&msg) {
+                Kind::Response(key) if self.late.as_ref() == Some(&key) => {
+                    self.late = None;
+                    self.late_reply = Some(msg);
+                }
                 Kind::Response(key) => settle(&mut self.in_flight, &key, Arrival::Reply(msg)),
                 Kind::Notification => {
                     self.progressed(&msg);

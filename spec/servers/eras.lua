@@ -13,6 +13,7 @@
 --   future     refuses the probe with -32022 naming only 2030-01-01
 --   slow       modern, but reads nothing for ERAS_DELAY_MS first (a
 --              cold start)
+--   slowboth   as both, with slow's cold start
 --
 -- Tools: `echo` {text}; `seen` (the methods received so far, one per
 -- line, with each request's envelope version after a space when it had
@@ -48,12 +49,12 @@ local function envelope_version(msg)
   return type(meta) == 'table' and meta[VERSION_KEY] or nil
 end
 
-if mode == 'slow' then
+if mode == 'slow' or mode == 'slowboth' then
   -- A cold start: nothing is read until the interpreter is "ready".
   os.execute('sleep ' .. tonumber(os.getenv('ERAS_DELAY_MS') or '1500') / 1000)
 end
 
-local speaks_modern = mode == 'modern' or mode == 'both' or mode == 'slow'
+local speaks_modern = mode == 'modern' or mode == 'both' or mode == 'slow' or mode == 'slowboth'
 local only_modern = mode == 'modern' or mode == 'slow'
 
 local function refuse_version(msg, supported)
@@ -70,7 +71,7 @@ local function discover(msg)
     capabilities = { tools = { listChanged = true }, resources = { subscribe = true, listChanged = true } },
     instructions = 'speaks ' .. mode,
     _meta = { ['io.modelcontextprotocol/serverInfo'] = { name = 'eras-' .. mode, version = '1.0' } },
-    ttlMs = 0,
+    ttlMs = tonumber(os.getenv('ERAS_TTL_MS')) or 0,
     cacheScope = 'public',
   })
 end

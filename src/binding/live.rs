@@ -17,7 +17,7 @@ use super::options::{bearer_text, lua_type, ClientState, TransportOptions};
 use super::registry::resync_watches;
 use super::{call_lua, callback_failed, listener_failed, lua_tostring, truthy, Cx, Outcome, Raise};
 use crate::auth::store::Store;
-use crate::client::{Client, Host, Listing, Request, Shape, Ticket};
+use crate::client::{warn_on_stderr, Client, Host, Listing, Request, Shape, Ticket};
 use crate::codec::Json;
 use crate::era::Verdict;
 use crate::error::Error;
@@ -157,10 +157,8 @@ fn borrow_client<T>(
     };
     let mut state = state_ud.borrow_mut::<ClientState>().map_err(|_| busy())?;
     if let Some(token) = fresh_token {
-        let previous = state.options.bearer.lock().unwrap_or_else(|p| p.into_inner()).replace(token.clone());
-        if previous.is_some_and(|p| p != token) {
-            state.client.new_credentials();
-        }
+        state.client.present_token(&token);
+        *state.options.bearer.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
     }
     let ClientState { options, client: core, forgotten } = &mut *state;
     if let Some(login) = &options.login {
@@ -315,7 +313,7 @@ impl Host for LuaHost<'_, '_> {
     fn warn(&mut self, message: &str) {
         let on_log = self.callbacks.as_ref().and_then(|c| c.raw_get::<Option<Function>>("on_log").ok().flatten());
         let Some(on_log) = on_log else {
-            eprintln!("lua-mcp: {message}");
+            warn_on_stderr(message);
             return;
         };
         let params = Json::object([

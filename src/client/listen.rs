@@ -17,7 +17,7 @@
 //! to `close`); what it still brings is dropped by its id.
 
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{Client, Host, Operation, Request};
 use crate::codec::Json;
@@ -46,10 +46,18 @@ impl Filter {
         *self == Filter::default()
     }
 
+    /// The list changes it asks for, by their names in a filter.
+    fn flags(&self) -> [(&'static str, bool); 3] {
+        [
+            ("toolsListChanged", self.tools),
+            ("promptsListChanged", self.prompts),
+            ("resourcesListChanged", self.resources),
+        ]
+    }
+
     fn params(&self) -> Json {
         let mut pairs = Vec::new();
-        let flags = [("toolsListChanged", self.tools), ("promptsListChanged", self.prompts)];
-        for (name, wanted) in flags.into_iter().chain([("resourcesListChanged", self.resources)]) {
+        for (name, wanted) in self.flags() {
             if wanted {
                 pairs.push((name, Json::Bool(true)));
             }
@@ -65,8 +73,7 @@ impl Filter {
     fn refused_by(&self, granted: Option<&Json>) -> Vec<String> {
         let flag = |name: &str| granted.and_then(|g| g.get(name)) == Some(&Json::Bool(true));
         let mut refused = Vec::new();
-        let flags = [("toolsListChanged", self.tools), ("promptsListChanged", self.prompts)];
-        for (name, wanted) in flags.into_iter().chain([("resourcesListChanged", self.resources)]) {
+        for (name, wanted) in self.flags() {
             if wanted && !flag(name) {
                 refused.push(name.to_string());
             }
@@ -91,6 +98,8 @@ pub(super) struct Listening {
     session: u64,
     /// The server ended it with `notifications/cancelled`.
     ended: bool,
+    /// When it was sent: one ended soon after counts against the session.
+    sent_at: Instant,
     /// The server acknowledged it: it is in place.
     acknowledged: bool,
 }
@@ -106,7 +115,18 @@ pub(super) struct Subscriptions {
     /// Listens sent: each has an id of its own, apart from `next_id`, as
     /// the probe's (the official clients do the same).
     sent: u64,
+    /// The listen being replaced, whose notifications still count until
+    /// it is cancelled.
+    replaced: Option<Json>,
+    /// Listens of this session that ended soon after they began: a server
+    /// (or a proxy) that keeps doing that is not asked again.
+    quick_ends: (u64, usize),
 }
+
+/// A listen that ends sooner than this after it began counts as a quick
+/// end; [`QUICK_ENDS`] of them on one session end the listening there.
+const QUICK_END: Duration = Duration::from_secs(5);
+const QUICK_ENDS: usize = 3;
 
 impl Subscriptions {
     /// Whether a notification goes on to the holder: one of a listen
@@ -127,8 +147,9 @@ impl Subscriptions {
         let Some(subscription) = params.and_then(|p| p.get("_meta")).and_then(|m| m.get(SUBSCRIPTION_ID)) else {
             return true;
         };
+        let from_replaced = self.replaced.as_ref().is_some_and(|r| id_key(r) == id_key(subscription));
         let Some(listening) = self.listening.as_mut().filter(|l| id_key(&l.id) == id_key(subscription)) else {
-            return false;
+            return from_replaced;
         };
         if method == Some(&Json::str("notifications/subscriptions/acknowledged")) {
             listening.acknowledged = true;
@@ -172,7 +193,10 @@ impl Client {
     /// Keeps one listen open on a modern session for what the client
     /// wants: sent when there is none (or it ended, or its session did),
     /// sent again when what is wanted changed, and left alone otherwise.
-    pub(super) fn keep_listening<H: Host>(&mut self, host: &mut H) -> Result<(), H::Error> {
+    /// With `wait`, the acknowledgement is waited for (a blocking caller,
+    /// whose next request must not overtake the listen); an async one or
+    /// an event loop's turn goes on at once.
+    pub(super) fn keep_listening<H: Host>(&mut self, host: &mut H, wait: bool) -> Result<(), H::Error> {
         if self.envelope.is_none() {
             return Ok(());
         }
@@ -186,6 +210,7 @@ impl Client {
             return Ok(());
         }
         let old = self.subscriptions.listening.take();
+        self.subscriptions.replaced = old.as_ref().map(|l| l.id.clone());
         if !wanted.is_empty() {
             self.subscriptions.sent += 1;
             let id = Json::str(format!("lua-mcp-listen-{}", self.subscriptions.sent));
@@ -194,9 +219,12 @@ impl Client {
             let request = Request::message(message, Rc::from("subscriptions/listen")).limits(limits).detached();
             let op = self.start(host, request)?;
             let session = self.session_number;
-            let listening = Listening { op, filter: wanted, id, session, ended: false, acknowledged: false };
+            let sent_at = Instant::now();
+            let listening = Listening { op, filter: wanted, id, session, ended: false, acknowledged: false, sent_at };
             self.subscriptions.listening = Some(listening);
-            self.await_acknowledgement(host)?;
+            if wait {
+                self.await_acknowledgement(host)?;
+            }
         }
         if let Some(mut old) = old {
             self.cancel(&mut old.op, "the client listens for something else now");
@@ -204,6 +232,7 @@ impl Client {
                 self.forget(ticket);
             }
         }
+        self.subscriptions.replaced = None;
         Ok(())
     }
 
@@ -241,6 +270,21 @@ impl Client {
         }
         if listening.ended {
             self.cancel(&mut listening.op, "the server ended the subscription");
+        }
+        if listening.session == self.session_number && listening.sent_at.elapsed() < QUICK_END {
+            let (session, ends) = &mut self.subscriptions.quick_ends;
+            if *session != self.session_number {
+                *session = self.session_number;
+                *ends = 0;
+            }
+            *ends += 1;
+            if *ends >= QUICK_ENDS {
+                self.subscriptions.refused_on = Some(self.session_number);
+                host.warn(&format!(
+                    "no change notifications from this server: it ended {QUICK_ENDS} listens within {} s of their start",
+                    QUICK_END.as_secs()
+                ));
+            }
         }
         // Its whole reply is the outcome: an error in it is a refusal.
         if let Some(Ok(reply)) = listening.op.take_outcome() {

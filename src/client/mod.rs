@@ -81,7 +81,7 @@ pub trait Host: Peer {
     /// out of a list, and why). Said on stderr unless the holder has a
     /// better place.
     fn warn(&mut self, message: &str) {
-        eprintln!("lua-mcp: {message}");
+        warn_on_stderr(message);
     }
 
     /// The server refused a request for want of credentials
@@ -150,6 +150,8 @@ pub struct Client {
     subscriptions: listen::Subscriptions,
     /// Results a modern server said may be kept (see `cache`).
     cache: cache::Cache,
+    /// The token a token function gave last.
+    token: Option<String>,
 }
 
 /// What the client knows of the server's tool list.
@@ -208,6 +210,7 @@ impl Client {
             log_level: None,
             subscriptions: listen::Subscriptions::default(),
             cache: cache::Cache::default(),
+            token: None,
         }
     }
 
@@ -222,11 +225,14 @@ impl Client {
         self.cache.clear();
     }
 
-    /// The holder's credentials changed without a login of the client's
-    /// (a token function gave another token): what was kept privately
-    /// for the old ones is not theirs.
-    pub fn new_credentials(&mut self) {
-        self.credentials += 1;
+    /// The token the holder's requests carry now (a token function's
+    /// answer): another one than before counts as new credentials, and
+    /// what was kept privately for the old ones is not theirs.
+    pub fn present_token(&mut self, token: &str) {
+        if self.token.as_deref().is_some_and(|t| t != token) {
+            self.credentials += 1;
+        }
+        self.token = Some(token.to_string());
     }
 
     /// The level of log messages later modern requests ask for.
@@ -488,38 +494,56 @@ impl Client {
                 Found::Legacy { why, .. } if self.era == EraChoice::Modern => {
                     return Err(Failure::Core(Error::NotModern { why }));
                 }
-                Found::Legacy { restart, answered, .. } => {
+                Found::Legacy { restart, unanswered, .. } => {
                     remember(Some(Verdict::Legacy));
                     if restart {
                         session.close();
                         session = Session::new(host.open().map_err(Failure::Other)?);
                     }
-                    probe = if answered { Probe::Answered } else { Probe::Unanswered };
+                    // A slow server may still answer it: a late discover
+                    // result says the next process should probe again.
+                    probe = match unanswered {
+                        Some(id) => {
+                            session.keep_late_reply(&id);
+                            Probe::Unanswered
+                        }
+                        None => Probe::Answered,
+                    };
                 }
             }
         }
-        match self.initialize(host, &mut session) {
+        let initialized = match self.initialize(host, &mut session) {
             Err(Failure::Core(e))
                 if probe != Probe::Answered && self.era == EraChoice::Auto && refused_as_modern(&e) =>
             {
-                remember(None);
-                match self.probe(host, &mut session, self.connect_timeout)? {
+                // Up and answering by now: the probe needs no more patience
+                // than it had the first time.
+                let patience = if session.always_answers() { self.connect_timeout } else { PROBE_PATIENCE };
+                return match self.probe(host, &mut session, patience.min(self.connect_timeout))? {
                     Found::Modern { envelope, discovered } => {
                         remember(Some(Verdict::Modern(envelope.version.clone())));
                         self.speak_modern(host, session, envelope, &discovered)
                     }
-                    Found::Legacy { .. } => Err(Failure::Core(e)),
-                }
+                    Found::Legacy { .. } => {
+                        remember(Some(Verdict::Legacy));
+                        Err(Failure::Core(e))
+                    }
+                };
             }
             Err(Failure::Core(Error::Transport { .. } | Error::NoResponse { .. })) if probe == Probe::Unanswered => {
                 session.close();
                 session = Session::new(host.open().map_err(Failure::Other)?);
-                self.initialize(host, &mut session)?;
-                Ok(session)
+                self.initialize(host, &mut session)
             }
-            Err(failure) => Err(failure),
-            Ok(()) => Ok(session),
+            other => other,
+        };
+        initialized?;
+        if let Some(late) = session.take_late_reply() {
+            if let Answer::Modern { version, .. } = era::read_answer(Ok(late), false) {
+                remember(Some(Verdict::Modern(version)));
+            }
         }
+        Ok(session)
     }
 
     /// Asks the server what it speaks (`server/discover`, with the
@@ -550,6 +574,11 @@ impl Client {
             envelope.stamp(&mut message);
             let mut limit = Limit::new(patience, None, Rc::from("server/discover"));
             limit.quiet = true;
+            // Its own headers: the transport speaks no era yet.
+            limit.headers = vec![
+                ("MCP-Protocol-Version".to_string(), version.clone()),
+                ("Mcp-Method".to_string(), "server/discover".to_string()),
+            ];
             let mut peer = Watching {
                 host: &mut *host,
                 tools_stale: &mut self.tools.stale,
@@ -568,7 +597,10 @@ impl Client {
                     retried = true;
                 }
                 Answer::TryVersion { refusal, .. } => return Err(Failure::Core(refusal)),
-                Answer::Legacy { restart, why } => return Ok(Found::Legacy { restart, answered, why }),
+                Answer::Legacy { restart, why } => {
+                    let unanswered = (!answered).then_some(id);
+                    return Ok(Found::Legacy { restart, unanswered, why });
+                }
                 Answer::Refused(refusal) => return Err(Failure::Refused(refusal)),
                 Answer::Failed(Error::Timeout { what, seconds, note }) => {
                     let note = format!("{note} (opts.connect_timeout)");
@@ -707,6 +739,11 @@ impl<H: Host> Peer for Watching<'_, H> {
     }
 }
 
+/// Where a warning goes when its holder has no better place for it.
+pub fn warn_on_stderr(message: &str) {
+    eprintln!("lua-mcp: {message}");
+}
+
 /// The server must choose a protocol version this client speaks.
 pub fn check_version(result: &Json) -> Result<(), Error> {
     match result.get("protocolVersion") {
@@ -739,8 +776,16 @@ enum Probe {
 
 /// What the probe found.
 enum Found {
-    Modern { envelope: Envelope, discovered: Json },
-    Legacy { restart: bool, answered: bool, why: String },
+    Modern {
+        envelope: Envelope,
+        discovered: Json,
+    },
+    /// `unanswered`: the probe's id, when it went unanswered.
+    Legacy {
+        restart: bool,
+        unanswered: Option<Json>,
+        why: String,
+    },
 }
 
 /// `initialize` refused the way a server of the modern revision refuses

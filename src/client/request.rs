@@ -29,7 +29,7 @@ use super::{Client, Host, Listing, Ticket, MAX_AUTHORIZATIONS, MAX_PAGES, NEXT_C
 use crate::codec::Json;
 use crate::error::Error;
 use crate::interrupt::far_future;
-use crate::protocol::{self, id_key, result_of, ResultKind};
+use crate::protocol::{self, id_key, result_of, ResultKind, MODERN_VERSIONS};
 use crate::session::{Limit, Session};
 use crate::tool_headers;
 
@@ -162,8 +162,11 @@ impl Request {
             Shape::ToolCall(_) | Shape::Reply => return None,
         };
         let method = self.method();
-        (cache::cacheable(method) && self.cache != CacheMode::Bypass)
-            .then(|| cache::key(method, shape, self.message.get("params")))
+        let params = self.message.get("params");
+        // A round of input answers that exchange alone: never kept.
+        let continued = params.is_some_and(|p| p.get("inputResponses").is_some() || p.get("requestState").is_some());
+        (cache::cacheable(method) && self.cache != CacheMode::Bypass && !continued)
+            .then(|| cache::key(method, shape, params))
     }
 
     /// An `input_required` result is handed over as the outcome rather
@@ -241,6 +244,9 @@ pub struct Operation {
     cache_key: Option<Vec<u8>>,
     hints: Option<Hints>,
     unhinted: bool,
+    /// The credentials when it began: a result fetched under others is
+    /// not kept.
+    cached_under: u64,
     /// Rounds of input answered so far.
     input_rounds: usize,
     /// Sent again once after the tools were listed anew (-32020).
@@ -273,6 +279,7 @@ impl Operation {
             cache_key: None,
             hints: None,
             unhinted: false,
+            cached_under: 0,
             input_rounds: 0,
             relisted: false,
             version_retried: false,
@@ -344,7 +351,7 @@ impl Client {
         // Not for a tool listing, which changes what is listened for: the
         // listen waits for it.
         if request.method() != b"subscriptions/listen" && !matches!(request.shape, Shape::Tools { .. }) {
-            self.keep_listening(host)?;
+            self.keep_listening(host, !request.detached)?;
         }
         let mut op = Operation::new(request);
         if self.envelope.is_some() && self.stand_in_for_removed(host, &mut op)? {
@@ -517,9 +524,10 @@ impl Client {
             self.begin_refresh(host)?;
         }
         self.poll_refresh(host)?;
-        // A modern server's changes come on a listen: kept open here too.
+        // A modern server's changes come on a listen: kept open here too,
+        // without waiting for its acknowledgement (an event loop's turn).
         if self.session.is_some() {
-            self.keep_listening(host)?;
+            self.keep_listening(host, false)?;
         }
         Ok(())
     }
@@ -650,8 +658,10 @@ impl Client {
                     return self.send(host, op);
                 }
                 let mut pages = std::mem::take(&mut op.pages);
-                if let Shape::Tools { refresh } = op.request.shape {
+                if op.request.method() == b"tools/list" {
                     self.leave_out_invalid_headers(host, &mut pages);
+                }
+                if let Shape::Tools { refresh } = op.request.shape {
                     self.listed(&pages, refresh);
                 }
                 Ok(Json::Array(pages))
@@ -671,6 +681,7 @@ impl Client {
         op.cache_key = op.request.cache_key();
         let refresh = op.request.cache == CacheMode::Refresh || op.request.shape == (Shape::Tools { refresh: true });
         let Some(key) = op.cache_key.as_ref().filter(|_| !refresh) else { return false };
+        op.cached_under = self.credentials;
         let Some(outcome) = self.cache.get(key, self.credentials) else { return false };
         if let (Shape::Tools { .. }, Json::Array(pages)) = (&op.request.shape, &outcome) {
             self.listed(pages, false);
@@ -696,7 +707,9 @@ impl Client {
     /// took rounds of input: its result answered that exchange alone.
     fn keep_outcome(&mut self, op: &Operation) {
         let (Some(key), Some(hints), Some(Ok(outcome))) = (&op.cache_key, op.hints, &op.outcome) else { return };
-        if op.unhinted || op.input_rounds > 0 || !self.cache.on {
+        // Kept for the credentials it was fetched with, and not at all if
+        // they changed on the way (a login between two pages).
+        if op.unhinted || op.input_rounds > 0 || !self.cache.on || op.credentials != op.cached_under {
             return;
         }
         let uri = match op.request.message.get("params").and_then(|p| p.get("uri")) {
@@ -704,7 +717,7 @@ impl Client {
             _ => None,
         };
         let method = op.request.method().to_vec();
-        self.cache.put(key.clone(), &method, uri, outcome.clone(), hints, self.credentials);
+        self.cache.put(key.clone(), &method, uri, outcome.clone(), hints, op.credentials);
     }
 
     /// Whether a try that failed with `failure` is worth another, which
@@ -741,12 +754,9 @@ impl Client {
             // The server no longer takes the version the session speaks
             // (-32022: it was upgraded, or restarted as another release):
             // a new session finds the version again, once.
-            Error::Rpc { code, .. } if code == "-32022" && !op.version_retried => {
+            Error::Rpc { code, data, .. } if code == "-32022" && !op.version_retried => {
                 op.version_retried = true;
-                if op.session == self.session_number {
-                    self.retire(|_| Error::SessionExpired);
-                }
-                Ok(true)
+                Ok(self.take_version_from(op, data.as_deref()))
             }
             Error::Unauthorized { .. } if op.authorizations < MAX_AUTHORIZATIONS => {
                 // Refused under credentials that were replaced since: the
@@ -762,6 +772,43 @@ impl Client {
             }
             _ => Ok(false),
         }
+    }
+
+    /// A request refused with -32022 (unsupported version) after the
+    /// session started: the server was upgraded or restarted as another
+    /// release. A modern session takes a version both speak from the
+    /// error's `supported` list and the request goes once more, alone; an
+    /// older session, whose version `initialize` fixed, is ended so that a
+    /// new one finds the version again, when the list names another one
+    /// this client speaks. True when the request is worth sending again.
+    fn take_version_from(&mut self, op: &Operation, data: Option<&Json>) -> bool {
+        let supported: Vec<&[u8]> = data
+            .and_then(|d| d.get("supported"))
+            .map(|s| {
+                s.elements()
+                    .filter_map(|v| match v {
+                        Json::Str(v) => Some(v.as_slice()),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(envelope) = self.envelope.as_mut() {
+            let Some(version) = MODERN_VERSIONS.iter().find(|v| supported.contains(&v.as_bytes())) else {
+                return false;
+            };
+            envelope.version = version.to_string();
+            if let Some(session) = self.session.as_mut() {
+                session.speak_modern(envelope.clone());
+            }
+            return true;
+        }
+        let negotiated = self.initialized.as_ref().and_then(|r| r.get("protocolVersion"));
+        let other = supported.iter().any(|v| protocol::is_legacy_version(v) && negotiated != Some(&Json::str(v)));
+        if other && op.session == self.session_number {
+            self.retire(|_| Error::SessionExpired);
+        }
+        other
     }
 
     /// The 2026-07-28 revision removed `ping`, `logging/setLevel` and
@@ -784,7 +831,7 @@ impl Client {
             } else {
                 self.unsubscribe_uri(&uri);
             }
-            self.keep_listening(host)?;
+            self.keep_listening(host, !op.request.detached)?;
             op.outcome = Some(Ok(Json::Object(vec![])));
             return Ok(true);
         }
@@ -792,6 +839,8 @@ impl Client {
             b"ping" => {
                 let id = op.request.message.get("id").cloned().unwrap_or(Json::Null);
                 op.request.message = protocol::request(id, "server/discover", Json::Object(vec![]));
+                // A liveness check goes to the server, whatever it allows kept.
+                op.request.cache = CacheMode::Bypass;
                 false
             }
             b"logging/setLevel" => {

@@ -101,8 +101,10 @@ pub fn read_answer(outcome: Result<Json, Error>, always_answers: bool) -> Answer
 }
 
 /// An error reply to the probe. -32022 (unsupported version) names what
-/// the server speaks; -32020 and -32021 come only from modern servers,
-/// which then need something this client did not send, and say what.
+/// the server speaks. Any other code means an older server, -32020 and
+/// -32021 included: the revision reserves them, but an older server may
+/// use any code in JSON-RPC's implementation-defined range, and the
+/// revision says the fallback must not hang on one code.
 fn read_error(error: &Json) -> Answer {
     let refusal = protocol::rpc_error(error, "server/discover");
     let legacy = |why: String| Answer::Legacy { restart: false, why };
@@ -118,7 +120,6 @@ fn read_error(error: &Json) -> Answer {
                 Mutual::None => Answer::Failed(no_mutual_version(versions)),
             }
         }
-        Some("-32020" | "-32021") => Answer::Failed(refusal),
         _ => legacy(format!("it answered {refusal}")),
     }
 }

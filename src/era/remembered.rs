@@ -5,9 +5,11 @@
 //! The file is `$XDG_CACHE_HOME/lua-mcp/eras.json` (else
 //! `~/.cache/lua-mcp/eras.json`): a JSON array of `[server, verdict]`
 //! pairs, most recent last, at most [`KEPT`] of them, where a verdict is
-//! `"legacy"` or the modern version spoken. Command lines may hold
-//! secrets (a token in an argument), so the file is its owner's alone
-//! (0600 in a 0700 directory) and only believed when this user owns it.
+//! `"legacy"` or the modern version spoken. A server is named there by the
+//! SHA-256 of its name: command lines, their environment and URLs may
+//! hold secrets (a token in an argument or a query), and nothing needs
+//! them back. The file is its owner's alone all the same (0600 in a 0700
+//! directory), and only believed when this user owns it.
 //! It is a cache: a file that cannot be read or written costs a probe,
 //! never a connection. Writes go to a new file renamed over the old one
 //! (another process may be reading it); two processes writing at once
@@ -38,13 +40,21 @@ fn with_known<T>(work: impl FnOnce(&mut HashMap<String, Verdict>) -> T) -> T {
 
 /// What `server` was last found to speak, if it was found out before.
 pub fn recall(server: &str) -> Option<Verdict> {
-    with_known(|known| known.get(server).cloned())
+    let server = hashed(server);
+    with_known(|known| known.get(&server).cloned())
+}
+
+/// A server's name as the file keeps it.
+fn hashed(server: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(server.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Remembers `verdict` for `server` (None forgets it: the server no
 /// longer answers the way it did). The file is written only when the
 /// verdict changed.
 pub fn remember(server: &str, verdict: Option<Verdict>) {
+    let server = &hashed(server);
     let changed = with_known(|known| match &verdict {
         Some(v) => known.insert(server.to_string(), v.clone()).as_ref() != Some(v),
         None => known.remove(server).is_some(),

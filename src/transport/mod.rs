@@ -92,6 +92,10 @@ pub trait Transport {
     /// (HTTP sends it as a header), and the server may now talk first.
     fn established(&mut self, _negotiated_version: &str) {}
 
+    /// The server speaks the modern way (2026-07-28): no session, and over
+    /// HTTP each message's version and method in headers of its own.
+    fn speak_modern(&mut self) {}
+
     /// The session id a server gave (HTTP only).
     fn session_id(&self) -> Option<String> {
         None

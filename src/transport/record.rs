@@ -150,6 +150,10 @@ impl Transport for Recording {
         self.inner.established(negotiated_version)
     }
 
+    fn speak_modern(&mut self) {
+        self.inner.speak_modern()
+    }
+
     fn session_id(&self) -> Option<String> {
         self.inner.session_id()
     }

@@ -109,9 +109,6 @@ pub struct Options {
     pub doorbell: Option<Arc<Doorbell>>,
 }
 
-/// Cancelled requests remembered for the threads reading their streams.
-const ABANDONED_KEPT: usize = 256;
-
 /// How much of an error body an error message quotes.
 const ERROR_EXCERPT: usize = 200;
 /// Same-origin redirects followed for one request.
@@ -165,8 +162,10 @@ struct Shared {
     posted: Condvar,
     /// Stream threads reading a reply stream past its reply.
     draining: AtomicUsize,
-    /// Modern requests cancelled while a thread reads (or waits for)
-    /// their reply stream: the thread lets go of it, which closes it.
+    /// Modern async requests whose reply a thread reads (or waits for),
+    /// and those of them cancelled meanwhile: the thread lets go of a
+    /// cancelled one's stream, which closes it.
+    reading: Mutex<Vec<IdKey>>,
     abandoned: Mutex<Vec<IdKey>>,
     resolver: Arc<RememberingResolver>,
 }
@@ -430,6 +429,18 @@ impl Shared {
     /// An async request's POST, on its own thread: whatever comes of it
     /// goes to the inbox, its failure as [`Event::Failed`] for its id.
     fn post_detached(&self, body: &[u8], headers: &PostHeaders, id: &Json, key: IdKey, timeout: Duration) {
+        if headers.modern {
+            lock(&self.reading).push(key.clone());
+        }
+        self.post_and_read(body, headers, id, &key, timeout);
+        if headers.modern {
+            lock(&self.reading).retain(|k| k != &key);
+            self.take_abandoned(&key);
+        }
+    }
+
+    fn post_and_read(&self, body: &[u8], headers: &PostHeaders, id: &Json, key: &IdKey, timeout: Duration) {
+        let key = key.clone();
         let had_session = self.session_id().is_some() && !headers.modern;
         let answered = self.post(body, headers, timeout);
         lock(&self.posting).retain(|k| k != &key);
@@ -518,6 +529,8 @@ pub struct Http {
     foreground: Option<ReplyStream>,
     /// The last POST ran out of time.
     timed_out: bool,
+    /// The server speaks the modern way (see `post_headers`).
+    modern: bool,
     /// The handshake is done; the server's stream opens after our next
     /// message (`initialized`), so the server hears that first.
     listen_pending: bool,
@@ -569,6 +582,7 @@ impl Http {
             posting: Mutex::new(Vec::new()),
             posted: Condvar::new(),
             draining: AtomicUsize::new(0),
+            reading: Mutex::new(Vec::new()),
             abandoned: Mutex::new(Vec::new()),
             resolver,
         });
@@ -577,6 +591,7 @@ impl Http {
             queue: VecDeque::new(),
             foreground: None,
             timed_out: false,
+            modern: false,
             listen_pending: false,
             spare_agent: agent(0),
         })
@@ -701,14 +716,20 @@ impl Http {
 }
 
 impl Http {
-    fn send_with(&mut self, sent: &Json, own: &[(String, String)]) -> Result<()> {
-        let headers = post_headers(sent, own);
-        if headers.modern && is_cancellation(sent) {
-            // A modern server hears a cancellation as the request's stream
-            // closing, and defines no notifications to POST.
-            self.stop_reading(sent);
-            return Ok(());
+    /// The headers `message` goes with; None when nothing is to be posted
+    /// (a modern server hears a cancellation as the request's stream
+    /// closing, and defines no notifications to POST).
+    fn headers_for(&mut self, message: &Json, own: &[(String, String)]) -> Option<PostHeaders> {
+        let headers = post_headers(message, own, self.modern);
+        if headers.modern && is_cancellation(message) {
+            self.stop_reading(message);
+            return None;
         }
+        Some(headers)
+    }
+
+    fn send_with(&mut self, sent: &Json, own: &[(String, String)]) -> Result<()> {
+        let Some(headers) = self.headers_for(sent, own) else { return Ok(()) };
         // Every POST needs a connection: the last reply stream's goes back
         // to the pool first. One still unanswered (a request given up on,
         // or a nested call from a handler) goes on elsewhere, unless this
@@ -776,11 +797,7 @@ impl Http {
     /// waits for a reply's headers or body; whatever comes of it reaches
     /// the session through the inbox, as stream events do.
     fn send_detached_with(&mut self, request: &Json, own: &[(String, String)], timeout: Duration) -> Result<()> {
-        let headers = post_headers(request, own);
-        if headers.modern && is_cancellation(request) {
-            self.stop_reading(request);
-            return Ok(());
-        }
+        let Some(headers) = self.headers_for(request, own) else { return Ok(()) };
         self.finish_foreground(true);
         if self.shared.is_stopped() {
             return Err(Error::Closed { what: protocol::lua_text(request.get("method")) });
@@ -813,13 +830,9 @@ impl Http {
             return;
         }
         // Read by a thread (an async request): it lets go when it looks.
-        // (One whose reply came meanwhile never looks: the oldest are
-        // forgotten past a bound.)
-        let mut abandoned = lock(&self.shared.abandoned);
-        if abandoned.len() >= ABANDONED_KEPT {
-            abandoned.remove(0);
+        if lock(&self.shared.reading).contains(&key) {
+            lock(&self.shared.abandoned).push(key);
         }
-        abandoned.push(key);
     }
 }
 
@@ -845,6 +858,10 @@ impl Transport for Http {
 
     fn carries_headers(&self) -> bool {
         true
+    }
+
+    fn speak_modern(&mut self) {
+        self.modern = true;
     }
 
     fn receive(&mut self, deadline: Instant) -> Result<Option<Received>> {
@@ -943,12 +960,14 @@ struct PostHeaders {
     own: Vec<(String, String)>,
 }
 
-/// A modern message's headers: `MCP-Protocol-Version` repeating its
-/// envelope's version (a server refuses a mismatch), `Mcp-Method`, and
+/// A modern session's message headers: `MCP-Protocol-Version` repeating
+/// its envelope's version (a server refuses a mismatch), `Mcp-Method`, and
 /// `Mcp-Name` for the requests that name something, plus the request's
-/// own (`Mcp-Param-*`). An older message gets none of them.
-fn post_headers(message: &Json, own: &[(String, String)]) -> PostHeaders {
-    let Some(version) = protocol::envelope_version(message) else { return PostHeaders::default() };
+/// own (`Mcp-Param-*`). An older session's get only their own (the era
+/// probe's, sent before the era is known).
+fn post_headers(message: &Json, own: &[(String, String)], modern: bool) -> PostHeaders {
+    let version = protocol::envelope_version(message).filter(|_| modern);
+    let Some(version) = version else { return PostHeaders { modern: false, own: own.to_vec() } };
     let mut headers = vec![("MCP-Protocol-Version".to_string(), String::from_utf8_lossy(version).into_owned())];
     if let Some(Json::Str(method)) = message.get("method") {
         headers.push(("Mcp-Method".into(), String::from_utf8_lossy(method).into_owned()));
