@@ -11,11 +11,10 @@ Over HTTP the one line on stdout is `listening PORT` (PORT 0 picks a free
 one and prints it); over stdio stdout is the protocol alone.
 """
 
-import signal
-import socket
 import sys
 
 import anyio
+from serve_http import serve
 
 from mcp.server.fastmcp import FastMCP
 
@@ -43,25 +42,7 @@ def echo(text: str) -> str:
 
 
 async def serve_http(port: int) -> None:
-    import uvicorn
-
-    # Bound here rather than by uvicorn so that port 0 works and the line on
-    # stdout names the real port, printed only once requests are served.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    # access_log off: uvicorn writes it to stdout.
-    config = uvicorn.Config(mcp.streamable_http_app(), log_level="warning", access_log=False)
-    server = uvicorn.Server(config)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve, [sock])
-        while not server.started:
-            await anyio.sleep(0.01)
-        # uvicorn's SIGTERM waits for every open stream (a session's GET) to
-        # end, which never comes when a spec tears the server down; the
-        # default action ends it at once.
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        print(f"listening {sock.getsockname()[1]}", flush=True)
+    await serve(mcp.streamable_http_app(), port)
 
 
 if __name__ == "__main__":

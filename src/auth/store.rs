@@ -19,14 +19,13 @@
 //! someone else could have written is refused, as ssh refuses such keys.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::auth::pkce::random_text;
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
 use crate::interrupt;
@@ -178,26 +177,7 @@ impl Store for FileStore {
         let text = codec::encode(&Json::Object(pairs));
         let fail =
             |e: std::io::Error| Error::BadInput(format!("mcp: cannot write the token store {}: {e}", self.describe()));
-        // A new file of a random name, never one that is there already (a
-        // leftover, or one planted beside the store with wider rights) and
-        // never through a symbolic link.
-        let mut temporary = self.path.clone().into_os_string();
-        temporary.push(format!(".{}.tmp", random_text(9)?));
-        let temporary = PathBuf::from(temporary);
-        let written = (|| {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&temporary)?;
-            file.write_all(&text)?;
-            file.sync_all()?;
-            fs::rename(&temporary, &self.path)
-        })();
-        if written.is_err() {
-            let _ = fs::remove_file(&temporary);
-        }
+        let written = crate::private_file::replace(&self.path, &text, true);
         written.map_err(fail)
     }
 }

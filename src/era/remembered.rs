@@ -17,14 +17,14 @@
 
 use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
 use super::Verdict;
 use crate::codec::{self, Json};
-use crate::private_file::owned_by_me;
+use crate::private_file::{self, owned_by_me};
 
 /// Servers remembered in the file at most: the oldest go first.
 const KEPT: usize = 256;
@@ -125,21 +125,7 @@ fn write_file(server: &str, verdict: Option<&Verdict>) {
         Json::Array(vec![Json::str(server), Json::str(verdict)])
     });
     let text = codec::encode(&Json::Array(entries.collect()));
-    let Ok(suffix) = crate::auth::pkce::random_text(9) else { return };
-    let temporary = dir.join(format!(".eras.{suffix}.tmp"));
-    let written = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&temporary)?;
-        file.write_all(&text)?;
-        fs::rename(&temporary, &path)
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&temporary);
-    }
+    let _ = private_file::replace(&path, &text, false);
 }
 
 #[cfg(test)]
