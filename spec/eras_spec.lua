@@ -336,15 +336,30 @@ describe('change notifications from a modern server', function()
     client:close()
   end)
 
+  it('a watched mount follows a modern server through the listen', function()
+    local client = mcp.new({ command = eras('modern') })
+    client:discover()
+    local registry = H.registry()
+    mcp.mount(registry, client, { watch = true })
+    assert.is_nil(registry:get('extra'))
+    client:call('grow', {})
+    client:ping()
+    -- the next call lists the tools again first, and the registry follows
+    assert.equal('extra', (client:call('extra', {})))
+    assert.is_truthy(registry:get('extra'))
+    client:close()
+  end)
+
   it('a filter the server acknowledges only in part is named in a warning through on_log', function()
     local logged = {}
-    local client = mcp.new({ command = eras('modern'), on_log = function(params) logged[#logged + 1] = params end })
+    -- eras.lua offers prompt list changes (ERAS_PROMPTS) and never grants them
+    local client = mcp.new({ command = eras('modern'), env = { ERAS_PROMPTS = '1' },
+      on_list_changed = function() end,
+      on_log = function(params) logged[#logged + 1] = params end })
     client:discover()
-    client:subscribe('memo://a')
-    -- eras.lua grants everything but prompt list changes, which it does
-    -- not offer and so is never asked for: nothing to warn of here
     client:ping()
-    assert.same({}, logged)
+    assert.same({ { level = 'warning', logger = 'lua-mcp',
+      data = 'the server does not send promptsListChanged (subscriptions/listen acknowledged without it)' } }, logged)
     client:close()
   end)
 end)

@@ -27,7 +27,8 @@
 --   weird    returns a result of a resultType nobody knows
 -- and change notifications, which go only to a subscriptions/listen the
 -- client keeps open (acknowledged with what was asked, less prompt list
--- changes, which this server never sends):
+-- changes, which this server never sends, though it offers them when
+-- $ERAS_PROMPTS is set):
 --   grow     adds the tool `extra`, and tells the listen the list changed
 --   touch    {uri}: tells the listen that resource changed, if it asked
 --   hangup   ends the listen (its result), as a server going away does
@@ -68,7 +69,8 @@ local function discover(msg)
   server.result(msg.id, {
     resultType = 'complete',
     supportedVersions = { '2026-07-28' },
-    capabilities = { tools = { listChanged = true }, resources = { subscribe = true, listChanged = true } },
+    capabilities = { tools = { listChanged = true }, resources = { subscribe = true, listChanged = true },
+      prompts = os.getenv('ERAS_PROMPTS') and { listChanged = true } or nil },
     instructions = 'speaks ' .. mode,
     _meta = { ['io.modelcontextprotocol/serverInfo'] = { name = 'eras-' .. mode, version = '1.0' } },
     ttlMs = tonumber(os.getenv('ERAS_TTL_MS')) or 0,
