@@ -169,6 +169,22 @@ describe('callbacks and dispatch', function()
     client:close()
   end)
 
+  it('callbacks run in the order their requests settled, not the order of any table', function()
+    local client = sleepy()
+    client:discover()
+    local ran = {}
+    -- settle in the order 2, 4, 5, 3, 1
+    for i, ms in ipairs({ 500, 100, 400, 200, 300 }) do
+      client:call_async('sleep', { ms = ms, label = 'call ' .. i }, { on_done = function(_, text)
+        ran[#ran + 1] = text
+      end })
+    end
+    os.execute('sleep 0.8')
+    assert.equal(5, client:dispatch())
+    assert.same({ 'call 2', 'call 4', 'call 5', 'call 3', 'call 1' }, ran)
+    client:close()
+  end)
+
   it('on_done gets false and the error when the request fails, and may call the client again', function()
     local client = sleepy()
     local got, chained

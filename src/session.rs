@@ -62,6 +62,19 @@ struct InFlight {
     limit: Limit,
     /// [`Session::unreadable`] when it started.
     unreadable_before: u64,
+    /// When it settled, on a count all sessions share: callbacks run in
+    /// the order their requests settled.
+    settled_as: u64,
+}
+
+/// Requests settled so far, in every session of the process.
+static SETTLED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl InFlight {
+    fn arrive(&mut self, arrival: Arrival) {
+        self.arrived = Some(arrival);
+        self.settled_as = SETTLED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// When a request runs out, how its errors name it, and how it is sent.
@@ -264,6 +277,7 @@ impl Session {
             arrived: None,
             limit,
             unreadable_before: self.unreadable,
+            settled_as: 0,
         };
         self.in_flight.insert(key.clone(), entry);
         let sent = self.transport.send_request(message, &headers, detached);
@@ -308,7 +322,7 @@ impl Session {
                         // Dead for good: everything in flight has its answer.
                         self.broken = true;
                         for entry in self.in_flight.values_mut().filter(|e| e.arrived.is_none()) {
-                            entry.arrived = Some(Arrival::Failed(e.clone()));
+                            entry.arrive(Arrival::Failed(e.clone()));
                         }
                     }
                     return Err(Stop::Failed(e));
@@ -339,7 +353,7 @@ impl Session {
         let settle = |in_flight: &mut IdMap<InFlight>, key: &IdKey, arrival: Arrival| {
             // One nobody waits for any more (cancelled, timed out): dropped.
             if let Some(entry) = in_flight.get_mut(key).filter(|e| e.arrived.is_none()) {
-                entry.arrived = Some(arrival);
+                entry.arrive(arrival);
             }
         };
         match received {
@@ -374,7 +388,7 @@ impl Session {
             Received::Failed(None, e) => {
                 let mut unsettled = self.in_flight.iter_mut().filter(|(_, entry)| entry.arrived.is_none());
                 match (unsettled.next(), unsettled.next()) {
-                    (Some((_, entry)), None) => entry.arrived = Some(Arrival::Failed(e)),
+                    (Some((_, entry)), None) => entry.arrive(Arrival::Failed(e)),
                     _ => return Err(e),
                 }
             }
@@ -432,7 +446,7 @@ impl Session {
                 ));
             }
             let error = Error::Timeout { what: limit.what.to_string(), seconds: seconds.clone(), note };
-            entry.arrived = Some(Arrival::Failed(error));
+            entry.arrive(Arrival::Failed(error));
             let (id, abandon) = (entry.id.clone(), entry.abandon);
             self.abandon(&id, abandon, &format!("timed out after {seconds} s"));
         }
@@ -453,6 +467,12 @@ impl Session {
         })
     }
 
+    /// Where the request `key` stands in the order requests settled, once
+    /// it has.
+    pub(crate) fn settled_as(&self, key: &IdKey) -> Option<u64> {
+        self.in_flight.get(key).filter(|e| e.arrived.is_some()).map(|e| e.settled_as)
+    }
+
     /// Whether the request `key` has settled (or was never in flight).
     pub(crate) fn settled(&self, key: &IdKey) -> bool {
         self.in_flight.get(key).is_none_or(|e| e.arrived.is_some())
@@ -462,7 +482,7 @@ impl Session {
     /// told, and the request settles with `error`. False if it had settled.
     pub(crate) fn cancel(&mut self, key: &IdKey, reason: &str, error: Error) -> bool {
         let Some(entry) = self.in_flight.get_mut(key).filter(|e| e.arrived.is_none()) else { return false };
-        entry.arrived = Some(Arrival::Failed(error));
+        entry.arrive(Arrival::Failed(error));
         let (id, abandon) = (entry.id.clone(), entry.abandon);
         self.abandon(&id, abandon, reason);
         true

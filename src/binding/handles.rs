@@ -520,12 +520,18 @@ pub(super) fn run_on_done(lua: &Cx, client: &Table) -> Outcome<usize> {
     let ready = with_client_state(lua, client, "on_done", |core, host| {
         let mut ready = Vec::new();
         for (handle, ud, on_done) in waiting {
-            let settled = take_if_settled(core, host, &*ud.borrow::<HandleState>()?);
+            let state = ud.borrow::<HandleState>()?;
+            // Read before the outcome is taken, which ends the entry.
+            let settled_as = state.op.borrow().as_ref().and_then(|op| core.settled_as(op)).unwrap_or(0);
+            let settled = take_if_settled(core, host, &state);
+            drop(state);
             if settled {
-                ready.push((handle, ud, on_done));
+                ready.push((settled_as, handle, ud, on_done));
             }
         }
-        Ok(ready)
+        // In the order their requests settled (the pending table has none).
+        ready.sort_by_key(|(settled_as, ..)| *settled_as);
+        Ok(ready.into_iter().map(|(_, handle, ud, on_done)| (handle, ud, on_done)).collect::<Vec<_>>())
     })
     .unwrap_or_default();
     // Each taken out of `pending` just before it runs, and only if still

@@ -427,6 +427,18 @@ impl Client {
         }
     }
 
+    /// Where `op`'s last try stands in the order requests settled, once
+    /// its reply (or failure) has come and before it is taken: callbacks
+    /// run in that order. None for one that settled without a reply
+    /// waited for.
+    pub fn settled_as(&self, op: &Operation) -> Option<u64> {
+        let ticket = op.ticket.as_ref()?;
+        match &self.session {
+            Some(session) if ticket.session == self.session_number => session.settled_as(&ticket.key),
+            _ => None,
+        }
+    }
+
     /// Waits for `op` until `until` at most; true once it has settled.
     /// Ctrl-C cancels it (the server is told), and it settles with
     /// [`Error::Interrupted`].
