@@ -26,11 +26,7 @@ local CALLS = 5000
 
 local function run_cmd(cmd) return (H.command(cmd)) end
 local function first_number(text) return tonumber(text:match('^(%S+)')) end
-local function median(xs)
-  local s = { table.unpack(xs) }
-  table.sort(s)
-  return s[(#s + 1) // 2]
-end
+local median = H.median
 
 local ECHO = root .. '/target/bench/echo_server'
 local PIPE_RTT = root .. '/target/bench/pipe_rtt'

@@ -30,15 +30,10 @@ local ERAS = 'lua5.4 ' .. root .. '/spec/servers/eras.lua '
 
 local dirs = {}
 for name, so in pairs({ old = old_so, new = new_so }) do
-  dirs[name] = H.tmpname()
-  assert(os.execute(string.format('mkdir -p %s && cp %s %s/mcp.so', dirs[name], so, dirs[name])))
+  dirs[name] = H.module_dir(so)
 end
 
-local function median(xs)
-  local s = { table.unpack(xs) }
-  table.sort(s)
-  return s[(#s + 1) // 2]
-end
+local median = H.median
 
 -- One first connection in a process of its own, client pinned to CPU 0:
 -- milliseconds, or nil and why when it failed.

@@ -31,15 +31,10 @@ local FAULTY = root .. '/spec/servers/faulty.lua'
 
 -- Each build is loaded as `mcp` from a directory of its own.
 for _, b in ipairs(builds) do
-  b.dir = H.tmpname()
-  assert(os.execute(string.format('mkdir -p %s && cp %s %s/mcp.so', b.dir, b.so, b.dir)))
+  b.dir = H.module_dir(b.so)
 end
 
-local function median(xs)
-  local s = { table.unpack(xs) }
-  table.sort(s)
-  return s[(#s + 1) // 2]
-end
+local median = H.median
 
 -- Runs `source` under build `b` pinned to CPU 0; SERVER_CPU in it is the
 -- taskset prefix for the server. Returns the numbers it printed.

@@ -363,6 +363,21 @@ function H.sleepy(cancel_log)
   return { command = { H.LUA, H.ROOT .. '/lua/servers/sleepy.lua' }, env = { CANCEL_LOG = cancel_log } }
 end
 
+-- For the benchmarks that compare builds: the middle of a list of figures,
+-- and a directory of its own holding the build at `so` as mcp.so, to put
+-- on a child's package.cpath.
+function H.median(xs)
+  local s = { table.unpack(xs) }
+  table.sort(s)
+  return s[(#s + 1) // 2]
+end
+
+function H.module_dir(so)
+  local dir = H.tmpname()
+  assert(os.execute(string.format('mkdir -p %s && cp %s %s/mcp.so', dir, so, dir)))
+  return dir
+end
+
 function H.tmpname()
   local name = os.tmpname()
   os.remove(name)

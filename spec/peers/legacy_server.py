@@ -11,10 +11,8 @@ Over HTTP the one line on stdout is `listening PORT` (PORT 0 picks a free
 one and prints it); over stdio stdout is the protocol alone.
 """
 
-import sys
 
-import anyio
-from serve_http import serve
+from serve_http import main
 
 from mcp.server.fastmcp import FastMCP
 
@@ -41,15 +39,5 @@ def echo(text: str) -> str:
     return text
 
 
-async def serve_http(port: int) -> None:
-    await serve(mcp.streamable_http_app(), port)
-
-
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    if args == ["stdio"]:
-        mcp.run("stdio")
-    elif len(args) == 2 and args[0] == "http" and args[1].isdigit():
-        anyio.run(serve_http, int(args[1]))
-    else:
-        sys.exit("usage: legacy_server.py stdio | http PORT")
+    main(mcp, lambda: mcp.streamable_http_app(), "legacy_server.py")

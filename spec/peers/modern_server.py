@@ -12,11 +12,9 @@ Over HTTP the one line on stdout is `listening PORT` (PORT 0 picks a free
 one and prints it); over stdio stdout is the protocol alone.
 """
 
-import sys
 from typing import Annotated
 
-import anyio
-from serve_http import serve
+from serve_http import main
 from pydantic import BaseModel, Field
 
 from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, ElicitationResult, MCPServer, Resolve
@@ -128,15 +126,5 @@ mcp._lowlevel_server.add_request_handler("resources/subscribe", SubscribeRequest
 mcp._lowlevel_server.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, subscribe)  # pyright: ignore[reportPrivateUsage]
 
 
-async def serve_http(port: int) -> None:
-    await serve(mcp.streamable_http_app(host="127.0.0.1"), port)
-
-
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    if args == ["stdio"]:
-        mcp.run("stdio")
-    elif len(args) == 2 and args[0] == "http" and args[1].isdigit():
-        anyio.run(serve_http, int(args[1]))
-    else:
-        sys.exit("usage: modern_server.py stdio | http PORT")
+    main(mcp, lambda: mcp.streamable_http_app(host="127.0.0.1"), "modern_server.py")

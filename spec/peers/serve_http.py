@@ -8,6 +8,7 @@ default action ends it at once, as it does the node peers.
 """
 import signal
 import socket
+import sys
 
 import anyio
 
@@ -26,3 +27,15 @@ async def serve(app, port: int) -> None:
             await anyio.sleep(0.01)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         print(f"listening {sock.getsockname()[1]}", flush=True)
+
+
+def main(server, http_app, name: str) -> None:
+    """`NAME stdio` serves `server` on stdin and stdout; `NAME http PORT`
+    serves what `http_app()` makes over HTTP."""
+    args = sys.argv[1:]
+    if args == ["stdio"]:
+        server.run("stdio")
+    elif len(args) == 2 and args[0] == "http" and args[1].isdigit():
+        anyio.run(serve, http_app(), int(args[1]))
+    else:
+        sys.exit(f"usage: {name} stdio | http PORT")
