@@ -367,9 +367,10 @@ end
 -- and a directory of its own holding the build at `so` as mcp.so, to put
 -- on a child's package.cpath.
 function H.median(xs)
-  local s = { table.unpack(xs) }
+  local s = {}
+  for i, x in ipairs(xs) do s[i] = x end
   table.sort(s)
-  return s[(#s + 1) // 2]
+  return s[math.floor((#s + 1) / 2)]
 end
 
 function H.module_dir(so)
