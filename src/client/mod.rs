@@ -248,12 +248,6 @@ impl Client {
         self.log_level = level;
     }
 
-    /// The envelope of the current session's requests, when its server
-    /// is modern.
-    pub fn envelope(&self) -> Option<&Envelope> {
-        self.envelope.as_ref()
-    }
-
     /// Sends a notification, starting the session first if needed.
     pub fn notify<H: Host>(&mut self, host: &mut H, message: &Json) -> Result<(), H::Error> {
         self.ready(host)?;
