@@ -146,6 +146,13 @@ for _, peer in ipairs(MODERN) do
           assert.is_false(is_error)
           assert.equal('eu-west:weather\nheader=eu-west', text)
         end)
+
+        it('a call before the tools were listed goes without the header, is refused (-32020), and goes again after'
+          .. ' they are listed', function()
+          local c = client()
+          assert.equal('eu-west:weather\nheader=eu-west', (c:call('route', { region = 'eu-west', query = 'weather' })))
+          assert.same({ 'add', 'confirm', 'echo', 'grow', 'route' }, sorted_names(c.tools))
+        end)
       else
         it('route over stdio has no header to send, and answers with its arguments alone', function()
           local c = client()
