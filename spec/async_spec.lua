@@ -69,6 +69,7 @@ describe('many requests in flight on one session', function()
 
   it('cancel reaches the server as notifications/cancelled and settles only its own handle', function()
     local client, log = sleepy()
+    client:discover() -- in flight on a session: connected first
     local doomed = client:call_async('sleep', { ms = 5000 })
     local kept = client:call_async('sleep', { ms = 200, label = 'kept' })
     assert.is_true(doomed:cancel('changed my mind'))
@@ -79,7 +80,7 @@ describe('many requests in flight on one session', function()
     assert.equal('MCP tools/call sleep cancelled', err)
     assert.equal('kept', (kept:wait()))
     -- the server stopped the sleeper: it logged the cancellation and never answered
-    assert.same({ 'cancelled 2 changed my mind' }, cancellations(log))
+    assert.same({ 'cancelled 3 changed my mind' }, cancellations(log))
     client:close()
   end)
 
@@ -122,6 +123,7 @@ describe('many requests in flight on one session', function()
 
   it('close with handles in flight settles them with the close error and cancels them at the server', function()
     local client, log = sleepy()
+    client:discover() -- in flight on a session: connected first
     local handles = { client:call_async('sleep', { ms = 5000 }), client:call_async('sleep', { ms = 5000 }) }
     client:close()
     for _, h in ipairs(handles) do
@@ -130,11 +132,12 @@ describe('many requests in flight on one session', function()
       assert.is_false(ok)
       assert.equal('MCP tools/call sleep failed: the client was closed before the reply came', err)
     end
-    assert.same({ 'cancelled 2 the client was closed', 'cancelled 3 the client was closed' }, cancellations(log))
+    assert.same({ 'cancelled 3 the client was closed', 'cancelled 4 the client was closed' }, cancellations(log))
   end)
 
   it('a collected client cancels what it had in flight; its handles say so', function()
     local client, log = sleepy()
+    client:discover() -- in flight on a session: connected first
     local h = client:call_async('sleep', { ms = 5000 })
     client = nil
     collectgarbage()
@@ -146,7 +149,7 @@ describe('many requests in flight on one session', function()
     -- the cancellation was written before the server's stdin closed
     local deadline = mcp.clock() + 5
     while #cancellations(log) == 0 and mcp.clock() < deadline do os.execute('sleep 0.05') end
-    assert.same({ 'cancelled 2 the client was collected' }, cancellations(log))
+    assert.same({ 'cancelled 3 the client was collected' }, cancellations(log))
   end)
 end)
 
@@ -225,6 +228,7 @@ describe('callbacks and dispatch', function()
   it('the descriptor from client:fd() becomes readable when a reply is ready, and when a timeout is due', function()
     local uv = require('luv')
     local client = sleepy()
+    client:discover() -- in flight on a session: connected first
     local fd = client:fd()
     local function readable_within(ms)
       local poll, timer, woke = uv.new_poll(fd), uv.new_timer(), false
@@ -252,6 +256,7 @@ describe('callbacks and dispatch', function()
 
   it("an error in on_done reaches dispatch's caller, and the other ready callbacks wait for the next dispatch", function()
     local client = sleepy()
+    client:discover() -- in flight on a session: connected first
     local ran = {}
     for _, label in ipairs({ 'a', 'b' }) do
       client:call_async('sleep', { ms = 10, label = label }, { on_done = function(_, text)

@@ -292,6 +292,18 @@ impl Host for LuaHost<'_, '_> {
         next_id(self.table)
     }
 
+    /// A callback's error goes to the caller the way one raised while an
+    /// async request was moved on does (see `callback_failed`).
+    fn settle_error(&mut self, raised: &Raise) -> Error {
+        match raised {
+            Raise::Mcp(e) => e.clone(),
+            Raise::Lua(error) => {
+                callback_failed(error.clone());
+                Error::Lua("a callback raised an error while the session started".into())
+            }
+        }
+    }
+
     fn initialize_request(&mut self, id: Json, capabilities: Json) -> Outcome<Json> {
         initialize_request(self.lua, self.table, id, capabilities)
     }

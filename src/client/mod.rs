@@ -23,15 +23,17 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::codec::{Json, Select};
-use crate::era::{self, remembered, Answer, EraChoice, Verdict, PROBE_PATIENCE};
+use crate::era::{EraChoice, Verdict};
 use crate::error::Error;
-use crate::protocol::{self, is_modern_version, result_of, Envelope, IdKey, MODERN_VERSIONS, SUPPORTED_VERSIONS};
+use crate::protocol::{self, Envelope, IdKey, SUPPORTED_VERSIONS};
 use crate::schema::{ToolSchemas, TOOL_SCHEMAS};
-use crate::session::{Limit, Peer, Session};
+use crate::session::{Peer, Session};
 use crate::transport::Transport;
 
 mod cache;
+mod connect;
 mod listen;
+mod queue;
 mod request;
 #[cfg(test)]
 mod tests;
@@ -93,6 +95,12 @@ pub trait Host: Peer {
         let _ = (refusal, again);
         Ok(false)
     }
+
+    /// What async requests settle with when `raised` ended what they
+    /// waited for (a handshake, their first try) and they cannot raise
+    /// it themselves: our own error inside it, or one that says a
+    /// callback failed (the holder reports the callback's own error).
+    fn settle_error(&mut self, raised: &Self::Error) -> Error;
 }
 
 /// How often one request (or handshake) is sent again after new
@@ -111,6 +119,10 @@ pub const NEXT_CURSOR: Select = Select::Keys(&[("nextCursor", Select::Whole)]);
 
 pub struct Client {
     session: Option<Session>,
+    /// The handshake under way, when an async request began it.
+    connecting: Option<Box<connect::Connecting>>,
+    /// Async requests waiting for a session.
+    queue: queue::Queue,
     /// Counts sessions: a ticket names the session its request went to.
     session_number: u64,
     timeout: Duration,
@@ -194,6 +206,8 @@ impl Client {
     pub fn new(timeout: Duration, connect_timeout: Duration, capabilities: Json) -> Client {
         Client {
             session: None,
+            connecting: None,
+            queue: queue::Queue::default(),
             session_number: 0,
             timeout,
             connect_timeout,
@@ -280,6 +294,12 @@ impl Client {
     }
 
     fn pump_session<H: Host>(&mut self, host: &mut H, until: Instant) -> Result<bool, Error> {
+        if let Some(mut conn) = self.connecting.take() {
+            let pumped = self.pump_handshake(host, &mut conn, until);
+            self.connecting = Some(conn);
+            self.advance_connection(host);
+            return pumped;
+        }
         let Some(session) = self.session.as_mut() else {
             return Ok(false);
         };
@@ -303,6 +323,7 @@ impl Client {
     /// Whether the server sent something not yet routed.
     pub fn queued(&self) -> bool {
         self.session.as_ref().is_some_and(Session::queued)
+            || self.connecting.as_ref().is_some_and(|c| c.session.queued())
     }
 
     /// The earliest time a request runs out or a paused one goes on,
@@ -312,13 +333,18 @@ impl Client {
         self.paused_until.retain(|at| *at > now);
         let paused = self.paused_until.iter().min().copied();
         let running = self.session.as_ref().and_then(Session::next_deadline);
-        running.into_iter().chain(paused).min()
+        let connecting = self.connecting.as_ref().and_then(|c| c.deadline());
+        running.into_iter().chain(paused).chain(connecting).min()
     }
 
     /// Ends the session the way its transport does; requests in flight
     /// settle with [`Error::Closed`], and the next request starts a new
     /// session.
     pub fn close(&mut self) {
+        if let Some(mut conn) = self.connecting.take() {
+            conn.session.close();
+        }
+        self.close_queued();
         self.retire(|what| Error::Closed { what: what.to_string() });
         self.closed_session = self.session_number;
         // A refresh cut short ends as closed, for the calls waiting on it;
@@ -364,6 +390,9 @@ impl Client {
 
     /// Nobody will take `ticket`'s outcome (its handle was collected).
     pub fn forget(&mut self, ticket: &Ticket) {
+        if ticket.session == queue::QUEUED {
+            return self.forget_queued(ticket);
+        }
         match self.session.as_mut() {
             Some(session) if ticket.session == self.session_number => session.discard(&ticket.key),
             _ => {
@@ -403,32 +432,121 @@ impl Client {
         }
     }
 
-    /// A live session, started if there is none or the last one broke.
+    /// A live session, started if there is none or the last one broke:
+    /// the handshake is waited for, an async one under way included.
+    /// Async requests queued behind it go out first.
     fn ready<H: Host>(&mut self, host: &mut H) -> Result<(), H::Error> {
         if self.session.as_ref().is_some_and(|s| s.broken) {
             self.retire_broken();
         }
-        if self.session.is_none() {
-            let mut authorizations = 0;
-            let session = loop {
-                match self.handshake(host) {
-                    Ok(session) => break session,
-                    Err(Failure::Refused(refusal)) if authorizations < MAX_AUTHORIZATIONS => {
-                        if !host.authorize(&refusal, authorizations > 0)? {
-                            return Err(refusal.into());
-                        }
-                        self.credentials += 1;
-                        authorizations += 1;
-                    }
-                    Err(Failure::Refused(refusal)) => return Err(refusal.into()),
-                    Err(Failure::Core(e)) => return Err(e.into()),
-                    Err(Failure::Other(e)) => return Err(e),
-                }
-            };
-            self.session_number += 1;
-            self.session = Some(session);
+        if self.session.is_some() {
+            return Ok(());
         }
-        Ok(())
+        let mut conn = match self.connecting.take() {
+            Some(conn) => conn,
+            None => match self.begin_handshake(host, false) {
+                Ok(conn) => Box::new(conn),
+                Err(failure) => return Err(self.fail_connect(host, failure)),
+            },
+        };
+        loop {
+            match self.connection_step(host, &mut conn) {
+                Ok(true) => {
+                    self.connected(host, conn.session);
+                    return Ok(());
+                }
+                Ok(false) => {}
+                Err(failure) => return Err(self.fail_connect(host, failure)),
+            }
+            let mut slice_end = Instant::now() + crate::interrupt::SLICE;
+            if let Some(deadline) = conn.deadline() {
+                slice_end = slice_end.min(deadline);
+            }
+            if let Err(e) = self.pump_handshake(host, &mut conn, slice_end) {
+                return Err(self.fail_connect(host, Failure::Core(e)));
+            }
+        }
+    }
+
+    /// Whether a session is up and has not broken.
+    fn live(&self) -> bool {
+        self.session.as_ref().is_some_and(|s| !s.broken)
+    }
+
+    /// Starts a session without waiting, unless one is up or starting:
+    /// its steps run as the async requests queued behind it are moved
+    /// on. A failure settles them.
+    fn connect_detached<H: Host>(&mut self, host: &mut H) {
+        if self.session.as_ref().is_some_and(|s| s.broken) {
+            self.retire_broken();
+        }
+        if self.session.is_some() || self.connecting.is_some() {
+            return;
+        }
+        match self.begin_handshake(host, true) {
+            Ok(conn) => {
+                self.connecting = Some(Box::new(conn));
+                self.advance_connection(host);
+            }
+            Err(failure) => {
+                let _ = self.fail_connect(host, failure);
+            }
+        }
+    }
+
+    /// Moves an async handshake on as far as what has arrived allows.
+    fn advance_connection<H: Host>(&mut self, host: &mut H) {
+        let Some(mut conn) = self.connecting.take() else { return };
+        match self.connection_step(host, &mut conn) {
+            Ok(true) => self.connected(host, conn.session),
+            Ok(false) => self.connecting = Some(conn),
+            Err(failure) => {
+                let _ = self.fail_connect(host, failure);
+            }
+        }
+    }
+
+    /// One step of a handshake, and a login when the server asks for
+    /// one: the handshake then begins again with the new credentials.
+    fn connection_step<H: Host>(
+        &mut self,
+        host: &mut H,
+        conn: &mut connect::Connecting,
+    ) -> Result<bool, Failure<H::Error>> {
+        loop {
+            match self.advance_handshake(host, conn) {
+                Err(Failure::Refused(refusal)) if conn.authorizations < MAX_AUTHORIZATIONS => {
+                    if !host.authorize(&refusal, conn.authorizations > 0).map_err(Failure::Other)? {
+                        return Err(Failure::Core(refusal));
+                    }
+                    self.credentials += 1;
+                    let authorizations = conn.authorizations + 1;
+                    *conn = self.begin_handshake(host, conn.is_detached())?;
+                    conn.authorizations = authorizations;
+                }
+                Err(Failure::Refused(refusal)) => return Err(Failure::Core(refusal)),
+                other => return other,
+            }
+        }
+    }
+
+    /// The handshake is done: the session is the client's, and the async
+    /// requests queued behind it go out, in the order they were made.
+    fn connected<H: Host>(&mut self, host: &mut H, session: Session) {
+        self.session_number += 1;
+        self.session = Some(session);
+        self.send_queued(host);
+    }
+
+    /// A handshake failed: the async requests queued behind it settle
+    /// with its error, and the caller gets it to raise.
+    fn fail_connect<H: Host>(&mut self, host: &mut H, failure: Failure<H::Error>) -> H::Error {
+        let (error, raised) = match failure {
+            Failure::Core(e) | Failure::Refused(e) => (e.clone(), e.into()),
+            Failure::Other(e) => (host.settle_error(&e), e),
+        };
+        self.fail_queued(&error);
+        raised
     }
 
     /// Requests for a capability the server did not declare fail here,
@@ -453,217 +571,6 @@ impl Client {
             Some(_) => Ok(()),
             None => Err(Error::NotDeclared { what: method.into_owned(), capability: path.to_string() }),
         }
-    }
-
-    /// A new session. Its era is found first (see `era`): a server
-    /// remembered as legacy, or any server with `opts.era = "legacy"`,
-    /// goes straight to `initialize`; any other is probed. A legacy
-    /// verdict that then fails (`initialize` refused the way a modern
-    /// server refuses it, or a slow server that exited on a probe it read
-    /// late) is put right once here.
-    fn handshake<H: Host>(&mut self, host: &mut H) -> Result<Session, Failure<H::Error>> {
-        let server = host.server_key();
-        let remembered = match (self.era, &server) {
-            (EraChoice::Auto, Some(server)) => remembered::recall(server),
-            _ => None,
-        };
-        let choice = self.era;
-        let remember = |verdict: Option<Verdict>| {
-            if let (EraChoice::Auto, Some(server)) = (choice, &server) {
-                remembered::remember(server, verdict);
-            }
-        };
-        let mut session = Session::new(host.open().map_err(Failure::Other)?);
-        let mut probe = Probe::Skipped;
-        if self.era != EraChoice::Legacy && remembered != Some(Verdict::Legacy) {
-            // A server known to answer (modern last time, or HTTP) gets
-            // the whole connect time: a cold start is no sign of an era.
-            let patient = remembered.is_some() || self.era == EraChoice::Modern || session.always_answers();
-            let patience = if patient { self.connect_timeout } else { PROBE_PATIENCE.min(self.connect_timeout) };
-            match self.probe(host, &mut session, patience)? {
-                Found::Modern { envelope, discovered } => {
-                    remember(Some(Verdict::Modern(envelope.version.clone())));
-                    return self.speak_modern(host, session, envelope, &discovered);
-                }
-                Found::Legacy { why, .. } if self.era == EraChoice::Modern => {
-                    return Err(Failure::Core(Error::NotModern { why }));
-                }
-                Found::Legacy { restart, unanswered, .. } => {
-                    remember(Some(Verdict::Legacy));
-                    if restart {
-                        session.close();
-                        session = Session::new(host.open().map_err(Failure::Other)?);
-                    }
-                    // A slow server may still answer it: a late discover
-                    // result says the next process should probe again.
-                    probe = match unanswered {
-                        Some(id) => {
-                            session.keep_late_reply(&id);
-                            Probe::Unanswered
-                        }
-                        None => Probe::Answered,
-                    };
-                }
-            }
-        }
-        let initialized = match self.initialize(host, &mut session) {
-            Err(Failure::Core(e))
-                if probe != Probe::Answered && self.era == EraChoice::Auto && refused_as_modern(&e) =>
-            {
-                // Up and answering by now: the probe needs no more patience
-                // than it had the first time.
-                let patience = if session.always_answers() { self.connect_timeout } else { PROBE_PATIENCE };
-                return match self.probe(host, &mut session, patience.min(self.connect_timeout))? {
-                    Found::Modern { envelope, discovered } => {
-                        remember(Some(Verdict::Modern(envelope.version.clone())));
-                        self.speak_modern(host, session, envelope, &discovered)
-                    }
-                    Found::Legacy { .. } => {
-                        remember(Some(Verdict::Legacy));
-                        Err(Failure::Core(e))
-                    }
-                };
-            }
-            Err(Failure::Core(Error::Transport { .. } | Error::NoResponse { .. })) if probe == Probe::Unanswered => {
-                session.close();
-                session = Session::new(host.open().map_err(Failure::Other)?);
-                self.initialize(host, &mut session)
-            }
-            other => other,
-        };
-        initialized?;
-        if let Some(late) = session.take_late_reply() {
-            if let Answer::Modern { version, .. } = era::read_answer(Ok(late), false) {
-                remember(Some(Verdict::Modern(version)));
-            }
-        }
-        Ok(session)
-    }
-
-    /// Asks the server what it speaks (`server/discover`, with the
-    /// envelope of the newest modern version) and reads the answer; a
-    /// modern server that names another version both speak is asked once
-    /// more at it. The probe's id is its own, so request ids are what
-    /// they would be without it; nothing is sent to stop it if it goes
-    /// unanswered (see `Limit::quiet`).
-    fn probe<H: Host>(
-        &mut self,
-        host: &mut H,
-        session: &mut Session,
-        patience: Duration,
-    ) -> Result<Found, Failure<H::Error>> {
-        let client_info = host.client_info().map_err(Failure::Other)?;
-        let mut version = MODERN_VERSIONS[0].to_string();
-        let mut retried = false;
-        loop {
-            self.probes += 1;
-            let id = Json::str(format!("lua-mcp-probe-{}", self.probes));
-            let envelope = Envelope {
-                version: version.clone(),
-                capabilities: self.capabilities.clone(),
-                client_info: client_info.clone(),
-                log_level: None,
-            };
-            let mut message = protocol::request(id.clone(), "server/discover", Json::Object(vec![]));
-            envelope.stamp(&mut message);
-            let mut limit = Limit::new(patience, None, Rc::from("server/discover"));
-            limit.quiet = true;
-            // Its own headers: the transport speaks no era yet.
-            limit.headers = vec![
-                ("MCP-Protocol-Version".to_string(), version.clone()),
-                ("Mcp-Method".to_string(), "server/discover".to_string()),
-            ];
-            let mut peer = Watching {
-                host: &mut *host,
-                tools_stale: &mut self.tools.stale,
-                subscriptions: &mut self.subscriptions,
-                cache: &mut self.cache,
-            };
-            let outcome = session.request(&id, &message, limit, &mut peer);
-            let answered = !matches!(outcome, Err(Error::Timeout { .. }));
-            match era::read_answer(outcome, session.always_answers()) {
-                Answer::Modern { version, result } => {
-                    let envelope = Envelope { version, ..envelope };
-                    return Ok(Found::Modern { envelope, discovered: result });
-                }
-                Answer::TryVersion { version: named, .. } if !retried => {
-                    version = named;
-                    retried = true;
-                }
-                Answer::TryVersion { refusal, .. } => return Err(Failure::Core(refusal)),
-                Answer::Legacy { restart, why } => {
-                    let unanswered = (!answered).then_some(id);
-                    return Ok(Found::Legacy { restart, unanswered, why });
-                }
-                Answer::Refused(refusal) => return Err(Failure::Refused(refusal)),
-                Answer::Failed(Error::Timeout { what, seconds, note }) => {
-                    let note = format!("{note} (opts.connect_timeout)");
-                    return Err(Failure::Core(Error::Timeout { what, seconds, note }));
-                }
-                Answer::Failed(e) => return Err(Failure::Core(e)),
-            }
-        }
-    }
-
-    /// The session of a modern server: no handshake, the discover result
-    /// in place of `initialize`'s, and every request stamped.
-    fn speak_modern<H: Host>(
-        &mut self,
-        host: &mut H,
-        mut session: Session,
-        envelope: Envelope,
-        discovered: &Json,
-    ) -> Result<Session, Failure<H::Error>> {
-        let envelope = Envelope { log_level: self.log_level.clone(), ..envelope };
-        let result = era::as_initialize_result(discovered, &envelope.version);
-        self.initialized = Some(result.clone());
-        let verdict = Verdict::Modern(envelope.version.clone());
-        session.speak_modern(envelope.clone());
-        self.envelope = Some(envelope);
-        host.established(&result, None, &verdict).map_err(Failure::Other)?;
-        Ok(session)
-    }
-
-    /// The legacy handshake: initialize answered and its version checked,
-    /// initialized sent.
-    fn initialize<H: Host>(&mut self, host: &mut H, session: &mut Session) -> Result<(), Failure<H::Error>> {
-        self.envelope = None;
-        let id = host.next_id().map_err(Failure::Other)?;
-        let init = host.initialize_request(id.clone(), self.capabilities.clone()).map_err(Failure::Other)?;
-        // The handshake waits `connect_timeout`, not the request's
-        // `timeout`: `npx -y` took 7 s to start a server cold, and with
-        // `timeout = 3` every try killed the half-started server and
-        // spawned a new one, which never got further.
-        let mut peer = Watching {
-            host: &mut *host,
-            tools_stale: &mut self.tools.stale,
-            subscriptions: &mut self.subscriptions,
-            cache: &mut self.cache,
-        };
-        let limit = Limit::new(self.connect_timeout, None, Rc::from("initialize"));
-        let reply = match session.request(&id, &init, limit, &mut peer) {
-            Ok(reply) => reply,
-            Err(e @ Error::Unauthorized { .. }) => return Err(Failure::Refused(e)),
-            Err(Error::Timeout { what, seconds, note }) => {
-                // A server that hangs while it starts often says why.
-                let said = session.last_words().map(|w| format!("; its stderr ends: {w}")).unwrap_or_default();
-                let note = format!("{note} (opts.connect_timeout){said}");
-                return Err(Failure::Core(Error::Timeout { what, seconds, note }));
-            }
-            Err(e) => return Err(Failure::Core(e)),
-        };
-        let result = result_of(Some(reply), "initialize").map_err(Failure::Core)?;
-        check_version(&result).map_err(Failure::Core)?;
-        self.initialized = Some(result.clone());
-        // The transport first: over HTTP the notification below carries
-        // the version. The holder last: its fields must not say "ready"
-        // for a session whose handshake did not finish.
-        if let Some(Json::Str(version)) = result.get("protocolVersion") {
-            session.established(&String::from_utf8_lossy(version));
-        }
-        session.notify(&protocol::initialized()).map_err(Failure::Core)?;
-        host.established(&result, session.session_id(), &Verdict::Legacy).map_err(Failure::Other)?;
-        Ok(())
     }
 
     /// Learns the output schemas and keeps the input schemas of a tool
@@ -756,39 +663,4 @@ enum Failure<E> {
     Refused(Error),
     Core(Error),
     Other(E),
-}
-
-/// What became of the probe, for the handshake after it.
-#[derive(PartialEq)]
-enum Probe {
-    Skipped,
-    Answered,
-    /// It went unanswered for [`PROBE_PATIENCE`]: a slow server may still
-    /// read it, and answer `initialize` as a modern one or exit.
-    Unanswered,
-}
-
-/// What the probe found.
-enum Found {
-    Modern {
-        envelope: Envelope,
-        discovered: Json,
-    },
-    /// `unanswered`: the probe's id, when it went unanswered.
-    Legacy {
-        restart: bool,
-        unanswered: Option<Json>,
-        why: String,
-    },
-}
-
-/// `initialize` refused the way a server of the modern revision refuses
-/// it: with a JSON-RPC error (an older server always has `initialize`),
-/// or by choosing a modern version, which `initialize` cannot speak.
-fn refused_as_modern(error: &Error) -> bool {
-    match error {
-        Error::Rpc { .. } => true,
-        Error::UnsupportedVersion { chosen, .. } => is_modern_version(chosen.as_bytes()),
-        _ => false,
-    }
 }

@@ -25,11 +25,12 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use super::cache::{self, CacheMode, Hints};
+use super::queue::{Next, QUEUED};
 use super::{Client, Host, Listing, Ticket, MAX_AUTHORIZATIONS, MAX_PAGES, NEXT_CURSOR};
 use crate::codec::Json;
 use crate::error::Error;
 use crate::interrupt::far_future;
-use crate::protocol::{self, id_key, result_of, ResultKind, MODERN_VERSIONS};
+use crate::protocol::{self, id_key, result_of, IdKey, ResultKind, MODERN_VERSIONS};
 use crate::session::{Limit, Session};
 use crate::tool_headers;
 
@@ -257,6 +258,9 @@ pub struct Operation {
     reissued: usize,
     /// A round that carries only the server's state goes out then.
     resend_at: Option<Instant>,
+    /// A stand-in for the request queued under this number until its
+    /// session is ready (see `queue`).
+    queued: Option<u64>,
     outcome: Option<Result<Json, Error>>,
 }
 
@@ -285,8 +289,25 @@ impl Operation {
             version_retried: false,
             reissued: 0,
             resend_at: None,
+            queued: None,
             outcome: None,
         }
+    }
+
+    /// What a handle holds while `op` waits in the queue under `number`:
+    /// its name, its progress token, and a ticket that says where it is.
+    pub(super) fn queued_as(number: u64, op: &Operation) -> Operation {
+        let what = op.request.what.clone();
+        let mut stand_in = Operation::new(Request::message(Json::Null, what.clone()));
+        stand_in.progress_token = op.progress_token.clone();
+        stand_in.queued = Some(number);
+        let key = IdKey::Int(number as i64);
+        stand_in.ticket = Some(Ticket { session: QUEUED, key, id: Json::Null, what });
+        stand_in
+    }
+
+    pub(super) fn take_ticket(&mut self) -> Option<Ticket> {
+        self.ticket.take()
     }
 
     /// Names the request in errors.
@@ -341,35 +362,47 @@ const ROUTE_BEFORE_REQUEST: usize = 256;
 
 impl Client {
     /// Starts `request`: the session is started first if there is none
-    /// (that handshake does wait), what the server already sent is
+    /// (a blocking request waits for that handshake; an async one is
+    /// queued behind it, see `queue`), what the server already sent is
     /// routed, and the request goes out, unless it is a tool call that
     /// must wait for a stale tool list to be listed again. A try that
     /// fails at once settles the operation (see [`Client::poll`]).
     pub fn start<H: Host>(&mut self, host: &mut H, request: Request) -> Result<Operation, H::Error> {
+        let mut op = Operation::new(request);
+        if op.request.detached && !self.live() {
+            // Its progress token is watched from now on: its id is taken
+            // now, the others' when they go out.
+            if op.request.limits.progress && op.request.shape != Shape::Reply {
+                self.take_first_id(host, &mut op)?;
+            }
+            self.enqueue(&mut op, Next::Start);
+            self.connect_detached(host);
+            return Ok(op);
+        }
         self.ready(host)?;
-        self.route_queued(host, &request.what)?;
+        self.launch(host, &mut op)?;
+        Ok(op)
+    }
+
+    /// Everything a request's first try needs once its session is ready.
+    pub(super) fn launch<H: Host>(&mut self, host: &mut H, op: &mut Operation) -> Result<(), H::Error> {
+        self.route_queued(host, &op.request.what)?;
         // Not for a tool listing, which changes what is listened for: the
         // listen waits for it.
-        if request.method() != b"subscriptions/listen" && !matches!(request.shape, Shape::Tools { .. }) {
-            self.keep_listening(host, !request.detached)?;
+        if op.request.method() != b"subscriptions/listen" && !matches!(op.request.shape, Shape::Tools { .. }) {
+            self.keep_listening(host, !op.request.detached)?;
         }
-        let mut op = Operation::new(request);
-        if self.envelope.is_some() && self.stand_in_for_removed(host, &mut op)? {
-            return Ok(op);
+        if self.envelope.is_some() && self.stand_in_for_removed(host, op)? {
+            return Ok(());
         }
         if op.request.shape != Shape::Reply {
             self.check_capability(op.request.method())?;
-            if self.answer_from_cache(&mut op) {
-                return Ok(op);
+            if self.answer_from_cache(op) {
+                return Ok(());
             }
-            let id = host.next_id()?;
-            if op.request.limits.progress {
-                if let Json::Request(message) = &mut op.request.message {
-                    protocol::set_progress_token(&mut message.params, id.clone());
-                }
-                op.progress_token = Some(id.clone());
+            if op.first_id.is_none() {
+                self.take_first_id(host, op)?;
             }
-            op.first_id = Some(id);
         }
         // Taken once the progress token is in: a later page (or page one
         // sent again) asks for progress as the first did.
@@ -379,10 +412,23 @@ impl Client {
         if matches!(op.request.shape, Shape::ToolCall(_)) && self.tools.stale && self.tools.listed {
             self.begin_refresh(host)?;
             op.after_refresh = Some(self.tools.refreshes);
-            return Ok(op);
+            return Ok(());
         }
-        self.send(host, &mut op)?;
-        Ok(op)
+        self.send(host, op)
+    }
+
+    /// The id of `op`'s first try, and its progress token when it asks
+    /// for progress.
+    fn take_first_id<H: Host>(&mut self, host: &mut H, op: &mut Operation) -> Result<(), H::Error> {
+        let id = host.next_id()?;
+        if op.request.limits.progress {
+            if let Json::Request(message) = &mut op.request.message {
+                protocol::set_progress_token(&mut message.params, id.clone());
+            }
+            op.progress_token = Some(id.clone());
+        }
+        op.first_id = Some(id);
+        Ok(())
     }
 
     /// Moves `op` on as far as what has arrived allows (a reply taken, a
@@ -392,6 +438,14 @@ impl Client {
         loop {
             if op.outcome.is_some() {
                 return Ok(true);
+            }
+            if let Some(number) = op.queued {
+                self.advance_connection(host);
+                match self.take_sent(number) {
+                    Some(sent) => *op = sent,
+                    None => return Ok(false),
+                }
+                continue;
             }
             if let Some(since) = op.after_refresh {
                 self.poll_refresh(host)?;
@@ -511,6 +565,18 @@ impl Client {
         if op.outcome.is_some() {
             return false;
         }
+        if let Some(number) = op.queued {
+            match self.take_sent(number) {
+                Some(sent) => *op = sent,
+                None if self.unqueue(number) => {
+                    op.ticket = None;
+                    op.outcome = Some(Err(Error::Cancelled { what: op.what().to_string() }));
+                    return true;
+                }
+                None => return false,
+            }
+            return self.cancel(op, reason);
+        }
         let cancelled = Error::Cancelled { what: op.what().to_string() };
         match op.ticket.take() {
             Some(ticket) => {
@@ -566,7 +632,7 @@ impl Client {
 
     /// Sends `op`'s next try, and more while a try fails in a way that is
     /// worth another (see [`Client::worth_again`]); settles it otherwise.
-    fn send<H: Host>(&mut self, host: &mut H, op: &mut Operation) -> Result<(), H::Error> {
+    pub(super) fn send<H: Host>(&mut self, host: &mut H, op: &mut Operation) -> Result<(), H::Error> {
         loop {
             let Err(failure) = self.send_once(host, op)? else { return Ok(()) };
             if !self.worth_again(host, op, &failure)? {
@@ -579,6 +645,12 @@ impl Client {
     /// One try: on the current session, or a new one if there is none or
     /// it broke. Err when the send itself failed.
     fn send_once<H: Host>(&mut self, host: &mut H, op: &mut Operation) -> Result<Result<(), Error>, H::Error> {
+        if op.request.detached && !self.live() {
+            // An async request waits for the new session in the queue.
+            self.enqueue(op, Next::Send);
+            self.connect_detached(host);
+            return Ok(Ok(()));
+        }
         self.ready(host)?;
         let id = match (op.first_id.take(), &op.request.shape) {
             (_, Shape::Reply) => op.request.message.get("id").cloned().unwrap_or(Json::Null),

@@ -132,6 +132,9 @@ impl Host for TestHost {
     fn client_info(&mut self) -> Result<Json, Error> {
         Ok(Json::object([("name", Json::str("test")), ("version", Json::str("1"))]))
     }
+    fn settle_error(&mut self, raised: &Error) -> Error {
+        raised.clone()
+    }
     fn established(&mut self, result: &Json, _session_id: Option<String>, era: &Verdict) -> Result<(), Error> {
         self.server_name = result.get("serverInfo").and_then(|i| i.get("name")).cloned();
         self.era = Some(era.clone());
@@ -516,6 +519,8 @@ fn a_request_past_its_time_is_cancelled_and_the_session_kept() {
 fn async_requests_settle_in_any_order_each_with_its_own_reply() {
     let mut h = host(holding);
     let mut c = client();
+    // In flight on a session: connected first.
+    c.ensure_session(&mut h).unwrap();
     let mut ops: Vec<Operation> = (0..3).map(|i| start(&mut c, &mut h, &format!("call {i}"), None)).collect();
     // ids 2, 3, 4 (1 was initialize); the third is answered last
     for (id, text) in [(3, "b"), (2, "a"), (4, "c")] {
@@ -548,6 +553,8 @@ fn an_async_timeout_settles_only_its_own_request_and_cancels_it() {
 fn a_cancel_tells_the_server_and_a_late_reply_is_dropped() {
     let mut h = host(holding);
     let mut c = client();
+    // In flight on a session: connected first.
+    c.ensure_session(&mut h).unwrap();
     let mut op = start(&mut c, &mut h, "tools/call x", None);
     assert!(c.cancel(&mut op, "no longer needed"));
     assert!(!c.cancel(&mut op, "twice"));
@@ -583,6 +590,8 @@ fn a_dead_server_settles_every_request_in_flight_and_the_next_starts_a_new_sessi
 fn close_settles_requests_in_flight_with_the_close_error_and_cancels_them_in_order() {
     let mut h = host(holding);
     let mut c = client();
+    // In flight on a session: connected first.
+    c.ensure_session(&mut h).unwrap();
     let mut ops: Vec<Operation> = (0..3).map(|_| start(&mut c, &mut h, "tools/call x", None)).collect();
     c.close();
     for op in &mut ops {
@@ -609,6 +618,8 @@ fn every_request_in_flight_when_the_session_was_forgotten_gets_its_one_more_try(
         plain(msg)
     });
     let mut c = client();
+    // In flight on a session: connected first.
+    c.ensure_session(&mut h).unwrap();
     let mut ops: Vec<Operation> = (0..2).map(|i| start(&mut c, &mut h, &format!("call {i}"), None)).collect();
     for id in [2, 3] {
         let key = id_key(&Json::Int(id));
@@ -625,6 +636,8 @@ fn every_request_in_flight_when_the_session_was_forgotten_gets_its_one_more_try(
 fn a_request_cancelled_after_its_refusal_came_is_not_sent_again() {
     let mut h = host(forgets_at_first_call());
     let mut c = client();
+    // In flight on a session: connected first.
+    c.ensure_session(&mut h).unwrap();
     let mut op = start(&mut c, &mut h, "tools/call x", None);
     c.pump(&mut h, Instant::now()).unwrap();
     // The 404 has come: too late to cancel, and nothing goes out again.
@@ -645,4 +658,80 @@ fn a_listing_that_asks_for_progress_asks_on_every_page() {
     for list in lists {
         assert!(list.contains(r#""_meta":{"progressToken":2}"#), "{list}");
     }
+}
+
+/// The method (or `id` for a reply) of every message sent so far.
+fn sent_methods(h: &TestHost) -> Vec<String> {
+    let sent = h.sent.borrow();
+    let decoded = sent.iter().map(|s| decode(s.as_bytes()).unwrap());
+    decoded.map(|m| protocol::lua_text(m.get("method"))).collect()
+}
+
+#[test]
+fn async_requests_made_while_the_session_starts_wait_for_it_and_go_out_in_order() {
+    let mut h = host(|msg| if msg.get("method") == Some(&Json::str("initialize")) { vec![] } else { plain(msg) });
+    let mut c = client();
+    let mut ops: Vec<Operation> = (0..3).map(|i| start(&mut c, &mut h, &format!("call {i}"), None)).collect();
+    // Nothing waited for the handshake, and nothing overtook it.
+    assert_eq!(sent_methods(&h), ["initialize"]);
+    assert!(!settled(&mut c, &mut h, &mut ops[1]));
+    let init = r#"{"id":1,"result":{"protocolVersion":"2025-06-18","serverInfo":{"name":"late"}}}"#;
+    h.replies.borrow_mut().push_back(Received::Message(decode(init.as_bytes()).unwrap()));
+    // The session is ready: every queued request goes out, in order,
+    // whether or not its handle is being looked at.
+    c.pump(&mut h, Instant::now()).unwrap();
+    assert_eq!(sent_methods(&h), ["initialize", "notifications/initialized", "tools/call", "tools/call", "tools/call"]);
+    let ids: Vec<String> = h.sent.borrow()[2..].iter().map(|s| id_of(&decode(s.as_bytes()).unwrap())).collect();
+    assert_eq!(ids, ["2", "3", "4"]);
+    for op in ops.iter_mut().rev() {
+        assert_eq!(settle(&mut c, &mut h, op).unwrap().unwrap().get("method"), Some(&Json::str("tools/call")));
+    }
+    assert_eq!(h.server_name, Some(Json::str("late")));
+}
+
+#[test]
+fn a_failed_handshake_settles_every_queued_request_with_the_blocking_error() {
+    let refuses = |msg: &Json| match msg.get("method") {
+        Some(m) if m == &Json::str("initialize") => {
+            vec![format!(r#"{{"id":{},"error":{{"code":-32603,"message":"no"}}}}"#, id_of(msg))]
+        }
+        _ => plain(msg),
+    };
+    let blocking = request(&mut client(), &mut host(refuses), "tools/call", "x").unwrap_err().to_string();
+    assert_eq!(blocking, "MCP initialize failed: no (code -32603)");
+    let mut h = host(refuses);
+    let mut c = client();
+    let mut ops: Vec<Operation> = (0..2).map(|_| start(&mut c, &mut h, "tools/call x", None)).collect();
+    for op in &mut ops {
+        assert_eq!(text_of(settle(&mut c, &mut h, op)), blocking);
+    }
+    assert_eq!(sent_methods(&h), ["initialize"]);
+}
+
+#[test]
+fn a_queued_request_cancelled_before_the_session_is_ready_never_goes_out() {
+    let mut h = host(plain);
+    let mut c = client();
+    let mut first = start(&mut c, &mut h, "tools/call first", None);
+    let mut second = start(&mut c, &mut h, "tools/call second", None);
+    assert!(c.cancel(&mut first, "no longer needed"));
+    assert!(!c.cancel(&mut first, "twice"));
+    assert_eq!(text_of(first.take_outcome()), "MCP tools/call first cancelled");
+    settle(&mut c, &mut h, &mut second).unwrap().unwrap();
+    assert_eq!(sent_methods(&h), ["initialize", "notifications/initialized", "tools/call"]);
+}
+
+#[test]
+fn close_settles_queued_requests_as_closed_and_ends_the_handshake() {
+    let mut h = host(|msg| if msg.get("method") == Some(&Json::str("initialize")) { vec![] } else { plain(msg) });
+    let mut c = client();
+    let mut op = start(&mut c, &mut h, "tools/call x", None);
+    c.close();
+    assert_eq!(
+        text_of(settle(&mut c, &mut h, &mut op)),
+        "MCP tools/call x failed: the client was closed before the reply came"
+    );
+    // The next request starts a new session.
+    start(&mut c, &mut h, "tools/call y", None);
+    assert_eq!(h.opened, 2);
 }

@@ -443,6 +443,11 @@ impl Shared {
         let key = key.clone();
         let had_session = self.session_id().is_some() && !headers.modern;
         let answered = self.post(body, headers, timeout);
+        if let (true, Ok(response)) = (headers.initialize, &answered) {
+            if let Some(id) = header(response, "mcp-session-id") {
+                *lock(&self.session_id) = Some(id.to_string());
+            }
+        }
         lock(&self.posting).retain(|k| k != &key);
         self.posted.notify_all();
         // Cancelled while its POST waited: its reply goes unread, and
@@ -803,6 +808,11 @@ impl Http {
             return Err(Error::Closed { what: protocol::lua_text(request.get("method")) });
         }
         let body = codec::encode(request);
+        if headers.initialize {
+            // A new session: no id and no version from the old one.
+            *lock(&self.shared.session_id) = None;
+            *lock(&self.shared.protocol_version) = None;
+        }
         let (Some(id), Some(key)) = (request.get("id").cloned(), request.get("id").and_then(id_key)) else {
             // A notification (a cancellation from a dropped client): its
             // answer is of no interest. On the spare agent: the dropped
@@ -958,6 +968,8 @@ struct PostHeaders {
     /// session id, and its own version header.
     modern: bool,
     own: Vec<(String, String)>,
+    /// The message is `initialize`: its answer names the session.
+    initialize: bool,
 }
 
 /// A modern session's message headers: `MCP-Protocol-Version` repeating
@@ -967,7 +979,8 @@ struct PostHeaders {
 /// probe's, sent before the era is known).
 fn post_headers(message: &Json, own: &[(String, String)], modern: bool) -> PostHeaders {
     let version = protocol::envelope_version(message).filter(|_| modern);
-    let Some(version) = version else { return PostHeaders { modern: false, own: own.to_vec() } };
+    let initialize = message.get("method") == Some(&Json::str("initialize"));
+    let Some(version) = version else { return PostHeaders { modern: false, own: own.to_vec(), initialize } };
     let mut headers = vec![("MCP-Protocol-Version".to_string(), String::from_utf8_lossy(version).into_owned())];
     if let Some(Json::Str(method)) = message.get("method") {
         headers.push(("Mcp-Method".into(), String::from_utf8_lossy(method).into_owned()));
@@ -981,7 +994,7 @@ fn post_headers(message: &Json, own: &[(String, String)], modern: bool) -> PostH
         }
     }
     headers.extend(own.iter().cloned());
-    PostHeaders { modern: true, own: headers }
+    PostHeaders { modern: true, own: headers, initialize }
 }
 
 fn is_cancellation(message: &Json) -> bool {
