@@ -13,6 +13,7 @@ use super::entry::Entry;
 use super::fields::{apply_initialize, call_params, client_info, initialize_request, next_id, tool_label};
 use super::fixture::{call_return, tools_of_page};
 use super::handles::{request_options, run_blocking};
+use super::login::Refusal;
 use super::options::{bearer_text, lua_type, ClientState, TransportOptions};
 use super::registry::resync_watches;
 use super::{call_lua, callback_failed, listener_failed, lua_tostring, truthy, Cx, Outcome, Raise};
@@ -161,8 +162,11 @@ fn borrow_client<T>(
         *state.options.bearer.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
     }
     let ClientState { options, client: core, forgotten } = &mut *state;
-    if let Some(login) = &options.login {
-        refresh_before_call(lua, &entry, &mut login.borrow_mut())?;
+    if let Some(login) = options.login.as_ref().and_then(|l| l.try_borrow_mut().ok()) {
+        let mut login = login;
+        if let Some(idle) = login.idle() {
+            refresh_before_call(lua, &entry, idle)?;
+        }
     }
     // Handles collected since the last call: nobody takes their outcome.
     let gone = std::mem::take(&mut *forgotten.borrow_mut());
@@ -269,7 +273,9 @@ impl Host for LuaHost<'_, '_> {
             return Ok(false);
         };
         let mut login = login.borrow_mut();
-        let Login { authorizer, file } = &mut *login;
+        // The core waits for a login running beside Lua before it asks
+        // for another.
+        let Some(Login { authorizer, file }) = login.idle() else { return Ok(false) };
         let mut user = LuaUser { lua: self.lua, authorize: self.entry.authorize_callback()?, raised: None };
         let mut table = match self.entry.store_table()? {
             Some(table) => Some(LuaStore { lua: self.lua, table, raised: None }),
@@ -286,6 +292,25 @@ impl Host for LuaHost<'_, '_> {
             return Err(raised);
         }
         Ok(outcome?)
+    }
+
+    /// Runs the login on a thread of its own (see `login`).
+    fn begin_login(&mut self, refusal: &Error, again: bool) -> Outcome<bool> {
+        let (Error::Unauthorized { status, www_authenticate, .. }, Some(login)) = (refusal, &self.options.login) else {
+            return Ok(false);
+        };
+        let refusal = Refusal { status: *status, www_authenticate: www_authenticate.as_deref(), again };
+        let lua_store = self.entry.store_table()?.is_some();
+        let bell = self.options.doorbell()?;
+        Ok(login.borrow_mut().begin(refusal, lua_store, bell))
+    }
+
+    /// Answers what the login's thread asks (`opts.auth.authorize`, the
+    /// store's functions), here on the Lua thread.
+    fn login_ended(&mut self) -> Outcome<Option<bool>> {
+        let Some(login) = &self.options.login else { return Ok(Some(false)) };
+        let (authorize, store) = (self.entry.authorize_callback()?, self.entry.store_table()?);
+        login.borrow_mut().poll(self.lua, authorize, store)
     }
 
     fn next_id(&mut self) -> Outcome<Json> {
@@ -561,6 +586,9 @@ pub(super) fn close_session(lua: &Cx, client: &Table) -> Outcome<()> {
     if let Some(entry) = Entry::of(lua, client)? {
         if let Ok(mut state) = entry.state()?.borrow_mut::<ClientState>() {
             state.client.close();
+            if let Some(login) = &state.options.login {
+                login.borrow_mut().stop();
+            }
             state.options.doorbell.take();
         }
     }

@@ -31,6 +31,7 @@ mod fixture;
 mod handles;
 mod json;
 mod live;
+mod login;
 mod options;
 mod registry;
 mod surface;

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use mlua::{Table, UserData, Value};
 
-use super::auth::{auth_token, read_login, Login};
+use super::auth::{auth_token, read_login};
 use super::convert::concat_text;
+use super::login::LoginState;
 use super::{Cx, Outcome, Raise};
 use crate::client::{Client, Ticket};
 use crate::codec::Json;
@@ -53,7 +54,7 @@ pub(super) struct TransportOptions {
     /// Bearer`. A function's answer is put here before each call.
     pub(super) bearer: Arc<Mutex<Option<String>>>,
     /// `opts.auth` as a login: run when the server refuses a request.
-    pub(super) login: Option<RefCell<Login>>,
+    pub(super) login: Option<RefCell<LoginState>>,
 }
 
 impl TransportOptions {
@@ -187,7 +188,7 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
         return Err(Error::BadInput(why.into()).into());
     }
     let bearer = Arc::new(Mutex::new(bearer));
-    let login = read_login(opts, timeout, &ca_pem, &bearer)?.map(RefCell::new);
+    let login = read_login(opts, timeout, &ca_pem, &bearer)?.map(|login| RefCell::new(LoginState::new(login)));
     if login.is_some() && headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("authorization")) {
         let why = "mcp.new: give opts.auth or opts.headers.Authorization, not both";
         return Err(Error::BadInput(why.into()).into());

@@ -39,16 +39,15 @@ pub(super) struct Connecting {
     unsent: Option<Result<Json, Error>>,
     /// Logins so far for this connection.
     pub(super) authorizations: usize,
+    /// The refusal a login running beside the holder answers: the
+    /// handshake begins again once it got new credentials.
+    pub(super) awaiting_login: Option<Error>,
+    /// The client's credentials count when the server refused.
+    pub(super) credentials: u64,
 }
 
 enum Step {
-    Probing {
-        id: Json,
-        envelope: Envelope,
-        retried: bool,
-        patience: Duration,
-        after: AfterProbe,
-    },
+    Probing(Box<Probed>),
     Initializing {
         id: Json,
     },
@@ -82,7 +81,8 @@ impl Connecting {
             return Some(unsent);
         }
         let id = match &self.step {
-            Step::Probing { id, .. } | Step::Initializing { id } => id,
+            Step::Probing(probed) => &probed.id,
+            Step::Initializing { id } => id,
             Step::Idle => return None,
         };
         self.session.take(&id_key(id)?)
@@ -100,7 +100,7 @@ impl Connecting {
     /// What the step waits for, for an error that names it.
     pub(super) fn waiting_for(&self) -> &'static str {
         match self.step {
-            Step::Probing { .. } => "server/discover",
+            Step::Probing(_) => "server/discover",
             _ => "initialize",
         }
     }
@@ -135,6 +135,8 @@ impl Client {
             probe: Probe::Skipped,
             unsent: None,
             authorizations: 0,
+            awaiting_login: None,
+            credentials: 0,
         };
         if self.era == EraChoice::Legacy || remembered == Some(Verdict::Legacy) {
             self.send_initialize(host, &mut conn)?;
@@ -157,10 +159,7 @@ impl Client {
     ) -> Result<bool, Failure<H::Error>> {
         while let Some(outcome) = conn.outcome() {
             let done = match std::mem::replace(&mut conn.step, Step::Idle) {
-                Step::Probing { id, envelope, retried, patience, after } => {
-                    let probed = Probed { id, envelope, retried, patience };
-                    self.read_probe(host, conn, outcome, probed, after)?
-                }
+                Step::Probing(probed) => self.read_probe(host, conn, outcome, *probed)?,
                 Step::Initializing { .. } => self.read_initialize(host, conn, outcome)?,
                 Step::Idle => unreachable!("an outcome is only read for a step"),
             };
@@ -202,7 +201,7 @@ impl Client {
             ("MCP-Protocol-Version".to_string(), version),
             ("Mcp-Method".to_string(), "server/discover".to_string()),
         ];
-        conn.step = Step::Probing { id: id.clone(), envelope, retried, patience, after };
+        conn.step = Step::Probing(Box::new(Probed { id: id.clone(), envelope, retried, patience, after }));
         conn.send(&id, &message, limit);
         Ok(())
     }
@@ -215,8 +214,8 @@ impl Client {
         conn: &mut Connecting,
         outcome: Result<Json, Error>,
         probed: Probed,
-        after: AfterProbe,
     ) -> Result<bool, Failure<H::Error>> {
+        let after = probed.after;
         let answered = !matches!(outcome, Err(Error::Timeout { .. }));
         let found = match era::read_answer(outcome, conn.session.always_answers()) {
             Answer::Modern { version, result } => {
@@ -422,6 +421,7 @@ struct Probed {
     envelope: Envelope,
     retried: bool,
     patience: Duration,
+    after: AfterProbe,
 }
 
 /// What the probe found.

@@ -33,6 +33,7 @@ use crate::transport::Transport;
 mod cache;
 mod connect;
 mod listen;
+mod login;
 mod queue;
 mod request;
 #[cfg(test)]
@@ -94,6 +95,22 @@ pub trait Host: Peer {
     fn authorize(&mut self, refusal: &Error, again: bool) -> Result<bool, Self::Error> {
         let _ = (refusal, again);
         Ok(false)
+    }
+
+    /// Begins the login `refusal` calls for without waiting for it (an
+    /// async request was refused): it runs beside the holder, which
+    /// still calls its own callbacks itself, from
+    /// [`Host::login_ended`]. False when there is no login to run (the
+    /// refusal stands).
+    fn begin_login(&mut self, refusal: &Error, again: bool) -> Result<bool, Self::Error> {
+        let _ = (refusal, again);
+        Ok(false)
+    }
+
+    /// How the login begun last ended, once it has: true when new
+    /// credentials are in place. None while it runs.
+    fn login_ended(&mut self) -> Result<Option<bool>, Self::Error> {
+        Ok(Some(false))
     }
 
     /// What async requests settle with when `raised` ended what they
@@ -164,6 +181,8 @@ pub struct Client {
     cache: cache::Cache,
     /// The token a token function gave last.
     token: Option<String>,
+    /// The refusal a login running beside the holder answers.
+    login: Option<Error>,
 }
 
 /// What the client knows of the server's tool list.
@@ -225,6 +244,7 @@ impl Client {
             subscriptions: listen::Subscriptions::default(),
             cache: cache::Cache::default(),
             token: None,
+            login: None,
         }
     }
 
@@ -294,6 +314,7 @@ impl Client {
     }
 
     fn pump_session<H: Host>(&mut self, host: &mut H, until: Instant) -> Result<bool, Error> {
+        self.poll_login(host);
         if let Some(mut conn) = self.connecting.take() {
             let pumped = self.pump_handshake(host, &mut conn, until);
             self.connecting = Some(conn);
@@ -344,6 +365,7 @@ impl Client {
         if let Some(mut conn) = self.connecting.take() {
             conn.session.close();
         }
+        self.login = None;
         self.close_queued();
         self.retire(|what| Error::Closed { what: what.to_string() });
         self.closed_session = self.session_number;
@@ -507,27 +529,61 @@ impl Client {
     }
 
     /// One step of a handshake, and a login when the server asks for
-    /// one: the handshake then begins again with the new credentials.
+    /// one: the handshake then begins again with the new credentials. An
+    /// async handshake's login runs beside the holder, and the handshake
+    /// waits for it here.
     fn connection_step<H: Host>(
         &mut self,
         host: &mut H,
         conn: &mut connect::Connecting,
     ) -> Result<bool, Failure<H::Error>> {
         loop {
-            match self.advance_handshake(host, conn) {
-                Err(Failure::Refused(refusal)) if conn.authorizations < MAX_AUTHORIZATIONS => {
-                    if !host.authorize(&refusal, conn.authorizations > 0).map_err(Failure::Other)? {
-                        return Err(Failure::Core(refusal));
-                    }
-                    self.credentials += 1;
-                    let authorizations = conn.authorizations + 1;
-                    *conn = self.begin_handshake(host, conn.is_detached())?;
-                    conn.authorizations = authorizations;
+            if let Some(refusal) = conn.awaiting_login.take() {
+                if self.login.is_some() {
+                    conn.awaiting_login = Some(refusal);
+                    return Ok(false);
                 }
+                if self.credentials == conn.credentials {
+                    return Err(Failure::Core(refusal));
+                }
+                self.handshake_again(host, conn)?;
+                continue;
+            }
+            let refusal = match self.advance_handshake(host, conn) {
+                Err(Failure::Refused(refusal)) if conn.authorizations < MAX_AUTHORIZATIONS => refusal,
                 Err(Failure::Refused(refusal)) => return Err(Failure::Core(refusal)),
                 other => return other,
+            };
+            let again = conn.authorizations > 0;
+            conn.credentials = self.credentials;
+            if conn.is_detached() {
+                if !self.begin_login(host, &refusal, again).map_err(Failure::Other)? {
+                    return Err(Failure::Core(refusal));
+                }
+                conn.awaiting_login = Some(refusal);
+                continue;
             }
+            self.await_login(host).map_err(Failure::Other)?;
+            if self.credentials == conn.credentials {
+                if !host.authorize(&refusal, again).map_err(Failure::Other)? {
+                    return Err(Failure::Core(refusal));
+                }
+                self.credentials += 1;
+            }
+            self.handshake_again(host, conn)?;
         }
+    }
+
+    /// The handshake once more, from the start, under new credentials.
+    fn handshake_again<H: Host>(
+        &mut self,
+        host: &mut H,
+        conn: &mut connect::Connecting,
+    ) -> Result<(), Failure<H::Error>> {
+        let authorizations = conn.authorizations + 1;
+        *conn = self.begin_handshake(host, conn.is_detached())?;
+        conn.authorizations = authorizations;
+        Ok(())
     }
 
     /// The handshake is done: the session is the client's, and the async

@@ -369,7 +369,7 @@ impl Client {
     /// fails at once settles the operation (see [`Client::poll`]).
     pub fn start<H: Host>(&mut self, host: &mut H, request: Request) -> Result<Operation, H::Error> {
         let mut op = Operation::new(request);
-        if op.request.detached && !self.live() {
+        if op.request.detached && (!self.live() || self.logging_in()) {
             // Its progress token is watched from now on: its id is taken
             // now, the others' when they go out.
             if op.request.limits.progress && op.request.shape != Shape::Reply {
@@ -440,6 +440,7 @@ impl Client {
                 return Ok(true);
             }
             if let Some(number) = op.queued {
+                self.poll_login(host);
                 self.advance_connection(host);
                 match self.take_sent(number) {
                     Some(sent) => *op = sent,
@@ -645,8 +646,9 @@ impl Client {
     /// One try: on the current session, or a new one if there is none or
     /// it broke. Err when the send itself failed.
     fn send_once<H: Host>(&mut self, host: &mut H, op: &mut Operation) -> Result<Result<(), Error>, H::Error> {
-        if op.request.detached && !self.live() {
-            // An async request waits for the new session in the queue.
+        if op.request.detached && (!self.live() || self.logging_in()) {
+            // An async request waits in the queue for the new session, or
+            // for the credentials of the login under way.
             self.enqueue(op, Next::Send);
             self.connect_detached(host);
             return Ok(Ok(()));
@@ -843,15 +845,25 @@ impl Client {
                 Ok(self.take_version_from(op, data.as_deref()))
             }
             Error::Unauthorized { .. } if op.authorizations < MAX_AUTHORIZATIONS => {
+                let again = op.authorizations > 0;
+                op.authorizations += 1;
+                // An async request waits in the queue for a login that
+                // runs beside the holder (see `login`).
+                if op.request.detached {
+                    return match op.credentials == self.credentials {
+                        true => self.begin_login(host, failure, again),
+                        false => Ok(true),
+                    };
+                }
+                self.await_login(host)?;
                 // Refused under credentials that were replaced since: the
                 // new ones are tried without a login of its own.
                 if op.credentials == self.credentials {
-                    if !host.authorize(failure, op.authorizations > 0)? {
+                    if !host.authorize(failure, again)? {
                         return Ok(false);
                     }
                     self.credentials += 1;
                 }
-                op.authorizations += 1;
                 Ok(true)
             }
             _ => Ok(false),
