@@ -23,6 +23,9 @@
 --              `grow`, after which `extra` is listed and `shapeless` is
 --              not, and the client is told (notifications/tools/list_changed)
 --   deaf       answers nothing at all, initialize included
+--   slowstart  reads nothing for $SLOW_START_MS (2000) after it starts, as
+--              a server loading its runtime does; tools/call "die" exits
+--              (status 3), so that the next request starts it again
 --   hostile    puts terminal escapes in everything a client shows: its
 --              name, version, capabilities and instructions, its tools,
 --              resources and prompts, and what `say`, `fail`, reading
@@ -390,6 +393,17 @@ end
 
 function hooks.deaf()
   return true
+end
+
+function hooks.slowstart(msg)
+  if msg.method == 'tools/call' and msg.params.name == 'die' then
+    log('dying on purpose')
+    os.exit(3)
+  end
+end
+
+if mode == 'slowstart' then
+  os.execute('sleep ' .. (tonumber(os.getenv('SLOW_START_MS')) or 2000) / 1000)
 end
 
 server.run(tools, {

@@ -37,6 +37,7 @@
 //               for any other
 //   /many-headers  a POST gets 200 with 200 distinct response headers
 //   /huge-header   a POST gets 200 with one response header of 100 KB
+//   /slow-init  a well-behaved server whose initialize is answered after 2 s
 //   /sse        answers tools/call over SSE, ending the stream after the reply
 //               (tool "slow": a comment at once, the reply after 3 s)
 //   /sse-linger as /sse, but a log notification follows the reply and the
@@ -276,11 +277,13 @@ function handle(path, req, res, body) {
   if (msg.method === 'initialize') {
     const id = path === '/evil' ? EVIL_ID : `session-${++counter}`;
     sessions.set(id, { requests: 0, survivor: expired.has(path) });
-    return json(res, 200, result(msg.id, {
+    const answer = () => json(res, 200, result(msg.id, {
       protocolVersion: msg.params.protocolVersion,
       capabilities: { tools: {} },
       serverInfo: { name: 'http-faults' + path, version: '1.0' },
     }), { 'mcp-session-id': id });
+    if (path === '/slow-init') return setTimeout(answer, 2000);
+    return answer();
   }
   const s = sessions.get(sid);
   if (!s) return json(res, 404, { jsonrpc: '2.0', id: msg.id ?? null, error: { code: -32001, message: 'Session not found' } });

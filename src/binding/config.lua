@@ -311,6 +311,17 @@ function mcp.connect(specs, opts)
   return clients
 end
 
+-- The names a server's tools were mounted under, added to `mounted`; a
+-- tool the config auto-approves needs no approval.
+local function note_mounted(registry, client, prefix, names, mounted)
+  local approved = {}
+  for _, tool in ipairs(client.auto_approve or {}) do approved[prefix .. tool] = true end
+  for _, n in ipairs(names) do
+    mounted[#mounted + 1] = n
+    if approved[n] then registry:get(n).requires_approval = false end
+  end
+end
+
 -- Mounts every client's tools under NAME_ (or opts.prefix(name)); a tool
 -- the config auto-approves is mounted with requires_approval = false.
 -- A server that fails (it does not start, its tool list fails) is skipped:
@@ -323,15 +334,61 @@ function mcp.mount_all(registry, clients, opts)
     local prefix = opts.prefix and opts.prefix(name) or (name .. "_")
     local ok, names = pcall(mcp.mount, registry, client, { prefix = prefix, trust = opts.trust })
     if ok then
-      local approved = {}
-      for _, tool in ipairs(client.auto_approve or {}) do approved[prefix .. tool] = true end
-      for _, n in ipairs(names) do
-        mounted[#mounted + 1] = n
-        if approved[n] then registry:get(n).requires_approval = false end
-      end
+      note_mounted(registry, client, prefix, names, mounted)
     else
       failed[name] = tostring(names)
     end
   end
   return mounted, failed
+end
+
+-- mcp.mount without waiting: the tools are listed by discover_async and
+-- mounted by mcp.mount's rules once the list is in. opts as mcp.mount's,
+-- plus on_done(names) when mounted, on_done(nil, err) when not, and
+-- timeout. Returns the listing's handle.
+function mcp.mount_async(registry, client, opts)
+  opts = opts or {}
+  local mount_opts = {}
+  for k, v in pairs(opts) do
+    if k ~= "on_done" and k ~= "timeout" then mount_opts[k] = v end
+  end
+  local on_done = opts.on_done or function() end
+  return client:discover_async({ timeout = opts.timeout, on_done = function(listed, err)
+    if not listed then return on_done(nil, err) end
+    local ok, names = pcall(mcp.mount, registry, client, mount_opts)
+    if ok then return on_done(names) end
+    return on_done(nil, names)
+  end })
+end
+
+-- mcp.mount_all without waiting: every server starts and lists its tools
+-- at once, and each is mounted as soon as its list is in, so a slow or
+-- failing server holds none of the others. opts as mount_all's, plus
+-- on_server(name, names, err) after each server and on_done(mounted,
+-- failed) once all have settled (mount_all's returns; mounted in the order
+-- the servers answered). Returns the listings' handles by name.
+function mcp.mount_all_async(registry, clients, opts)
+  opts = opts or {}
+  local mounted, failed, handles = {}, {}, {}
+  local names = sorted_names(clients)
+  local pending = #names
+  local function settled(name, got, err)
+    if opts.on_server then opts.on_server(name, got, err) end
+    pending = pending - 1
+    if pending == 0 and opts.on_done then opts.on_done(mounted, failed) end
+  end
+  if pending == 0 and opts.on_done then opts.on_done(mounted, failed) end
+  for _, name in ipairs(names) do
+    local client = clients[name]
+    local prefix = opts.prefix and opts.prefix(name) or (name .. "_")
+    handles[name] = mcp.mount_async(registry, client, { prefix = prefix, trust = opts.trust, on_done = function(got, err)
+      if got then
+        note_mounted(registry, client, prefix, got, mounted)
+      else
+        failed[name] = tostring(err)
+      end
+      settled(name, got, err)
+    end })
+  end
+  return handles
 end

@@ -23,8 +23,8 @@ use super::decode::{to_lua, with_json_types};
 use super::encode::encode_lua;
 use super::entry::Entry;
 use super::fields::{call_params, tool_label};
-use super::fixture::{call_batch, call_return};
-use super::live::{joined_field, with_client, with_client_state, LuaHost};
+use super::fixture::{call_batch, call_return, discover_batch};
+use super::live::{joined_field, tool_listing, with_client, with_client_state, LuaHost};
 use super::options::{lua_type, ClientState};
 use super::surface;
 use super::{arg, call_lua, callback_failed, callback_pending, client_arg, truthy, Cx, Outcome, Raise};
@@ -43,6 +43,8 @@ pub(super) enum Kind {
     Call,
     Request,
     Pages { field: &'static str },
+    /// `discover_async`: the client's `tools`, as `discover` returns them.
+    Discover,
 }
 
 /// How a handle ended.
@@ -262,6 +264,27 @@ pub(super) fn call_async(lua: &Cx, args: MultiValue) -> Outcome {
     Ok(MultiValue::from_vec(vec![Value::Table(handle)]))
 }
 
+/// `client:discover_async([opts])`: `discover` without waiting. Its
+/// handle settles once the tool list is in, and by then `client.tools`,
+/// `server_info` and the rest are what `discover` leaves.
+pub(super) fn discover_async(lua: &Cx, args: MultiValue) -> Outcome {
+    let client = client_arg(&args, "discover_async")?;
+    let opts = request_options(lua, &arg(&args, 1), "client:discover_async")?;
+    let handle = match client.get::<Value>("transport")? {
+        // A fixture answers at once: the handle is settled already.
+        Value::Function(f) => {
+            let returns = discover_batch(lua, &client, f)?;
+            let state = HandleState::new(None, Kind::Discover, None);
+            *state.settled.borrow_mut() = Some(Settled::Returns(returns.into_vec()));
+            new_handle(lua, &client, state, opts.on_done)?
+        }
+        v if truthy(&v) => return Err(Error::BadInput("MCP: client.transport must be a function".into()).into()),
+        _ => start(lua, &client, tool_listing(), Kind::Discover, opts)?,
+    };
+    run_on_done(lua, &client)?;
+    Ok(MultiValue::from_vec(vec![Value::Table(handle)]))
+}
+
 pub(super) fn request_async(lua: &Cx, args: MultiValue) -> Outcome {
     let client = client_arg(&args, "request_async")?;
     let (method, params) = request_args(lua, &client, &args, "client:request_async")?;
@@ -375,10 +398,19 @@ fn start(lua: &Cx, client: &Table, request: Request, kind: Kind, opts: RequestOp
 
 /// What a settled handle returns: `call`'s values or `request`'s, or the
 /// error to raise.
-fn returns_of(lua: &Cx, state: &HandleState) -> Outcome<MultiValue> {
+fn returns_of(lua: &Cx, state: &HandleState, client: Option<&Table>) -> Outcome<MultiValue> {
     let settled = state.settled.borrow();
     match &*settled {
         Some(Settled::Returns(values)) => Ok(MultiValue::from_vec(values.clone())),
+        // Shown as `client.tools` once the listing was in, before any
+        // callback could run.
+        Some(Settled::Core(Ok(_))) if state.kind == Kind::Discover => {
+            let tools = match client {
+                Some(client) => client.get::<Value>("tools")?,
+                None => Value::Nil,
+            };
+            Ok(MultiValue::from_vec(vec![tools]))
+        }
         Some(Settled::Core(Ok(result))) => match (state.kind, result) {
             (Kind::Call, result) => call_return(lua, result.clone()),
             (Kind::Pages { field }, Json::Array(pages)) => {
@@ -469,17 +501,17 @@ fn finish(lua: &Cx, handle: &Table, state: &HandleState, client: Option<&Table>)
         if let Value::Function(on_done) = pending.raw_get::<Value>(handle.clone())? {
             if !callback_pending() {
                 pending.raw_set(handle.clone(), Value::Nil)?;
-                call_on_done(lua, on_done, state)?;
+                call_on_done(lua, on_done, state, client)?;
             }
         }
         run_on_done(lua, client)?;
     }
-    returns_of(lua, state)
+    returns_of(lua, state, client)
 }
 
-fn call_on_done(lua: &Cx, on_done: Function, state: &HandleState) -> Outcome<()> {
+fn call_on_done(lua: &Cx, on_done: Function, state: &HandleState, client: &Table) -> Outcome<()> {
     let mut args = MultiValue::new();
-    match returns_of(lua, state) {
+    match returns_of(lua, state, Some(client)) {
         Ok(values) => {
             args.push_back(Value::Boolean(true));
             args.extend(values);
@@ -551,7 +583,7 @@ pub(super) fn run_on_done(lua: &Cx, client: &Table) -> Outcome<usize> {
         }
         pending.raw_set(handle, Value::Nil)?;
         let state = ud.borrow::<HandleState>()?;
-        with_json_types(json_types, || call_on_done(lua, on_done, &state))?;
+        with_json_types(json_types, || call_on_done(lua, on_done, &state, client))?;
         ran += 1;
     }
     Ok(ran)

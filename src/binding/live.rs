@@ -485,10 +485,13 @@ impl Peer for LuaHost<'_, '_> {
     }
 }
 
+/// What `discover` sends: the whole tool list, kept as `client.tools`.
+pub(super) fn tool_listing() -> Request {
+    Request::new("tools/list", Json::Object(vec![]), Rc::from("tools/list")).shape(Shape::Tools { refresh: false })
+}
+
 pub(super) fn discover_session(lua: &Cx, client: &Table) -> Outcome {
-    let listing =
-        Request::new("tools/list", Json::Object(vec![]), Rc::from("tools/list")).shape(Shape::Tools { refresh: false });
-    with_client(lua, client, |core, host| core.run(host, listing))?;
+    with_client(lua, client, |core, host| core.run(host, tool_listing()))?;
     // (`with_client` has shown the listing as `client.tools`.)
     Ok(MultiValue::from_vec(vec![client.get::<Value>("tools")?]))
 }

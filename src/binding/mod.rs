@@ -40,7 +40,9 @@ use auth::keep_auth_callbacks;
 use decode::{with_json_types, ARRAY_METATABLE};
 use entry::Entry;
 use fixture::{call_batch, discover_batch};
-use handles::{call_async, cancel, dispatch, done, fd, request, request_async, run_on_done, wait, wait_all, wait_any};
+use handles::{
+    call_async, cancel, discover_async, dispatch, done, fd, request, request_async, run_on_done, wait, wait_all, wait_any,
+};
 use json::{json_decode, json_encode};
 use live::{call_session, close_session, discover_session};
 use options::{callbacks_of, json_types_option, read_options};
@@ -105,6 +107,7 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     native.set("mount", export(lua, &cell, mount_tools)?)?;
     native.set("request", export(lua, &cell, request)?)?;
     native.set("call_async", export(lua, &cell, call_async)?)?;
+    native.set("discover_async", export(lua, &cell, discover_async)?)?;
     native.set("request_async", export(lua, &cell, request_async)?)?;
     native.set("wait", export(lua, &cell, wait)?)?;
     native.set("done", export(lua, &cell, done)?)?;

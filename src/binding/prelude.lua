@@ -79,6 +79,13 @@ function Client:discover()
   return raise_unless(native.discover(self))
 end
 
+-- discover without waiting: a handle whose result is client.tools, filled
+-- (with server_info and the rest) as discover fills it. opts: on_done,
+-- timeout.
+function Client:discover_async(opts)
+  return raise_unless(native.discover_async(self, opts))
+end
+
 -- opts (live clients): timeout, on_progress, max_total_timeout.
 function Client:call(name, args, opts)
   return raise_unless(native.call(self, name, args, opts))

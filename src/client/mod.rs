@@ -362,9 +362,10 @@ impl Client {
     /// settle with [`Error::Closed`], and the next request starts a new
     /// session.
     pub fn close(&mut self) {
-        if let Some(mut conn) = self.connecting.take() {
-            conn.session.close();
-        }
+        // A server still starting is let go as a dropped client's is: its
+        // shutdown (up to two grace periods for one that reads nothing yet)
+        // runs on a thread of its own, not on an event loop's.
+        drop(self.connecting.take());
         self.login = None;
         self.close_queued();
         self.retire(|what| Error::Closed { what: what.to_string() });

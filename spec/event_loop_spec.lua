@@ -1,0 +1,190 @@
+-- An event loop never stands still for MCP: a 1 ms luv timer keeps
+-- ticking while servers start slowly, die and start again, a login waits
+-- for its browser, and three servers from a config file connect (one of
+-- them failing). The cases are spec/stalls.lua's, which bench/stalls.lua
+-- measures; the bound here is generous (100 ms) so that a loaded machine
+-- does not fail it, where the figures run under 5 ms.
+local H = require('helpers')
+local S = require('stalls')
+
+local mcp = H.native()
+local uv = require('luv')
+local loop = S.luv_loop(uv)
+
+local BOUND_MS = 100
+
+describe('an event loop beside MCP', function()
+  local http_base, stop_http, oauth_base, stop_oauth, env
+
+  setup(function()
+    http_base, stop_http = H.fault_server()
+    local port = H.port()
+    local _
+    _, stop_oauth = H.start('node ' .. H.ROOT .. '/spec/servers/oauth.js ' .. port, 'listening on')
+    oauth_base = 'http://127.0.0.1:' .. port
+    local scratch = H.tmpname()
+    os.execute('mkdir -p ' .. scratch)
+    env = { lua = H.LUA, root = H.ROOT, http_base = http_base, oauth_base = oauth_base, scratch = scratch }
+  end)
+  teardown(function()
+    stop_http()
+    stop_oauth()
+  end)
+
+  local function run(name)
+    return S.measure(loop, S.cases[name](mcp, env, loop))
+  end
+
+  it('keeps ticking while a stdio server takes 2 s to start, and the call queued behind it answers', function()
+    local gap, result = run('stdio_slow_start')
+    assert.equal('Echo: hi', result)
+    assert.is_true(gap < BOUND_MS, 'the loop stood still for ' .. gap .. ' ms')
+  end)
+
+  it('keeps ticking while an HTTP server takes 2 s to answer initialize', function()
+    local gap, result = run('http_slow_start')
+    assert.equal('Echo: hi', result)
+    assert.is_true(gap < BOUND_MS, 'the loop stood still for ' .. gap .. ' ms')
+  end)
+
+  it('keeps ticking while a server that died is started again by the next async call', function()
+    local gap, result = run('restart')
+    assert.equal('Echo: again', result)
+    assert.is_true(gap < BOUND_MS, 'the loop stood still for ' .. gap .. ' ms')
+  end)
+
+  it('keeps ticking while a login waits 2 s for the browser at the loopback listener', function()
+    local gap, result = run('login')
+    assert.equal('token', result)
+    assert.is_true(gap < BOUND_MS, 'the loop stood still for ' .. gap .. ' ms')
+  end)
+
+  it('keeps ticking while three servers from a config file connect; the failing one holds none of the others', function()
+    local gap, result = run('config')
+    assert.is_true(gap < BOUND_MS, 'the loop stood still for ' .. gap .. ' ms')
+    -- The quick server (plain faulty: 20 tools) is mounted before the slow
+    -- one answers; the broken one fails with what a blocking call raises.
+    local plain = mcp.new({ command = H.faulty('plain') })
+    assert.equal(2 * #plain:discover(), result.mounted)
+    plain:close()
+    assert.equal('broken quick slow', result.order)
+    local broken = mcp.new({ command = { '/nonexistent/mcp-server' } })
+    local _, blocking = pcall(broken.discover, broken)
+    broken:close()
+    assert.same({ broken = blocking }, result.failed)
+  end)
+end)
+
+describe('async requests made before or during a connect', function()
+  it('go out in the order they were made once the session is ready, with ids after the handshake', function()
+    local log = H.tmpname()
+    local client = mcp.new({ command = H.faulty('slowstart'), env = { METHOD_LOG = log, SLOW_START_MS = '300' } })
+    local handles = {}
+    for i = 1, 3 do handles[i] = client:call_async('echo', { message = 'call ' .. i }) end
+    -- Returned at once: nothing went out but the handshake.
+    assert.is_false(handles[1]:done())
+    assert.is_true(mcp.wait_all(handles, 10))
+    for i = 1, 3 do assert.equal('Echo: call ' .. i, (handles[i]:wait())) end
+    client:close()
+    local methods = {}
+    for line in (H.slurp(log) or ''):gmatch('[^\n]+') do methods[#methods + 1] = line end
+    assert.same({ 'server/discover', 'initialize', 'notifications/initialized', 'tools/call', 'tools/call', 'tools/call' },
+      methods)
+  end)
+
+  it('settle with the error a blocking call raises when the server cannot start', function()
+    local client = mcp.new({ command = { H.LUA, '-e', 'io.stderr:write("no config\\n") os.exit(2)' } })
+    local ok_blocking, blocking = pcall(client.call, client, 'echo', {})
+    assert.is_false(ok_blocking)
+    local got = {}
+    local handles = {}
+    for i = 1, 2 do
+      handles[i] = client:call_async('echo', {}, { on_done = function(ok, err) got[i] = { ok, err } end })
+    end
+    assert.is_true(mcp.wait_all(handles, 10))
+    assert.same({ { false, blocking }, { false, blocking } }, got)
+    client:close()
+  end)
+
+  it('settle as closed when the client is closed before the session is ready', function()
+    local client = mcp.new({ command = H.faulty('slowstart'), env = { SLOW_START_MS = '5000' } })
+    local h = client:call_async('echo', { message = 'never' })
+    local start = mcp.clock()
+    client:close()
+    assert.is_true(mcp.clock() - start < 2, 'close waited for the slow server')
+    local ok, err = pcall(h.wait, h)
+    assert.is_false(ok)
+    assert.equal('MCP tools/call echo failed: the client was closed before the reply came', err)
+  end)
+
+  it('discover_async fills the client as discover does, and mount_async mounts from it', function()
+    local client = mcp.new({ command = H.faulty('plain') })
+    local registry = S.registry()
+    local names
+    local h = mcp.mount_async(registry, client, { prefix = 'f_', on_done = function(got) names = got end })
+    local tools = h:wait()
+    assert.equal(client.tools, tools)
+    assert.equal('faulty-plain', client.server_info.name)
+    assert.equal(#tools, #names)
+    assert.is_truthy(registry:get('f_echo'))
+    client:close()
+  end)
+end)
+
+describe('a login beside the loop', function()
+  local base, stop
+
+  before_each(function()
+    local port = H.port()
+    local _
+    _, stop = H.start('node ' .. H.ROOT .. '/spec/servers/oauth.js ' .. port, 'listening on')
+    base = 'http://127.0.0.1:' .. port
+  end)
+  after_each(function() stop() end)
+
+  -- The browser, sent back with the code after `seconds`, without waiting.
+  local function browser(seconds)
+    return function(url)
+      os.execute(string.format("(sleep %s; curl -s -L -o /dev/null '%s') &", seconds, url:gsub("'", '')))
+    end
+  end
+
+  it('sends an async request refused with 401 again once the login got a token, and requests made meanwhile wait for it', function()
+    local client = mcp.new({ url = base .. '/mcp', auth = { authorize = browser(0.3) } })
+    local old = client:call('whoami', {})
+    -- Every token revoked: the next call is refused, and a login (or a
+    -- refresh) gets a new token.
+    H.node_get(base .. '/control?revoke=1')
+    local first = client:call_async('whoami', {})
+    local second = client:call_async('whoami', {})
+    assert.is_true(mcp.wait_all({ first, second }, 20))
+    local a, b = first:wait(), second:wait()
+    assert.equal(a, b)
+    assert.are_not.equal(old, a)
+    client:close()
+  end)
+
+  it("settles the waiting requests with the login's error when nobody comes back", function()
+    local client = mcp.new({ url = base .. '/mcp', auth = { authorize = function() end, login_timeout = 0.3 } })
+    local h = client:call_async('whoami', {})
+    local ok, err = pcall(h.wait, h, 20)
+    assert.is_false(ok)
+    assert.is_truthy(err:find('^MCP authorization failed: no browser came back to http://127.0.0.1:%d+/callback in time'), err)
+    client:close()
+  end)
+
+  it("close ends a login that waits for the browser, without waiting for its deadline", function()
+    local client = mcp.new({ url = base .. '/mcp', auth = { authorize = function() end, login_timeout = 60 } })
+    local h = client:call_async('whoami', {})
+    -- Until the login's thread waits at its listener.
+    local deadline = mcp.clock() + 5
+    while H.node_get(base .. '/stats').register == 0 and mcp.clock() < deadline do
+      client:dispatch()
+      os.execute('sleep 0.05')
+    end
+    local start = mcp.clock()
+    client:close()
+    assert.is_true(mcp.clock() - start < 2, 'close waited for the login')
+    assert.is_true(h:done())
+  end)
+end)
