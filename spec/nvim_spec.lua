@@ -51,16 +51,98 @@ describe_nvim('Neovim', function()
     assert.is_true(ticks >= 15, out)
   end)
 
-  it('the example defines :McpTools, which lists the counter server tools without blocking', function()
+  it('the example starts a config file\'s servers without blocking, tells of each, lists and calls their tools, and stops them on VimLeavePre', function()
+    local dir = H.tmpname()
+    os.execute('mkdir -p ' .. dir)
+    local pid_file = dir .. '/slow.pid'
+    local config = dir .. '/mcp.json'
+    local f = assert(io.open(config, 'w'))
+    f:write(string.format([[{"mcpServers": {
+      "counter": {"command": "luajit", "args": [%q]},
+      "slow": {"command": "luajit", "args": [%q, "slowstart"], "env": {"PID_FILE": %q}},
+      "broken": {"command": "/nonexistent/mcp-server"}
+    }}]], H.ROOT .. '/lua/servers/counter.lua', H.ROOT .. '/spec/servers/faulty.lua', pid_file))
+    f:close()
     local out, status = nvim(string.format([[
-      vim.cmd('luafile %s')
+      local notes = {}
+      vim.notify = function(message) notes[#notes + 1] = message end
+      local uv = vim.loop
+      local last, longest = nil, 0
+      local timer = uv.new_timer()
+      timer:start(1, 1, function()
+        local now = uv.hrtime()
+        if last then longest = math.max(longest, (now - last) / 1e6) end
+        last = now
+      end)
+      vim.g.mcp_config = %q
+      local M = dofile(%q)
+      local function settled()
+        for _, state in pairs(M.status) do if state == 'starting' then return false end end
+        return true
+      end
+      vim.wait(15000, settled, 1)
+      vim.cmd('McpCall counter_increment')
+      vim.wait(5000, function() return table.concat(notes, '\n'):find('counter_increment: 1', 1, true) ~= nil end, 1)
+      timer:stop()
       vim.cmd('McpTools')
-      vim.wait(10000, function() return #vim.fn.execute('messages') > 0 and vim.fn.execute('messages'):find('increment') end, 5)
-      io.stdout:write(vim.fn.execute('messages'), '\n')
+      vim.cmd('McpStatus')
+      vim.wait(50)
+      io.stdout:write(table.concat(notes, '\n'), '\n', string.format('longest %%.1f\n', longest))
+      vim.cmd('doautocmd VimLeavePre')
+      local clients = 0
+      for _ in pairs(M.clients) do clients = clients + 1 end
+      io.stdout:write('clients after VimLeavePre ', clients, '\n')
       vim.cmd('qa!')
-    ]], H.ROOT .. '/lua/examples/nvim.lua'))
+    ]], config, H.ROOT .. '/lua/examples/nvim.lua'))
     assert.equal(0, status, out)
-    assert.is_truthy(out:find('increment', 1, true), out)
-    assert.is_truthy(out:find('whoami', 1, true), out)
+    assert.is_truthy(out:find('counter ready: 3 tools', 1, true), out)
+    assert.is_truthy(out:find('slow ready: ', 1, true), out)
+    assert.is_truthy(out:find('broken failed: MCP transport failed (127)', 1, true), out)
+    assert.is_truthy(out:find('counter_increment: 1', 1, true), out)
+    assert.is_truthy(out:find('counter_whoami', 1, true), out)
+    assert.is_truthy(out:find('slow_echo', 1, true), out)
+    assert.is_truthy(out:find('counter: ready (3 tools)', 1, true), out)
+    assert.is_truthy(out:find('clients after VimLeavePre 0', 1, true), out)
+    local longest = tonumber(out:match('longest ([%d.]+)'))
+    assert.is_true(longest < 100, 'the editor stood still for ' .. tostring(longest) .. ' ms while the servers started')
+    -- The slow server was stopped with its client.
+    local pid = H.slurp(pid_file):match('%d+')
+    local deadline = os.time() + 6
+    while H.succeeded(os.execute('kill -0 ' .. pid .. ' 2>/dev/null')) do
+      assert.is_true(os.time() < deadline, 'the slow server outlived the editor')
+      os.execute('sleep 0.05')
+    end
+  end)
+
+  it('the event-loop cases never stall Neovim\'s loop', function()
+    local http_base, stop_http = H.fault_server()
+    local port = H.port()
+    local _, stop_oauth = H.start('node ' .. H.ROOT .. '/spec/servers/oauth.js ' .. port, 'listening on')
+    local scratch = H.tmpname()
+    os.execute('mkdir -p ' .. scratch)
+    local out, status = nvim(string.format([[
+      package.path = %q .. package.path
+      local mcp = require('mcp')
+      local S = require('stalls')
+      local loop = S.nvim_loop(vim)
+      local env = { lua = 'luajit', root = %q, http_base = %q, oauth_base = %q, scratch = %q }
+      for _, name in ipairs(S.order) do
+        local gap, result = S.measure(loop, S.cases[name](mcp, env, loop))
+        if type(result) == 'table' then result = result.mounted .. ' mounted' end
+        io.stdout:write(string.format('%%s %%.1f %%s\n', name, gap, tostring(result)))
+      end
+      vim.cmd('qa!')
+    ]], H.ROOT .. '/spec/?.lua;', H.ROOT, http_base, 'http://127.0.0.1:' .. port, scratch))
+    stop_http()
+    stop_oauth()
+    assert.equal(0, status, out)
+    local expected = { stdio_slow_start = 'Echo: hi', http_slow_start = 'Echo: hi', restart = 'Echo: again',
+      login = 'token' }
+    for _, name in ipairs(require('stalls').order) do
+      local gap, result = out:match(name .. ' ([%d.]+) ([^\n]*)')
+      assert.is_truthy(gap, out)
+      assert.is_true(tonumber(gap) < 100, name .. ': Neovim stood still for ' .. gap .. ' ms')
+      if expected[name] then assert.equal(expected[name], result) end
+    end
   end)
 end)

@@ -1,4 +1,6 @@
--- nvim.lua - MCP in Neovim without freezing the editor.
+-- nvim.lua - MCP servers in Neovim, started from a config file when the
+-- editor starts, without ever freezing it. Copy it into a plugin and
+-- change what you like.
 --
 -- Neovim runs LuaJIT, so it needs the LuaJIT build of the module:
 --
@@ -6,77 +8,143 @@
 --   mkdir -p ~/.config/nvim/lua && cp mcp.so ~/.config/nvim/lua/mcp.so
 --
 -- Neovim searches `lua/?.so` in every 'runtimepath' directory, so
--- require('mcp') then finds it (or add its directory to package.cpath).
--- Put this file in ~/.config/nvim/plugin/, or try it once with
+-- require('mcp') then finds it. Put this file in ~/.config/nvim/plugin/,
+-- or try it once with
 --
---   nvim -c "luafile lua/examples/nvim.lua" -c "McpTools"
+--   nvim -c "luafile lua/examples/nvim.lua"
 --
--- :McpTools [command]  lists a stdio server's tools (default: the bundled
---                      counter server, run with luajit).
--- :McpCall TOOL [json] calls a tool on that server.
--- Requests go out with request_async / call_async; the editor's own loop
--- (vim.loop, which is luv) watches client:fd() and runs client:dispatch()
--- when replies arrive, so the editor keeps responding while a server works.
+-- The servers come from `vim.g.mcp_config` (a path), else
+-- stdpath('config')/mcp.json, else the bundled counter server. The file
+-- is a Claude Desktop or VS Code config ({"mcpServers": {...}} or
+-- {"servers": {...}}; see docs/config.md).
+--
+-- :McpStatus            each server: starting, ready (its tool count) or
+--                       failed (why)
+-- :McpTools             the tools of every ready server
+-- :McpCall TOOL [json]  calls a tool by its mounted name (SERVER_TOOL)
+--
+-- Every server starts at once and lists its tools in the background: a
+-- slow one (`npx -y` fetching a package) or a failing one holds none of
+-- the others, and the editor keeps answering keys meanwhile. The loop
+-- (vim.uv, which is luv) watches each client's descriptor and runs
+-- client:dispatch() when it is readable; dispatch runs the callbacks.
 local mcp = require('mcp')
+local uv = vim.uv or vim.loop
 
 local info = debug.getinfo(1, 'S')
 local here = info and info.source:match('^@(.*)/lua/examples/[^/]*$') or '.'
-local default_server = { 'luajit', here .. '/lua/servers/counter.lua' }
 
----@type mcp.Client?
-local client
----@type any  a uv_poll_t
-local watcher
+local M = {
+  ---@type table<string, mcp.Client>
+  clients = {},
+  ---@type table<string, string>  server name -> starting | ready | failed: why
+  status = {},
+  ---@type table<string, { client: mcp.Client, tool: string, description: string? }>  by mounted name
+  tools = {},
+  watchers = {},
+}
 
--- One client per session of the editor, its descriptor watched by the loop.
-local function connect(command)
-  if client and not command then return client end
-  if client then
+-- uv callbacks (dispatch runs ours from one) may not touch the editor:
+-- everything shown goes through vim.schedule.
+local function notify(message, level)
+  vim.schedule(function() vim.notify(message, level or vim.log.levels.INFO, { title = 'MCP' }) end)
+end
+
+-- The registry mount_all_async fills: each tool remembers its client and
+-- its own name on the server, so that calls go out async.
+local function registry_for(name, client, prefix)
+  return {
+    get = function(_, full) return M.tools[full] end,
+    add = function(_, tool)
+      M.tools[tool.name] = { client = client, tool = tool.name:sub(#prefix + 1), description = tool.description,
+        server = name }
+    end,
+  }
+end
+
+local function config_path()
+  local given = vim.g.mcp_config
+  if given then return given end
+  local default = vim.fn.stdpath('config') .. '/mcp.json'
+  if vim.fn.filereadable(default) == 1 then return default end
+  return nil
+end
+
+-- The servers to start: the config file's, or the bundled counter.
+local function server_specs()
+  local path = config_path()
+  if path then return mcp.load_config(path) end
+  return mcp.load_config({ mcpServers = { counter = { command = 'luajit', args = { here .. '/lua/servers/counter.lua' } } } })
+end
+
+-- Starts every server and mounts its tools as soon as it has listed them.
+function M.start()
+  local ok, specs = pcall(server_specs)
+  if not ok then return notify('cannot read the config: ' .. tostring(specs), vim.log.levels.ERROR) end
+  M.clients = mcp.connect(specs)
+  for name, client in pairs(M.clients) do
+    M.status[name] = 'starting'
+    local watcher = uv.new_poll(client:fd())
+    watcher:start('r', function() client:dispatch() end)
+    M.watchers[name] = watcher
+    local prefix = name .. '_'
+    mcp.mount_async(registry_for(name, client, prefix), client, {
+      prefix = prefix,
+      on_done = function(names, err)
+        if names then
+          M.status[name] = string.format('ready (%d tools)', #names)
+          notify(name .. ' ready: ' .. #names .. ' tools')
+        else
+          M.status[name] = 'failed: ' .. tostring(err)
+          notify(name .. ' failed: ' .. tostring(err), vim.log.levels.ERROR)
+        end
+      end,
+    })
+  end
+end
+
+-- Stops every server: on VimLeavePre, or to start again.
+function M.stop()
+  for name, watcher in pairs(M.watchers) do
     watcher:stop()
     watcher:close()
-    client:close()
+    M.watchers[name] = nil
   end
-  client = mcp.new({ command = command or default_server })
-  watcher = vim.loop.new_poll(client:fd())
-  -- uv callbacks run where the editor API is off limits: hand results to
-  -- vim.schedule before touching buffers or messages.
-  watcher:start('r', function() client:dispatch() end)
-  return client
+  for _, client in pairs(M.clients) do client:close() end
+  M.clients, M.status, M.tools = {}, {}, {}
 end
 
-local function show(lines)
-  vim.schedule(function()
-    vim.api.nvim_echo({ { table.concat(lines, '\n') } }, true, {})
-  end)
-end
+vim.api.nvim_create_user_command('McpStatus', function()
+  local lines = {}
+  for name, state in pairs(M.status) do lines[#lines + 1] = name .. ': ' .. state end
+  table.sort(lines)
+  vim.notify(#lines > 0 and table.concat(lines, '\n') or 'no servers', vim.log.levels.INFO, { title = 'MCP' })
+end, {})
 
-vim.api.nvim_create_user_command('McpTools', function(opts)
-  local command = opts.args ~= '' and opts.args or nil
-  connect(command):request_async('tools/list', {}, {
-    on_done = function(ok, result)
-      if not ok then return show({ 'MCP: ' .. tostring(result) }) end
-      local lines = {}
-      for _, tool in ipairs(result.tools or {}) do
-        lines[#lines + 1] = string.format('%-20s %s', tool.name, tool.description or '')
-      end
-      show(lines)
-    end,
-  })
-end, { nargs = '?' })
+vim.api.nvim_create_user_command('McpTools', function()
+  local lines = {}
+  for full, tool in pairs(M.tools) do
+    lines[#lines + 1] = string.format('%-24s %s', full, tool.description or '')
+  end
+  table.sort(lines)
+  vim.notify(#lines > 0 and table.concat(lines, '\n') or 'no tools yet (see :McpStatus)', vim.log.levels.INFO,
+    { title = 'MCP' })
+end, {})
 
 vim.api.nvim_create_user_command('McpCall', function(opts)
-  local name, json = opts.args:match('^(%S+)%s*(.*)$')
+  local full, json = opts.args:match('^(%S+)%s*(.*)$')
+  local tool = M.tools[full]
+  if not tool then return notify('no tool ' .. full .. ' (see :McpTools)', vim.log.levels.ERROR) end
   local args = json ~= '' and vim.fn.json_decode(json) or {}
-  connect():call_async(name, args, {
+  tool.client:call_async(tool.tool, args, {
     on_done = function(ok, text, is_error)
-      show({ (ok and not is_error) and text or ('MCP error: ' .. tostring(text)) })
+      if ok and not is_error then return notify(full .. ': ' .. tostring(text)) end
+      notify(full .. ' failed: ' .. tostring(text), vim.log.levels.ERROR)
     end,
   })
 end, { nargs = '+' })
 
--- Stop the server when the editor exits.
-vim.api.nvim_create_autocmd('VimLeavePre', {
-  callback = function()
-    if client then client:close() end
-  end,
-})
+vim.api.nvim_create_autocmd('VimLeavePre', { callback = M.stop })
+
+M.start()
+return M

@@ -113,6 +113,13 @@ local Client = {}
 ---@return mcp.Tool[]
 function Client:discover() end
 
+---discover without waiting: the handle settles with client.tools once the list is in, the client's fields
+---(tools, server_info, negotiated_version, ...) filled as discover fills them. The server starts, and its
+---handshake runs, as the handle is moved on (dispatch, a wait).
+---@param opts? mcp.RequestOptions
+---@return mcp.Handle
+function Client:discover_async(opts) end
+
 ---Calls a tool. A tool's own failure is not raised: it returns its text and true.
 ---The third return is the whole result; structuredContent is checked against the tool's outputSchema.
 ---@param name string
@@ -368,6 +375,14 @@ function mcp.new(opts) end
 ---@return string[]
 function mcp.mount(registry, client, opts) end
 
+---mcp.mount without waiting: the tools are listed with discover_async and mounted once the list is in.
+---opts.on_done gets the names added, or nil and the error. Returns the listing's handle.
+---@param registry mcp.Registry
+---@param client mcp.Client
+---@param opts? {prefix?: string, trust?: boolean, watch?: boolean, timeout?: number, on_done?: fun(names: string[]?, err: string?)}
+---@return mcp.Handle
+function mcp.mount_async(registry, client, opts) end
+
 ---Seconds on a monotonic clock.
 ---@return number
 function mcp.clock() end
@@ -433,5 +448,14 @@ function mcp.connect(specs, opts) end
 ---@return string[] mounted
 ---@return table<string, string> failed
 function mcp.mount_all(registry, clients, opts) end
+
+---mcp.mount_all without waiting: every server starts and lists its tools at once, each mounted as soon as
+---its list is in; a slow or failing one holds none of the others. opts.on_server runs after each server,
+---opts.on_done once all have settled, with mount_all's returns. Returns the listings' handles by name.
+---@param registry mcp.Registry
+---@param clients table<string, mcp.Client>
+---@param opts? {prefix?: fun(name: string): string, trust?: boolean, on_server?: fun(name: string, names: string[]?, err: string?), on_done?: fun(mounted: string[], failed: table<string, string>)}
+---@return table<string, mcp.Handle>
+function mcp.mount_all_async(registry, clients, opts) end
 
 return mcp
