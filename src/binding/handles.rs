@@ -42,7 +42,9 @@ use crate::transport::doorbell::Doorbell;
 pub(super) enum Kind {
     Call,
     Request,
-    Pages { field: &'static str },
+    Pages {
+        field: &'static str,
+    },
     /// `discover_async`: the client's `tools`, as `discover` returns them.
     Discover,
 }

@@ -41,7 +41,8 @@ use decode::{with_json_types, ARRAY_METATABLE};
 use entry::Entry;
 use fixture::{call_batch, discover_batch};
 use handles::{
-    call_async, cancel, discover_async, dispatch, done, fd, request, request_async, run_on_done, wait, wait_all, wait_any,
+    call_async, cancel, discover_async, dispatch, done, fd, request, request_async, run_on_done, wait, wait_all,
+    wait_any,
 };
 use json::{json_decode, json_encode};
 use live::{call_session, close_session, discover_session};

@@ -38,8 +38,7 @@ impl Client {
 
     /// Moves a login on (the holder answers what it asks) and, once it
     /// has ended, what waited for it: new credentials send the queued
-    /// requests again (a handshake waiting for them begins anew as it is
-    /// moved on); a failed login settles them.
+    /// requests again; a failed login settles them.
     pub(super) fn poll_login<H: Host>(&mut self, host: &mut H) {
         let Some(refusal) = self.login.as_ref() else { return };
         let failure = match host.login_ended() {
@@ -50,12 +49,12 @@ impl Client {
         };
         self.login = None;
         match failure {
+            // A handshake that waited for the login begins again as it
+            // is moved on (see `Client::connection_step`).
             None => {
                 self.credentials += 1;
                 if self.live() {
                     self.send_queued(host);
-                } else if self.connecting.is_none() {
-                    self.connect_detached(host);
                 }
             }
             Some(error) => self.fail_queued(&error),

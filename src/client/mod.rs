@@ -315,6 +315,7 @@ impl Client {
 
     fn pump_session<H: Host>(&mut self, host: &mut H, until: Instant) -> Result<bool, Error> {
         self.poll_login(host);
+        self.resume_queue(host);
         if let Some(mut conn) = self.connecting.take() {
             let pumped = self.pump_handshake(host, &mut conn, until);
             self.connecting = Some(conn);
@@ -540,6 +541,7 @@ impl Client {
     ) -> Result<bool, Failure<H::Error>> {
         loop {
             if let Some(refusal) = conn.awaiting_login.take() {
+                self.poll_login(host);
                 if self.login.is_some() {
                     conn.awaiting_login = Some(refusal);
                     return Ok(false);

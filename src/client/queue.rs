@@ -65,6 +65,15 @@ impl Client {
         }
     }
 
+    /// Queued requests with nothing under way for them (their session
+    /// died while a login ran) start a new one.
+    pub(super) fn resume_queue<H: Host>(&mut self, host: &mut H) {
+        let idle = !self.live() && self.connecting.is_none() && !self.logging_in();
+        if idle && !self.queue.waiting.is_empty() {
+            self.connect_detached(host);
+        }
+    }
+
     /// The handshake failed: every queued request settles with `error`.
     pub(super) fn fail_queued(&mut self, error: &Error) {
         for (number, mut op, _) in std::mem::take(&mut self.queue.waiting) {

@@ -441,6 +441,7 @@ impl Client {
             }
             if let Some(number) = op.queued {
                 self.poll_login(host);
+                self.resume_queue(host);
                 self.advance_connection(host);
                 match self.take_sent(number) {
                     Some(sent) => *op = sent,

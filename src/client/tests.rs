@@ -42,12 +42,17 @@ impl Scripted {
         self.dies_after = self.dies_after.map(|n| n - 1);
         self.sent.borrow_mut().push(String::from_utf8(encode(message)).unwrap());
         for line in (self.script.borrow_mut())(message) {
-            if line == "404" {
+            let refusal = match line.as_str() {
+                "404" => Some(Error::SessionExpired),
+                "401" => Some(refused()),
+                _ => None,
+            };
+            if let Some(refusal) = refusal {
                 if !detached {
-                    return Err(Error::SessionExpired);
+                    return Err(refusal);
                 }
                 let key = message.get("id").and_then(id_key);
-                self.replies.borrow_mut().push_back(Received::Failed(key, Error::SessionExpired));
+                self.replies.borrow_mut().push_back(Received::Failed(key, refusal));
                 continue;
             }
             self.replies.borrow_mut().push_back(Received::Message(decode(line.as_bytes()).unwrap()));
@@ -91,6 +96,11 @@ struct TestHost {
     replies: Rc<RefCell<VecDeque<Received>>>,
     dead: Rc<std::cell::Cell<bool>>,
     era: Option<Verdict>,
+    /// A login beside the host: polls left until it ends, and what it
+    /// makes true when it does.
+    login: Option<usize>,
+    logins: usize,
+    authorized: Rc<std::cell::Cell<bool>>,
 }
 
 impl Peer for TestHost {
@@ -135,6 +145,25 @@ impl Host for TestHost {
     fn settle_error(&mut self, raised: &Error) -> Error {
         raised.clone()
     }
+    fn begin_login(&mut self, _refusal: &Error, _again: bool) -> Result<bool, Error> {
+        self.logins += 1;
+        self.login = Some(2);
+        Ok(true)
+    }
+    fn login_ended(&mut self) -> Result<Option<bool>, Error> {
+        match self.login {
+            Some(0) => {
+                self.login = None;
+                self.authorized.set(true);
+                Ok(Some(true))
+            }
+            Some(n) => {
+                self.login = Some(n - 1);
+                Ok(None)
+            }
+            None => Ok(Some(false)),
+        }
+    }
     fn established(&mut self, result: &Json, _session_id: Option<String>, era: &Verdict) -> Result<(), Error> {
         self.server_name = result.get("serverInfo").and_then(|i| i.get("name")).cloned();
         self.era = Some(era.clone());
@@ -154,7 +183,16 @@ fn host(script: impl FnMut(&Json) -> Vec<String> + 'static) -> TestHost {
         replies: Rc::default(),
         dead: Rc::default(),
         era: None,
+        login: None,
+        logins: 0,
+        authorized: Rc::default(),
     }
+}
+
+/// What a server says when it wants credentials.
+fn refused() -> Error {
+    let hint = "set opts.auth";
+    Error::Unauthorized { status: 401, url: "http://scripted".into(), www_authenticate: None, reason: None, hint }
 }
 
 /// A server that answers the handshake and keeps every other request
@@ -734,4 +772,54 @@ fn close_settles_queued_requests_as_closed_and_ends_the_handshake() {
     // The next request starts a new session.
     start(&mut c, &mut h, "tools/call y", None);
     assert_eq!(h.opened, 2);
+}
+
+#[test]
+fn an_async_request_refused_for_credentials_waits_for_a_login_beside_the_host_and_goes_again() {
+    let authorized: Rc<std::cell::Cell<bool>> = Rc::default();
+    let allowed = authorized.clone();
+    let mut h = host(move |msg| {
+        if msg.get("method") == Some(&Json::str("tools/call")) && !allowed.get() {
+            return vec!["401".into()];
+        }
+        plain(msg)
+    });
+    h.authorized = authorized;
+    let mut c = client();
+    c.ensure_session(&mut h).unwrap();
+    let mut first = start(&mut c, &mut h, "tools/call first", None);
+    c.pump(&mut h, Instant::now()).unwrap();
+    // Refused: the login begins, and the request waits for it.
+    assert!(!settled(&mut c, &mut h, &mut first));
+    assert_eq!(h.logins, 1);
+    // Made while the login runs: it waits too, and no second login begins.
+    let mut second = start(&mut c, &mut h, "tools/call second", None);
+    let calls = |h: &TestHost| sent_methods(h).iter().filter(|m| *m == "tools/call").count();
+    assert_eq!(calls(&h), 1);
+    for op in [&mut first, &mut second] {
+        assert_eq!(settle(&mut c, &mut h, op).unwrap().unwrap().get("method"), Some(&Json::str("tools/call")));
+    }
+    assert_eq!((h.logins, calls(&h), h.opened), (1, 3, 1));
+}
+
+#[test]
+fn a_blocking_request_waits_for_a_login_under_way_rather_than_starting_another() {
+    let authorized: Rc<std::cell::Cell<bool>> = Rc::default();
+    let allowed = authorized.clone();
+    let mut h = host(move |msg| {
+        if msg.get("method") == Some(&Json::str("tools/call")) && !allowed.get() {
+            return vec!["401".into()];
+        }
+        plain(msg)
+    });
+    h.authorized = authorized;
+    let mut c = client();
+    c.ensure_session(&mut h).unwrap();
+    let mut op = start(&mut c, &mut h, "tools/call async", None);
+    c.pump(&mut h, Instant::now()).unwrap();
+    assert!(!settled(&mut c, &mut h, &mut op));
+    let blocking = c.run(&mut h, Request::new("tools/call", Json::Object(vec![]), Rc::from("tools/call blocking")));
+    assert_eq!(blocking.unwrap().get("method"), Some(&Json::str("tools/call")));
+    assert_eq!(h.logins, 1);
+    settle(&mut c, &mut h, &mut op).unwrap().unwrap();
 }
