@@ -192,7 +192,8 @@ fn borrow_client<T>(
     // nothing. It stays rung only for what is still there.
     if let Some(bell) = options.doorbell.get().filter(|bell| bell.armed()) {
         bell.clear();
-        if core.queued() {
+        let login_waits = options.login.as_ref().is_some_and(|l| l.try_borrow().is_ok_and(|l| l.wants_lua()));
+        if core.queued() || login_waits {
             bell.ring();
         }
         bell.ring_at(core.next_deadline());

@@ -6,7 +6,7 @@
 //! client's descriptor rings when the thread asks and when it ends, so an
 //! event loop hears of both.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -50,6 +50,12 @@ struct Beside {
     answers: Sender<Answer>,
     /// The client closed: the thread's waits end.
     stop: Arc<AtomicBool>,
+    /// Questions the thread asked, and those answered: the client's
+    /// descriptor stays readable while one waits (see `wants_lua`).
+    asked: Arc<AtomicUsize>,
+    answered: usize,
+    /// The login has ended (set before the thread rings for it).
+    ended: Arc<AtomicBool>,
     /// What a Lua callback raised, raised again once the login ends.
     raised: Option<Raise>,
 }
@@ -81,19 +87,33 @@ impl LoginState {
         let (ask, asks) = mpsc::channel();
         let (answers, answered) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
+        let asked = Arc::new(AtomicUsize::new(0));
         let (status, challenge, again) = (refusal.status, refusal.www_authenticate.map(str::to_string), refusal.again);
-        let asking = Asking { ask, answered, bell: bell.clone(), stop: stop.clone() };
+        let asking = Asking { ask, answered, bell: bell.clone(), stop: stop.clone(), asked: asked.clone() };
         let stopped = stop.clone();
+        let ended = Arc::new(AtomicBool::new(false));
+        let ending = ended.clone();
         let thread = std::thread::spawn(move || {
             // The thread's waits (the loopback listener, the answers) end
             // as a Ctrl-C would end them when the client closes.
             let check = Box::new(move || stopped.load(Ordering::Relaxed));
             let outcome = interrupt::watching(check, || run(&mut login, status, challenge, again, asking, lua_store));
+            ending.store(true, Ordering::Release);
             bell.ring();
             (login, outcome)
         });
-        self.beside = Some(Beside { thread: Some(thread), asks, answers, stop, raised: None });
+        let thread = Some(thread);
+        self.beside = Some(Beside { thread, asks, answers, stop, asked, answered: 0, ended, raised: None });
         true
+    }
+
+    /// Whether the login's thread waits for the Lua thread: a question to
+    /// answer, or its end to take. The descriptor is rung again for it
+    /// after each call, which clears what it rang for.
+    pub(super) fn wants_lua(&self) -> bool {
+        self.beside
+            .as_ref()
+            .is_some_and(|b| b.asked.load(Ordering::Acquire) > b.answered || b.ended.load(Ordering::Acquire))
     }
 
     /// Answers what the login's thread asks, and once it has ended takes
@@ -108,9 +128,11 @@ impl LoginState {
         let Some(beside) = self.beside.as_mut() else { return Ok(Some(false)) };
         while let Ok(ask) = beside.asks.try_recv() {
             let answer = answer(lua, ask, authorize.clone(), store.clone(), &mut beside.raised);
+            beside.answered += 1;
             let _ = beside.answers.send(answer);
         }
-        if !beside.thread.as_ref().is_some_and(JoinHandle::is_finished) {
+        // Ended: the thread is returning, and joins at once.
+        if !beside.ended.load(Ordering::Acquire) {
             return Ok(None);
         }
         let Some(mut beside) = self.beside.take() else { return Ok(None) };
@@ -166,6 +188,7 @@ struct Asking {
     answered: Receiver<Answer>,
     bell: Arc<Doorbell>,
     stop: Arc<AtomicBool>,
+    asked: Arc<AtomicUsize>,
 }
 
 impl Asking {
@@ -174,6 +197,7 @@ impl Asking {
     fn ask(&self, ask: Ask) -> Result<Answer> {
         let gone = || Error::Interrupted { what: "login".into() };
         self.ask.send(ask).map_err(|_| gone())?;
+        self.asked.fetch_add(1, Ordering::Release);
         self.bell.ring();
         loop {
             match self.answered.recv_timeout(interrupt::SLICE) {
