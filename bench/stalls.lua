@@ -11,7 +11,8 @@
 -- and every server on CPU 1), the median over ROUNDS (3) processes, in
 -- ms, and as a multiple of the floor: the longest gap of the same timer in
 -- the same kind of process with nothing else to do, measured in the same
--- round.
+-- round. A second floor, "uv.spawn x3", starts the config case's three
+-- servers with luv's own uv.spawn: what starting them costs any loop.
 local here = arg[0]:match('^(.*)/[^/]*$') or '.'
 package.path = here .. '/../lua/?.lua;' .. here .. '/../spec/?.lua;' .. package.path
 local H = require('helpers')
@@ -45,10 +46,37 @@ local S = require('stalls')
 local loop = S.luv_loop(uv)
 local env = { lua = 'lua5.4', root = %q, prefix = %q, http_base = %q, oauth_base = %q, scratch = %q }
 local case = %q
-local start = case == 'idle' and function(_, finish)
-  local t = uv.new_timer()
-  t:start(2000, 0, function() t:close(); finish('idle') end)
-end or S.cases[case](mcp, env, loop)
+local floors = {
+  -- Nothing to do.
+  idle = function(_, finish)
+    local t = uv.new_timer()
+    t:start(2000, 0, function() t:close(); finish('idle') end)
+  end,
+  -- The config case's three servers started by luv itself (uv.spawn),
+  -- stopped after 2 s: what starting them costs any loop.
+  spawn3 = function(_, finish)
+    local argv = function(mode)
+      local words = {}
+      for w in env.prefix:gmatch('%%S+') do words[#words + 1] = w end
+      words[#words + 1] = env.lua
+      words[#words + 1] = env.root .. '/spec/servers/faulty.lua'
+      words[#words + 1] = mode
+      return words
+    end
+    local started = {}
+    for _, command in ipairs({ argv('slowstart'), argv('plain'), { '/nonexistent/mcp-server' } }) do
+      local h = uv.spawn(command[1], { args = { select(2, (table.unpack)(command)) } }, function() end)
+      if h then started[#started + 1] = h end
+    end
+    local t = uv.new_timer()
+    t:start(2000, 0, function()
+      t:close()
+      for _, h in ipairs(started) do h:kill('sigkill'); h:close() end
+      finish('spawned ' .. #started)
+    end)
+  end,
+}
+local start = floors[case] or S.cases[case](mcp, env, loop)
 local gap, result = S.measure(loop, start)
 if type(result) == 'table' then result = result.mounted .. ' mounted' end
 print(string.format('gap %%.3f %%s', gap, tostring(result)))
@@ -75,6 +103,10 @@ local function servers(cpu)
   end
 end
 
+-- The floors first, then the cases.
+local CASES = { 'idle', 'spawn3', table.unpack(S.order) }
+local TITLES = { idle = 'floor (idle)', spawn3 = 'uv.spawn x3' }
+
 local placements = {
   { title = 'one CPU', cpu = 0, prefix = 'taskset -c 0' },
   { title = 'split CPUs (client on 0, servers on 1)', cpu = 1, prefix = 'taskset -c 1' },
@@ -86,7 +118,7 @@ for _, placement in ipairs(placements) do
   local figures = {}
   for _ = 1, rounds do
     for _, build in ipairs(names) do
-      for _, case in ipairs({ 'idle', table.unpack(S.order) }) do
+      for _, case in ipairs(CASES) do
         local gap, result = run(build, case, placement)
         local key = build .. ' ' .. case
         figures[key] = figures[key] or {}
@@ -101,8 +133,8 @@ for _, placement in ipairs(placements) do
   local header = string.format('  %-18s', 'case')
   for _, build in ipairs(names) do header = header .. string.format('%12s%9s', build .. ' ms', 'x floor') end
   print(header)
-  for _, case in ipairs({ 'idle', table.unpack(S.order) }) do
-    local line = string.format('  %-18s', case == 'idle' and 'floor (idle)' or case)
+  for _, case in ipairs(CASES) do
+    local line = string.format('  %-18s', TITLES[case] or case)
     for _, build in ipairs(names) do
       local floor = H.median(figures[build .. ' idle'])
       local gap = H.median(figures[build .. ' ' .. case])

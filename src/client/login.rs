@@ -28,6 +28,7 @@ impl Client {
             return Ok(false);
         }
         self.login = Some(refusal.clone());
+        self.login_failure = None;
         Ok(true)
     }
 
@@ -57,13 +58,20 @@ impl Client {
                     self.send_queued(host);
                 }
             }
-            Some(error) => self.fail_queued(&error),
+            Some(error) => {
+                self.fail_queued(&error);
+                self.login_failure = Some(error);
+            }
         }
     }
 
     /// Waits for a login under way to end: a blocking request does not
-    /// start a second one. Ctrl-C ends the wait (the login goes on).
+    /// start a second one, and gets the error of one that failed. Ctrl-C
+    /// ends the wait (the login goes on).
     pub(super) fn await_login<H: Host>(&mut self, host: &mut H) -> Result<(), H::Error> {
+        if self.login.is_none() {
+            return Ok(());
+        }
         while self.login.is_some() {
             if crate::interrupt::requested() {
                 return Err(Error::Interrupted { what: "login".into() }.into());
@@ -75,10 +83,13 @@ impl Client {
                     Some(_) => {
                         self.pump(host, until)?;
                     }
-                    None => std::thread::sleep(until - Instant::now()),
+                    None => std::thread::sleep(until.saturating_duration_since(Instant::now())),
                 }
             }
         }
-        Ok(())
+        match self.login_failure.clone() {
+            Some(failure) => Err(failure.into()),
+            None => Ok(()),
+        }
     }
 }

@@ -183,6 +183,9 @@ pub struct Client {
     token: Option<String>,
     /// The refusal a login running beside the holder answers.
     login: Option<Error>,
+    /// Why the last such login failed: what a handshake or a blocking
+    /// request that waited for it fails with.
+    login_failure: Option<Error>,
 }
 
 /// What the client knows of the server's tool list.
@@ -245,6 +248,7 @@ impl Client {
             cache: cache::Cache::default(),
             token: None,
             login: None,
+            login_failure: None,
         }
     }
 
@@ -547,7 +551,7 @@ impl Client {
                     return Ok(false);
                 }
                 if self.credentials == conn.credentials {
-                    return Err(Failure::Core(refusal));
+                    return Err(Failure::Core(self.login_failure.clone().unwrap_or(refusal)));
                 }
                 self.handshake_again(host, conn)?;
                 continue;

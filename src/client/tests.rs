@@ -101,6 +101,8 @@ struct TestHost {
     login: Option<usize>,
     logins: usize,
     authorized: Rc<std::cell::Cell<bool>>,
+    /// The login ends without credentials.
+    fail_login: bool,
 }
 
 impl Peer for TestHost {
@@ -154,8 +156,8 @@ impl Host for TestHost {
         match self.login {
             Some(0) => {
                 self.login = None;
-                self.authorized.set(true);
-                Ok(Some(true))
+                self.authorized.set(!self.fail_login);
+                Ok(Some(!self.fail_login))
             }
             Some(n) => {
                 self.login = Some(n - 1);
@@ -186,6 +188,7 @@ fn host(script: impl FnMut(&Json) -> Vec<String> + 'static) -> TestHost {
         login: None,
         logins: 0,
         authorized: Rc::default(),
+        fail_login: false,
     }
 }
 
@@ -822,4 +825,21 @@ fn a_blocking_request_waits_for_a_login_under_way_rather_than_starting_another()
     assert_eq!(blocking.unwrap().get("method"), Some(&Json::str("tools/call")));
     assert_eq!(h.logins, 1);
     settle(&mut c, &mut h, &mut op).unwrap().unwrap();
+}
+
+#[test]
+fn a_blocking_request_gets_the_error_of_the_login_it_waited_for() {
+    let mut h =
+        host(|msg| if msg.get("method") == Some(&Json::str("tools/call")) { vec!["401".into()] } else { plain(msg) });
+    let mut c = client();
+    c.ensure_session(&mut h).unwrap();
+    let mut op = start(&mut c, &mut h, "tools/call async", None);
+    c.pump(&mut h, Instant::now()).unwrap();
+    assert!(!settled(&mut c, &mut h, &mut op));
+    // The login beside the host fails (it ends without new credentials).
+    h.fail_login = true;
+    let blocking = c.run(&mut h, Request::new("tools/call", Json::Object(vec![]), Rc::from("tools/call blocking")));
+    assert_eq!(blocking.unwrap_err().to_string(), refused().to_string());
+    assert_eq!(text_of(settle(&mut c, &mut h, &mut op)), refused().to_string());
+    assert_eq!(h.logins, 1);
 }
