@@ -36,7 +36,7 @@ function M.measure(loop, start, seconds)
     if last then longest = math.max(longest, (now - last) / 1e6) end
     last, ticks = now, ticks + 1
   end)
-  local polls, clients, result, finished = {}, {}, nil, false
+  local polls, clients, owned, result, finished = {}, {}, {}, nil, false
   local function watch(client)
     clients[#clients + 1] = client
     local poll = uv.new_poll(client:fd())
@@ -48,13 +48,21 @@ function M.measure(loop, start, seconds)
   end
   -- Started from the loop, as a plugin's code runs: the first tick is
   -- already counted, so a start that blocks shows as a gap.
+  -- Other loop handles a case makes (a browser's process), closed at the
+  -- end: luv crashes at exit over a handle left open.
+  local function own(handle)
+    owned[#owned + 1] = handle
+  end
   local kick = uv.new_timer()
-  kick:start(20, 0, function() start(watch, finish) end)
+  kick:start(20, 0, function() start(watch, finish, own) end)
   loop.spin(function() return finished end, seconds or 30)
   timer:stop()
   kick:close()
   timer:close()
   for _, poll in ipairs(polls) do poll:stop(); poll:close() end
+  for _, handle in ipairs(owned) do
+    if not handle:is_closing() then handle:close() end
+  end
   for _, client in ipairs(clients) do client:close() end
   -- The closed handles are let go by one more turn of the loop (luv
   -- frees them there; a state closed first crashes at exit).
@@ -105,11 +113,10 @@ end
 -- The browser is started without waiting for it (uv.spawn), as an editor
 -- would open one.
 function M.cases.login(mcp, env, loop)
-  return function(watch, finish)
+  return function(watch, finish, own)
     local client = mcp.new({ url = env.oauth_base .. '/mcp', auth = { authorize = function(url)
-      local handle
-      handle = loop.uv.spawn('sh', { args = { '-c', "sleep 2; curl -s -L -o /dev/null '" .. url:gsub("'", '') .. "'" } },
-        function() handle:close() end)
+      own(loop.uv.spawn('sh', { args = { '-c', "sleep 2; curl -s -L -o /dev/null '" .. url:gsub("'", '') .. "'" } },
+        function() end))
       return nil
     end } })
     watch(client)

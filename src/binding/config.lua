@@ -353,8 +353,8 @@ function mcp.mount_async(registry, client, opts)
     if k ~= "on_done" and k ~= "timeout" then mount_opts[k] = v end
   end
   local on_done = opts.on_done or function() end
-  return client:discover_async({ timeout = opts.timeout, on_done = function(listed, err)
-    if not listed then return on_done(nil, err) end
+  return client:discover_async({ timeout = opts.timeout, on_done = function(ok, err)
+    if not ok then return on_done(nil, err) end
     local ok, names = pcall(mcp.mount, registry, client, mount_opts)
     if ok then return on_done(names) end
     return on_done(nil, names)
@@ -372,23 +372,32 @@ function mcp.mount_all_async(registry, clients, opts)
   local mounted, failed, handles = {}, {}, {}
   local names = sorted_names(clients)
   local pending = #names
+  -- Each server on its own: one that raises (its callback, its start)
+  -- neither stops the others nor keeps on_done from running.
   local function settled(name, got, err)
-    if opts.on_server then opts.on_server(name, got, err) end
     pending = pending - 1
+    if opts.on_server then pcall(opts.on_server, name, got, err) end
     if pending == 0 and opts.on_done then opts.on_done(mounted, failed) end
   end
   if pending == 0 and opts.on_done then opts.on_done(mounted, failed) end
   for _, name in ipairs(names) do
     local client = clients[name]
     local prefix = opts.prefix and opts.prefix(name) or (name .. "_")
-    handles[name] = mcp.mount_async(registry, client, { prefix = prefix, trust = opts.trust, on_done = function(got, err)
-      if got then
-        note_mounted(registry, client, prefix, got, mounted)
-      else
-        failed[name] = tostring(err)
-      end
-      settled(name, got, err)
-    end })
+    local ok, handle = pcall(mcp.mount_async, registry, client, { prefix = prefix, trust = opts.trust,
+      on_done = function(got, err)
+        if got then
+          note_mounted(registry, client, prefix, got, mounted)
+        else
+          failed[name] = tostring(err)
+        end
+        settled(name, got, err)
+      end })
+    if ok then
+      handles[name] = handle
+    else
+      failed[name] = tostring(handle)
+      settled(name, nil, handle)
+    end
   end
   return handles
 end

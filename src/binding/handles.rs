@@ -388,7 +388,7 @@ fn request_args(lua: &Cx, client: &Table, args: &MultiValue, what: &str) -> Outc
 
 fn start(lua: &Cx, client: &Table, request: Request, kind: Kind, opts: RequestOptions) -> Outcome<Table> {
     let (op, forgotten) = with_client_state(lua, client, "client:call_async", |core, host| {
-        let op = core.start(host, opts.apply(request).detached())?;
+        let op = core.start(host, opts.apply(request).asynchronous())?;
         if let (Some(on_progress), Some(token)) = (&opts.on_progress, op.progress_token()) {
             host.watch_progress(token, on_progress.clone())?;
         }

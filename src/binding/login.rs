@@ -157,6 +157,14 @@ impl LoginState {
     }
 }
 
+/// A client collected with a login under way: the thread's waits end,
+/// and it finishes on its own (nothing waits for it).
+impl Drop for Beside {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
 fn join(beside: &mut Beside) -> Outcome<(Login, Result<bool>)> {
     let thread = beside.thread.take().ok_or_else(|| Error::Internal("a login thread joined twice".into()))?;
     thread.join().map_err(|_| Raise::Mcp(Error::Internal("the login thread panicked".into())))

@@ -88,6 +88,15 @@ impl Connecting {
         self.session.take(&id_key(id)?)
     }
 
+    /// Ends the session before another is opened: as the blocking
+    /// handshake always did, or, for an async one, by letting it go (its
+    /// shutdown runs on a thread of its own, not on an event loop's).
+    fn close_session(&mut self) {
+        if !self.detached {
+            self.session.close();
+        }
+    }
+
     pub(super) fn is_detached(&self) -> bool {
         self.detached
     }
@@ -248,7 +257,7 @@ impl Client {
             (Found::Legacy { restart, unanswered, .. }, AfterProbe::First) => {
                 self.remember(conn, Verdict::Legacy);
                 if restart {
-                    conn.session.close();
+                    conn.close_session();
                     conn.session = Session::new(host.open().map_err(Failure::Other)?);
                 }
                 // A slow server may still answer it: a late discover
@@ -310,7 +319,7 @@ impl Client {
             Err(Failure::Core(Error::Transport { .. } | Error::NoResponse { .. }))
                 if conn.probe == Probe::Unanswered =>
             {
-                conn.session.close();
+                conn.close_session();
                 conn.session = Session::new(host.open().map_err(Failure::Other)?);
                 conn.probe = Probe::Answered;
                 self.send_initialize(host, conn)?;

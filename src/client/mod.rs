@@ -289,7 +289,10 @@ impl Client {
     /// Sends a notification, starting the session first if needed.
     pub fn notify<H: Host>(&mut self, host: &mut H, message: &Json) -> Result<(), H::Error> {
         self.ready(host)?;
-        let Some(session) = self.session.as_mut() else { unreachable!("a session was just made ready") };
+        // Requests queued behind the handshake went out first, and the
+        // session may have ended under them (a server that exits at once).
+        let what = protocol::lua_text(message.get("method"));
+        let Some(session) = self.session.as_mut() else { return Err(Error::NoResponse { what }.into()) };
         Ok(session.notify(message)?)
     }
 
@@ -327,6 +330,15 @@ impl Client {
             return pumped;
         }
         let Some(session) = self.session.as_mut() else {
+            // Nothing to read (requests queued behind a login): a wait
+            // still takes its time, and still hears Ctrl-C.
+            let pause = until.saturating_duration_since(Instant::now()).min(crate::interrupt::SLICE);
+            if !pause.is_zero() {
+                std::thread::sleep(pause);
+            }
+            if crate::interrupt::requested() {
+                return Err(Error::Interrupted { what: String::new() });
+            }
             return Ok(false);
         };
         let mut peer = Watching {

@@ -81,6 +81,9 @@ pub struct Request {
     limits: Limits,
     shape: Shape,
     detached: bool,
+    /// Made by the async API: it never waits for a session or a login
+    /// (it is queued behind them, see `queue`).
+    asynchronous: bool,
     /// An `input_required` result is the outcome, for a caller that asks
     /// its user itself (across turns) and continues with the answers.
     returns_input: bool,
@@ -110,6 +113,7 @@ impl Request {
             limits: Limits::default(),
             shape: Shape::Whole,
             detached: false,
+            asynchronous: false,
             returns_input: false,
             cache: CacheMode::Use,
         }
@@ -124,6 +128,7 @@ impl Request {
             limits: Limits::default(),
             shape: Shape::Reply,
             detached: false,
+            asynchronous: false,
             returns_input: false,
             cache: CacheMode::Use,
         }
@@ -143,6 +148,15 @@ impl Request {
     /// its POST goes out from a thread of the transport's own.
     pub fn detached(mut self) -> Request {
         self.detached = true;
+        self
+    }
+
+    /// Made by the async API: detached, and queued rather than waiting
+    /// while its session starts or a login runs. (A blocking call with
+    /// limits of its own is detached only.)
+    pub fn asynchronous(mut self) -> Request {
+        self.detached = true;
+        self.asynchronous = true;
         self
     }
 
@@ -369,7 +383,7 @@ impl Client {
     /// fails at once settles the operation (see [`Client::poll`]).
     pub fn start<H: Host>(&mut self, host: &mut H, request: Request) -> Result<Operation, H::Error> {
         let mut op = Operation::new(request);
-        if op.request.detached && (!self.live() || self.logging_in()) {
+        if op.request.asynchronous && (!self.live() || self.logging_in()) {
             // Its progress token is watched from now on: its id is taken
             // now, the others' when they go out.
             if op.request.limits.progress && op.request.shape != Shape::Reply {
@@ -647,7 +661,7 @@ impl Client {
     /// One try: on the current session, or a new one if there is none or
     /// it broke. Err when the send itself failed.
     fn send_once<H: Host>(&mut self, host: &mut H, op: &mut Operation) -> Result<Result<(), Error>, H::Error> {
-        if op.request.detached && (!self.live() || self.logging_in()) {
+        if op.request.asynchronous && (!self.live() || self.logging_in()) {
             // An async request waits in the queue for the new session, or
             // for the credentials of the login under way.
             self.enqueue(op, Next::Send);
@@ -681,7 +695,11 @@ impl Client {
         limit.headers = headers;
         op.credentials = self.credentials;
         op.session = self.session_number;
-        let Some(session) = self.session.as_mut() else { unreachable!("a session was just made ready") };
+        // Requests queued behind the handshake went out first, and the
+        // session may have ended under them (a server that exits at once).
+        let Some(session) = self.session.as_mut() else {
+            return Ok(Err(Error::NoResponse { what: op.request.what.to_string() }));
+        };
         if let Err(e) = session.start(&id, &op.request.message, limit) {
             return Ok(Err(e));
         }
@@ -850,7 +868,7 @@ impl Client {
                 op.authorizations += 1;
                 // An async request waits in the queue for a login that
                 // runs beside the holder (see `login`).
-                if op.request.detached {
+                if op.request.asynchronous {
                     return match op.credentials == self.credentials {
                         true => self.begin_login(host, failure, again),
                         false => Ok(true),
@@ -1085,7 +1103,7 @@ impl Client {
         }
         let request = Request::new("tools/list", Json::Object(vec![]), Rc::from("tools/list"))
             .shape(Shape::Tools { refresh: true })
-            .detached();
+            .asynchronous();
         let op = self.start(host, request)?;
         self.tools.refreshing = Some(Box::new(op));
         Ok(())

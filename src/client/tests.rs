@@ -229,7 +229,7 @@ fn request(c: &mut Client, h: &mut TestHost, method: &str, what: &str) -> Result
 /// An async tools/call, as `client:call_async` makes it.
 fn start(c: &mut Client, h: &mut TestHost, what: &str, timeout: Option<Duration>) -> Operation {
     let request = Request::new("tools/call", Json::Object(vec![]), Rc::from(what));
-    c.start(h, request.limits(Limits { timeout, ..Limits::default() }).detached()).unwrap()
+    c.start(h, request.limits(Limits { timeout, ..Limits::default() }).asynchronous()).unwrap()
 }
 
 /// Waits for `op` (five seconds at most) and takes its outcome.
