@@ -1,6 +1,6 @@
 -- stalls.lua - how long an event loop stands still while MCP work happens
 -- beside it: spec/stalls.lua's five cases (a stdio server slow to start,
--- an HTTP server slow to answer initialize, a restart after a crash, a
+-- an HTTP server slow at each step of its handshake, a restart after a crash, a
 -- login waiting 2 s for its browser, three servers from a config file
 -- with one failing), each the longest gap between ticks of a 1 ms luv
 -- timer, in a fresh process each time.

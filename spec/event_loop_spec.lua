@@ -63,7 +63,7 @@ end
     check('stdio_slow_start', 'Echo: hi')
   end)
 
-  it('keeps ticking while an HTTP server takes 2 s to answer initialize', function()
+  it('keeps ticking while an HTTP server takes 2 s over each step of its handshake (initialize, initialized, its stream)', function()
     check('http_slow_start', 'Echo: hi')
   end)
 

@@ -85,7 +85,8 @@ function M.cases.stdio_slow_start(mcp, env)
   end
 end
 
--- An HTTP server that answers initialize after 2 s.
+-- An HTTP server slow at each step of its handshake: initialize and
+-- initialized answered after 2 s each, its GET stream after 1.5 s.
 function M.cases.http_slow_start(mcp, env)
   return function(watch, finish)
     local client = mcp.new({ url = env.http_base .. '/slow-init' })

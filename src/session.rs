@@ -201,17 +201,8 @@ impl Session {
     }
 
     pub fn notify(&mut self, message: &Json) -> Result<()> {
-        let stamped;
-        let message = match &self.modern {
-            Some(envelope) => {
-                let mut copy = message.clone();
-                envelope.stamp(&mut copy);
-                stamped = copy;
-                &stamped
-            }
-            None => message,
-        };
-        let sent = self.transport.send(message);
+        let message = self.stamped(message);
+        let sent = self.transport.send(&message);
         self.broken |= sent.is_err();
         // Interrupted inside the transport: name what was being sent.
         sent.map_err(|e| match e {
@@ -220,6 +211,60 @@ impl Session {
             }
             other => other,
         })
+    }
+
+    /// Sends a notification and registers its delivery under `key` as a
+    /// request in flight, settled (with null) once the transport has
+    /// delivered it: a handshake that must not hold Lua waits for it as
+    /// for a reply (see [`Transport::send_notice`]).
+    pub(crate) fn start_notice(&mut self, key: &Json, notice: &Json, mut limit: Limit) -> Result<()> {
+        let Some(id) = id_key(key) else { return Err(Error::NoResponse { what: limit.what.to_string() }) };
+        let timeout = limit.timeout;
+        // The transport's own time limit says better what ran out: the
+        // entry's comes after it, and after the server's stream had its
+        // chance to open.
+        limit.deadline += NOTICE_GRACE;
+        self.started += 1;
+        let entry = InFlight {
+            id: key.clone(),
+            order: self.started,
+            abandon: Abandon::Nothing,
+            arrived: None,
+            limit,
+            unreadable_before: self.unreadable,
+            settled_as: 0,
+        };
+        self.in_flight.insert(id.clone(), entry);
+        let notice = self.stamped(notice);
+        match self.transport.send_notice(&notice, &id, timeout) {
+            Ok(false) => {}
+            Ok(true) => self.settle(&id, Arrival::Reply(Json::Null)),
+            Err(e) => {
+                self.broken |= matches!(e, Error::Transport { .. });
+                self.settle(&id, Arrival::Failed(e));
+            }
+        }
+        Ok(())
+    }
+
+    /// `message` with the modern envelope, when the server speaks so.
+    fn stamped<'a>(&self, message: &'a Json) -> std::borrow::Cow<'a, Json> {
+        match &self.modern {
+            Some(envelope) => {
+                let mut copy = message.clone();
+                envelope.stamp(&mut copy);
+                std::borrow::Cow::Owned(copy)
+            }
+            None => std::borrow::Cow::Borrowed(message),
+        }
+    }
+
+    /// Settles request `key`, unless nobody waits for it any more
+    /// (cancelled, timed out): then what came is dropped.
+    fn settle(&mut self, key: &IdKey, arrival: Arrival) {
+        if let Some(entry) = self.in_flight.get_mut(key).filter(|e| e.arrived.is_none()) {
+            entry.arrive(arrival);
+        }
     }
 
     /// Sends `message` (a request with id `id`) and waits for its reply,
@@ -350,19 +395,13 @@ impl Session {
     }
 
     fn route(&mut self, received: Received, peer: &mut dyn Peer) -> Result<()> {
-        let settle = |in_flight: &mut IdMap<InFlight>, key: &IdKey, arrival: Arrival| {
-            // One nobody waits for any more (cancelled, timed out): dropped.
-            if let Some(entry) = in_flight.get_mut(key).filter(|e| e.arrived.is_none()) {
-                entry.arrive(arrival);
-            }
-        };
         match received {
             Received::Message(msg) => match classify(&msg) {
                 Kind::Response(key) if self.late.as_ref() == Some(&key) => {
                     self.late = None;
                     self.late_reply = Some(msg);
                 }
-                Kind::Response(key) => settle(&mut self.in_flight, &key, Arrival::Reply(msg)),
+                Kind::Response(key) => self.settle(&key, Arrival::Reply(msg)),
                 Kind::Notification => {
                     self.progressed(&msg);
                     peer.notification(msg);
@@ -373,14 +412,15 @@ impl Session {
                 }
                 Kind::Other => {}
             },
-            Received::TooDeep(Some(key)) => settle(&mut self.in_flight, &key, Arrival::TooDeep),
+            Received::TooDeep(Some(key)) => self.settle(&key, Arrival::TooDeep),
             Received::TooDeep(None) => self.unreadable += 1,
+            Received::Delivered(key) => self.settle(&key, Arrival::Reply(Json::Null)),
             Received::Failed(Some(key), e) => {
                 // The server forgot the session: every later request would
                 // meet the same 404, so the client starts a new one.
                 self.forgotten |= matches!(e, Error::SessionExpired);
                 self.broken |= self.forgotten;
-                settle(&mut self.in_flight, &key, Arrival::Failed(e));
+                self.settle(&key, Arrival::Failed(e));
             }
             // With no id (a stdio line past the size limit), it is the one
             // request in flight's if there is one; with several, whoever
@@ -594,6 +634,10 @@ impl Session {
         self.transport.close();
     }
 }
+
+/// How long a notice waited for (see [`Session::start_notice`]) may take
+/// past its transport's limit: the wait for the server's stream to open.
+const NOTICE_GRACE: Duration = Duration::from_secs(2);
 
 /// What a transport waits at most for a request whose progress keeps
 /// extending its time and that has no hard cap.

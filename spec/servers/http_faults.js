@@ -37,7 +37,9 @@
 //               for any other
 //   /many-headers  a POST gets 200 with 200 distinct response headers
 //   /huge-header   a POST gets 200 with one response header of 100 KB
-//   /slow-init  a well-behaved server whose initialize is answered after 2 s
+//   /slow-init  a well-behaved server slow at every step of its handshake:
+//               initialize is answered after 2 s, notifications/initialized
+//               after 2 s, and its GET stream's headers come after 1.5 s
 //   /sse        answers tools/call over SSE, ending the stream after the reply
 //               (tool "slow": a comment at once, the reply after 3 s)
 //   /sse-linger as /sse, but a log notification follows the reply and the
@@ -232,6 +234,10 @@ function handle(path, req, res, body) {
     res.end();
     return;
   }
+  if (req.method === 'GET' && path === '/slow-init' && !req.slowed) {
+    req.slowed = true;
+    return setTimeout(() => handle(path, req, res, body), 1500);
+  }
   if (req.method === 'GET') {
     if (path === '/nostream') {
       res.writeHead(405);
@@ -294,6 +300,9 @@ function handle(path, req, res, body) {
     return json(res, 404, { jsonrpc: '2.0', id: msg.id ?? null, error: { code: -32001, message: 'Session not found' } });
   }
   if (msg.id === undefined || msg.method === undefined) {
+    if (path === '/slow-init' && msg.method === 'notifications/initialized') {
+      return setTimeout(() => { res.writeHead(202); res.end(); }, 2000);
+    }
     res.writeHead(202);
     res.end();
     return;

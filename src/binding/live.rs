@@ -193,7 +193,8 @@ fn borrow_client<T>(
     if let Some(bell) = options.doorbell.get().filter(|bell| bell.armed()) {
         bell.clear();
         let login_waits = options.login.as_ref().is_some_and(|l| l.try_borrow().is_ok_and(|l| l.wants_lua()));
-        if core.queued() || login_waits {
+        let settled_quietly = core.take_settled_quietly();
+        if core.queued() || login_waits || settled_quietly {
             bell.ring();
         }
         bell.ring_at(core.next_deadline());
@@ -325,7 +326,11 @@ impl Host for LuaHost<'_, '_> {
             Raise::Mcp(e) => e.clone(),
             Raise::Lua(error) => {
                 callback_failed(error.clone());
-                Error::Lua("a callback raised an error while the session started".into())
+                Error::Lua(
+                    "a Lua callback raised an error before this request could be sent; \
+                     dispatch (or the wait that ran it) raised that error"
+                        .into(),
+                )
             }
         }
     }

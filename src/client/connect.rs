@@ -35,7 +35,8 @@ pub(super) struct Connecting {
     step: Step,
     /// What became of the first probe.
     probe: Probe,
-    /// The outcome of a step whose request could not even be sent.
+    /// The outcome of a step whose request could not be sent, or whose
+    /// session failed under it.
     unsent: Option<Result<Json, Error>>,
     /// Logins so far for this connection.
     pub(super) authorizations: usize,
@@ -50,6 +51,12 @@ enum Step {
     Probing(Box<Probed>),
     Initializing {
         id: Json,
+    },
+    /// `initialized` is being delivered (over HTTP, from a thread); the
+    /// session is ready once the server has it.
+    Notifying {
+        key: Json,
+        result: Box<Json>,
     },
     /// Between steps.
     Idle,
@@ -77,15 +84,35 @@ enum Probe {
 impl Connecting {
     /// The outcome of the step's request, once it has one.
     fn outcome(&mut self) -> Option<Result<Json, Error>> {
+        let key = id_key(self.step_id()?)?;
         if let Some(unsent) = self.unsent.take() {
             return Some(unsent);
         }
-        let id = match &self.step {
-            Step::Probing(probed) => &probed.id,
-            Step::Initializing { id } => id,
-            Step::Idle => return None,
-        };
-        self.session.take(&id_key(id)?)
+        self.session.take(&key)
+    }
+
+    /// The id of the step's request, between steps none.
+    fn step_id(&self) -> Option<&Json> {
+        match &self.step {
+            Step::Probing(probed) => Some(&probed.id),
+            Step::Initializing { id } => Some(id),
+            Step::Notifying { key, .. } => Some(key),
+            Step::Idle => None,
+        }
+    }
+
+    /// The session failed under the step (a server request's answer could
+    /// not be sent, a message with no id for several requests): the step
+    /// ends with that error, unless its own outcome came first. Between
+    /// steps (a login running) there is nothing to end: the handshake
+    /// begins again after it on a new session.
+    fn fail_step(&mut self, error: Error) {
+        let Some(key) = self.step_id().and_then(id_key) else { return };
+        if self.session.settled(&key) {
+            return;
+        }
+        self.session.discard(&key);
+        self.unsent = Some(Err(error));
     }
 
     /// Ends the session before another is opened: as the blocking
@@ -109,7 +136,9 @@ impl Connecting {
     /// What the step waits for, for an error that names it.
     pub(super) fn waiting_for(&self) -> &'static str {
         match self.step {
+            _ if self.awaiting_login.is_some() => "login",
             Step::Probing(_) => "server/discover",
+            Step::Notifying { .. } => "notifications/initialized",
             _ => "initialize",
         }
     }
@@ -170,7 +199,8 @@ impl Client {
             let done = match std::mem::replace(&mut conn.step, Step::Idle) {
                 Step::Probing(probed) => self.read_probe(host, conn, outcome, *probed)?,
                 Step::Initializing { .. } => self.read_initialize(host, conn, outcome)?,
-                Step::Idle => unreachable!("an outcome is only read for a step"),
+                Step::Notifying { result, .. } => self.read_notified(host, conn, outcome, *result)?,
+                Step::Idle => false,
             };
             if done {
                 return Ok(true);
@@ -302,8 +332,7 @@ impl Client {
         conn: &mut Connecting,
         outcome: Result<Json, Error>,
     ) -> Result<bool, Failure<H::Error>> {
-        let initialized = self.initialized_by(host, conn, outcome);
-        match initialized {
+        match self.initialized_by::<H>(conn, outcome) {
             Err(Failure::Core(e))
                 if conn.probe != Probe::Answered && self.era == EraChoice::Auto && refused_as_modern(&e) =>
             {
@@ -316,35 +345,45 @@ impl Client {
                 self.send_probe(host, conn, version, patience, false, AfterProbe::InitializeRefused(e))?;
                 Ok(false)
             }
-            Err(Failure::Core(Error::Transport { .. } | Error::NoResponse { .. }))
-                if conn.probe == Probe::Unanswered =>
-            {
-                conn.close_session();
-                conn.session = Session::new(host.open().map_err(Failure::Other)?);
-                conn.probe = Probe::Answered;
-                self.send_initialize(host, conn)?;
-                Ok(false)
-            }
-            Err(e) => Err(e),
-            Ok(()) => {
+            Err(e) => self.start_over_after_late_probe(host, conn, e),
+            Ok(result) => {
                 if let Some(late) = conn.session.take_late_reply() {
                     if let Answer::Modern { version, .. } = era::read_answer(Ok(late), false) {
                         self.remember(conn, Verdict::Modern(version));
                     }
                 }
-                Ok(true)
+                self.send_initialized(host, conn, result)
             }
         }
     }
 
-    /// The legacy session from `initialize`'s answer: the version
-    /// checked, `initialized` sent, the holder told.
-    fn initialized_by<H: Host>(
+    /// A server that exited on a probe it read late (the connection died
+    /// under the legacy handshake) is started again, once; any other
+    /// failure stands.
+    fn start_over_after_late_probe<H: Host>(
         &mut self,
         host: &mut H,
         conn: &mut Connecting,
+        failure: Failure<H::Error>,
+    ) -> Result<bool, Failure<H::Error>> {
+        let died = matches!(failure, Failure::Core(Error::Transport { .. } | Error::NoResponse { .. }));
+        if !died || conn.probe != Probe::Unanswered {
+            return Err(failure);
+        }
+        conn.close_session();
+        conn.session = Session::new(host.open().map_err(Failure::Other)?);
+        conn.probe = Probe::Answered;
+        self.send_initialize(host, conn)?;
+        Ok(false)
+    }
+
+    /// The legacy session from `initialize`'s answer: the version
+    /// checked, the transport told.
+    fn initialized_by<H: Host>(
+        &mut self,
+        conn: &mut Connecting,
         outcome: Result<Json, Error>,
-    ) -> Result<(), Failure<H::Error>> {
+    ) -> Result<Json, Failure<H::Error>> {
         let reply = match outcome {
             Ok(reply) => reply,
             Err(e @ Error::Unauthorized { .. }) => return Err(Failure::Refused(e)),
@@ -359,15 +398,53 @@ impl Client {
         let result = result_of(Some(reply), "initialize").map_err(Failure::Core)?;
         check_version(&result).map_err(Failure::Core)?;
         self.initialized = Some(result.clone());
-        // The transport first: over HTTP the notification below carries
-        // the version. The holder last: its fields must not say "ready"
-        // for a session whose handshake did not finish.
+        // The transport first: over HTTP the notification after this
+        // carries the version.
         if let Some(Json::Str(version)) = result.get("protocolVersion") {
             conn.session.established(&String::from_utf8_lossy(version));
         }
-        conn.session.notify(&protocol::initialized()).map_err(Failure::Core)?;
+        Ok(result)
+    }
+
+    /// Sends `initialized`. A blocking handshake sends it and is done; one
+    /// beside an event loop waits for its delivery as for a reply, since
+    /// over HTTP that is a POST (and the server's stream opening after
+    /// it), and a remote server may take its time over both.
+    fn send_initialized<H: Host>(
+        &mut self,
+        host: &mut H,
+        conn: &mut Connecting,
+        result: Json,
+    ) -> Result<bool, Failure<H::Error>> {
+        if !conn.detached {
+            conn.session.notify(&protocol::initialized()).map_err(Failure::Core)?;
+            return self.read_notified(host, conn, Ok(Json::Null), result);
+        }
+        self.probes += 1;
+        let key = Json::str(format!("lua-mcp-initialized-{}", self.probes));
+        let limit = Limit::new(self.timeout, None, Rc::from("notifications/initialized"));
+        conn.step = Step::Notifying { key: key.clone(), result: Box::new(result) };
+        if let Err(e) = conn.session.start_notice(&key, &protocol::initialized(), limit) {
+            conn.unsent = Some(Err(e));
+        }
+        Ok(false)
+    }
+
+    /// `initialized` delivered (or not): the holder is told of the
+    /// session last, since its fields must not say "ready" for a session
+    /// whose handshake did not finish.
+    fn read_notified<H: Host>(
+        &mut self,
+        host: &mut H,
+        conn: &mut Connecting,
+        outcome: Result<Json, Error>,
+        result: Json,
+    ) -> Result<bool, Failure<H::Error>> {
+        if let Err(e) = outcome {
+            return self.start_over_after_late_probe(host, conn, Failure::Core(e));
+        }
         host.established(&result, conn.session.session_id(), &Verdict::Legacy).map_err(Failure::Other)?;
-        Ok(())
+        Ok(true)
     }
 
     /// The session of a modern server: no handshake, the discover result
@@ -412,11 +489,11 @@ impl Client {
             cache: &mut self.cache,
         };
         match conn.session.pump_until(until, &mut peer) {
-            // The dead transport's error went to the step's request.
-            Err(Error::Transport { .. }) => Ok(true),
             Err(Error::Interrupted { .. }) => Err(Error::Interrupted { what: conn.waiting_for().to_string() }),
+            // A dead transport's error went to the step's request already;
+            // any other ends the step here.
             Err(e) => {
-                conn.unsent = Some(Err(e));
+                conn.fail_step(e);
                 Ok(true)
             }
             other => other,

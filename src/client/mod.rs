@@ -502,8 +502,15 @@ impl Client {
             if let Some(deadline) = conn.deadline() {
                 slice_end = slice_end.min(deadline);
             }
-            if let Err(e) = self.pump_handshake(host, &mut conn, slice_end) {
-                return Err(self.fail_connect(host, Failure::Core(e)));
+            match self.pump_handshake(host, &mut conn, slice_end) {
+                // Ctrl-C stops this call, not an event loop's handshake that
+                // it joined: that one goes on, and its queue with it.
+                Err(e @ Error::Interrupted { .. }) if conn.is_detached() => {
+                    self.connecting = Some(conn);
+                    return Err(e.into());
+                }
+                Err(e) => return Err(self.fail_connect(host, Failure::Core(e))),
+                Ok(_) => {}
             }
         }
     }

@@ -29,6 +29,10 @@ pub(super) struct Queue {
     waiting: VecDeque<(u64, Operation, Next)>,
     sent: HashMap<u64, Operation>,
     numbered: u64,
+    /// Requests settled here, with no reply whose arrival rang the
+    /// client's descriptor (a failed handshake, `close`): the holder rings
+    /// it once for them, so that an event loop takes them.
+    settled_quietly: bool,
 }
 
 /// The session number a stand-in's ticket carries: no session has it, so
@@ -60,6 +64,7 @@ impl Client {
             };
             if let Err(raised) = sent {
                 op.fail(host.settle_error(&raised));
+                self.queue.settled_quietly = true;
             }
             self.queue.sent.insert(number, op);
         }
@@ -76,18 +81,32 @@ impl Client {
 
     /// The handshake failed: every queued request settles with `error`.
     pub(super) fn fail_queued(&mut self, error: &Error) {
-        for (number, mut op, _) in std::mem::take(&mut self.queue.waiting) {
-            op.fail(error.clone());
-            self.queue.sent.insert(number, op);
-        }
+        self.settle_queued(|_| error.clone());
     }
 
     /// Every queued request settles as closed (`client:close`).
     pub(super) fn close_queued(&mut self) {
+        self.settle_queued(|op| Error::Closed { what: op.what().to_string() });
+    }
+
+    fn settle_queued(&mut self, error: impl Fn(&Operation) -> Error) {
         for (number, mut op, _) in std::mem::take(&mut self.queue.waiting) {
-            op.fail(Error::Closed { what: op.what().to_string() });
+            op.fail(error(&op));
             self.queue.sent.insert(number, op);
+            self.queue.settled_quietly = true;
         }
+    }
+
+    /// Whether queued requests settled with nothing rung for them since
+    /// the last call (see [`Queue::settled_quietly`]).
+    pub fn take_settled_quietly(&mut self) -> bool {
+        std::mem::take(&mut self.queue.settled_quietly)
+    }
+
+    /// The request behind stand-in `number` once it left the queue,
+    /// without taking it.
+    pub(super) fn peek_sent(&self, number: u64) -> Option<&Operation> {
+        self.queue.sent.get(&number)
     }
 
     /// The request behind stand-in `number`, once it left the queue.

@@ -502,6 +502,10 @@ impl Client {
     /// run in that order. None for one that settled without a reply
     /// waited for.
     pub fn settled_as(&self, op: &Operation) -> Option<u64> {
+        // A stand-in: the request it stands for, once that went out.
+        if let Some(number) = op.queued {
+            return self.peek_sent(number).and_then(|sent| self.settled_as(sent));
+        }
         let ticket = op.ticket.as_ref()?;
         match &self.session {
             Some(session) if ticket.session == self.session_number => session.settled_as(&ticket.key),

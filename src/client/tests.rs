@@ -10,7 +10,7 @@ use super::{Client, Host, Limits, Operation, Request, Shape};
 use crate::codec::{decode, encode, Json};
 use crate::era::{EraChoice, Verdict};
 use crate::error::Error;
-use crate::protocol::{self, id_key};
+use crate::protocol::{self, id_key, IdKey};
 use crate::session::Peer;
 use crate::transport::{Received, Transport};
 
@@ -28,6 +28,10 @@ struct Scripted {
     dies_after: Option<usize>,
     /// The server is gone: receiving fails.
     dead: Rc<std::cell::Cell<bool>>,
+    /// Notices whose delivery is reported later, by the test (as an HTTP
+    /// POST from a thread of its own would be), by their keys; None: each
+    /// is delivered as it is sent.
+    notices: Option<Rc<RefCell<Vec<IdKey>>>>,
 }
 
 impl Scripted {
@@ -70,6 +74,13 @@ impl Transport for Scripted {
         self.deliver(message, true)
     }
 
+    fn send_notice(&mut self, notice: &Json, key: &IdKey, _timeout: Duration) -> crate::error::Result<bool> {
+        self.deliver(notice, true)?;
+        let Some(notices) = &self.notices else { return Ok(true) };
+        notices.borrow_mut().push(key.clone());
+        Ok(false)
+    }
+
     fn queued(&self) -> bool {
         !self.replies.borrow().is_empty()
     }
@@ -103,6 +114,8 @@ struct TestHost {
     authorized: Rc<std::cell::Cell<bool>>,
     /// The login ends without credentials.
     fail_login: bool,
+    /// See [`Scripted::notices`].
+    notices: Option<Rc<RefCell<Vec<IdKey>>>>,
 }
 
 impl Peer for TestHost {
@@ -139,6 +152,7 @@ impl Host for TestHost {
             replies: self.replies.clone(),
             dies_after: self.dies_after.take(),
             dead: self.dead.clone(),
+            notices: self.notices.clone(),
         }))
     }
     fn client_info(&mut self) -> Result<Json, Error> {
@@ -189,6 +203,7 @@ fn host(script: impl FnMut(&Json) -> Vec<String> + 'static) -> TestHost {
         logins: 0,
         authorized: Rc::default(),
         fail_login: false,
+        notices: None,
     }
 }
 
@@ -842,4 +857,105 @@ fn a_blocking_request_gets_the_error_of_the_login_it_waited_for() {
     assert_eq!(blocking.unwrap_err().to_string(), refused().to_string());
     assert_eq!(text_of(settle(&mut c, &mut h, &mut op)), refused().to_string());
     assert_eq!(h.logins, 1);
+}
+
+/// A server that answers `initialize` when the test says.
+fn slow_to_initialize(msg: &Json) -> Vec<String> {
+    if msg.get("method") == Some(&Json::str("initialize")) {
+        vec![]
+    } else {
+        plain(msg)
+    }
+}
+
+fn answer_initialize(h: &TestHost, id: i64) {
+    let init = format!(r#"{{"id":{id},"result":{{"protocolVersion":"2025-06-18","serverInfo":{{"name":"late"}}}}}}"#);
+    h.replies.borrow_mut().push_back(Received::Message(decode(init.as_bytes()).unwrap()));
+}
+
+#[test]
+fn an_async_handshake_holds_its_queue_until_initialized_is_delivered() {
+    let mut h = host(slow_to_initialize);
+    let notices: Rc<RefCell<Vec<IdKey>>> = Rc::default();
+    h.notices = Some(notices.clone());
+    let mut c = client();
+    let mut op = start(&mut c, &mut h, "tools/call x", None);
+    answer_initialize(&h, 1);
+    c.pump(&mut h, Instant::now()).unwrap();
+    // Posted from a thread over HTTP: nothing may overtake it.
+    assert_eq!(sent_methods(&h), ["initialize", "notifications/initialized"]);
+    assert!(!settled(&mut c, &mut h, &mut op));
+    let key = notices.borrow()[0].clone();
+    h.replies.borrow_mut().push_back(Received::Delivered(key));
+    assert_eq!(settle(&mut c, &mut h, &mut op).unwrap().unwrap().get("method"), Some(&Json::str("tools/call")));
+    assert_eq!(sent_methods(&h), ["initialize", "notifications/initialized", "tools/call"]);
+}
+
+#[test]
+fn an_initialized_that_cannot_be_delivered_fails_the_queue_with_the_blocking_error() {
+    let mut h = host(slow_to_initialize);
+    let notices: Rc<RefCell<Vec<IdKey>>> = Rc::default();
+    h.notices = Some(notices.clone());
+    let mut c = client();
+    let mut op = start(&mut c, &mut h, "tools/call x", None);
+    answer_initialize(&h, 1);
+    c.pump(&mut h, Instant::now()).unwrap();
+    let refusal = Error::Transport { code: "400".into(), detail: "HTTP 400: no session".into() };
+    let key = notices.borrow()[0].clone();
+    h.replies.borrow_mut().push_back(Received::Failed(Some(key), refusal.clone()));
+    assert_eq!(text_of(settle(&mut c, &mut h, &mut op)), refusal.to_string());
+    assert_eq!(c.initialize_result().map(|_| ()), Some(()), "initialize itself was answered");
+    assert_eq!(h.server_name, None, "the holder never heard of a session");
+}
+
+#[test]
+fn a_blocking_call_interrupted_while_it_joins_an_async_handshake_leaves_that_handshake_running() {
+    let mut h = host(slow_to_initialize);
+    let mut c = client();
+    let mut op = start(&mut c, &mut h, "tools/call async", None);
+    let blocking = crate::interrupt::watching(Box::new(|| true), || request(&mut c, &mut h, "tools/call", "blocking"));
+    assert_eq!(blocking.unwrap_err().to_string(), "MCP initialize interrupted");
+    // The event loop's request still waits for its session, which comes.
+    assert!(!settled(&mut c, &mut h, &mut op));
+    answer_initialize(&h, 1);
+    assert_eq!(settle(&mut c, &mut h, &mut op).unwrap().unwrap().get("method"), Some(&Json::str("tools/call")));
+    assert_eq!(h.opened, 1);
+}
+
+#[test]
+fn a_session_that_fails_under_a_handshake_step_ends_that_step_at_once() {
+    // The server asks something while it starts, and the answer cannot
+    // be sent: the handshake fails with that, not with its timeout.
+    let mut h = host(|msg| {
+        if msg.get("method") == Some(&Json::str("initialize")) {
+            vec![r#"{"id":"s1","method":"ping"}"#.into()]
+        } else {
+            plain(msg)
+        }
+    });
+    h.dies_after = Some(1);
+    let mut c = Client::new(Duration::from_secs(30), Duration::from_secs(30), Json::Object(vec![]));
+    c.choose_era(EraChoice::Legacy);
+    let began = Instant::now();
+    let failed = request(&mut c, &mut h, "tools/call", "x").unwrap_err().to_string();
+    assert_eq!(failed, "MCP transport failed (1): MCP server exited (scripted)");
+    assert!(began.elapsed() < Duration::from_secs(10), "waited {:?}", began.elapsed());
+}
+
+#[test]
+fn queued_requests_stand_in_the_settle_order_of_what_they_became() {
+    let mut h = host(slow_to_initialize);
+    let mut c = client();
+    let ops: Vec<Operation> = (0..3).map(|i| start(&mut c, &mut h, &format!("call {i}"), None)).collect();
+    *h.script.borrow_mut() = Box::new(holding);
+    answer_initialize(&h, 1);
+    c.pump(&mut h, Instant::now()).unwrap();
+    assert_eq!(ops.iter().map(|op| c.settled_as(op)).collect::<Vec<_>>(), [None, None, None]);
+    // Replies in the order 3, 1, 2 (ids 2 to 4 were the calls').
+    for id in [4, 2, 3] {
+        answer(&h, id, "ok");
+        c.pump(&mut h, Instant::now()).unwrap();
+    }
+    let order: Vec<u64> = ops.iter().map(|op| c.settled_as(op).unwrap()).collect();
+    assert!(order[2] < order[0] && order[0] < order[1], "{order:?}");
 }

@@ -43,6 +43,9 @@ pub enum Event {
     /// An async HTTP request failed before any reply (a refused POST, a
     /// forgotten session): settles the request with this id.
     Failed(IdKey, Error),
+    /// A notification sent from a thread was delivered (see
+    /// `Transport::send_notice`): settles the wait with this key.
+    Delivered(IdKey),
     /// stdio: the server closed stdout or exited.
     Ended,
 }

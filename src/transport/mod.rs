@@ -25,6 +25,9 @@ pub enum Received {
     /// POST refused, a reply over the size limit on its stream); with no
     /// id, for whatever is being waited for (stdio's oversized line).
     Failed(Option<IdKey>, Error),
+    /// The notification sent under this key has been delivered (see
+    /// [`Transport::send_notice`]).
+    Delivered(IdKey),
 }
 
 pub trait Transport {
@@ -56,6 +59,16 @@ pub trait Transport {
             Some(timeout) => self.send_detached(request, timeout),
             None => self.send(request),
         }
+    }
+
+    /// Sends a notification whose delivery a handshake waits for without
+    /// holding Lua (`initialized`: the server must hear it before any
+    /// request). True when it is delivered already (written to a pipe);
+    /// false when a thread posts it and reports through the inbox, with
+    /// [`Received::Delivered`] or [`Received::Failed`] for `key`.
+    fn send_notice(&mut self, notice: &Json, key: &IdKey, timeout: std::time::Duration) -> Result<bool> {
+        let _ = (key, timeout);
+        self.send(notice).map(|()| true)
     }
 
     /// Whether every request gets an answer of some kind (HTTP: a

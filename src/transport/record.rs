@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
 use crate::private_file::owned_by_me;
-use crate::protocol::{classify, Kind};
+use crate::protocol::{classify, IdKey, Kind};
 use crate::transport::doorbell::Doorbell;
 use crate::transport::{Received, Transport};
 
@@ -111,6 +111,11 @@ impl Transport for Recording {
     fn send_detached(&mut self, request: &Json, timeout: Duration) -> Result<()> {
         self.write("send", request);
         self.inner.send_detached(request, timeout)
+    }
+
+    fn send_notice(&mut self, notice: &Json, key: &IdKey, timeout: Duration) -> Result<bool> {
+        self.write("send", notice);
+        self.inner.send_notice(notice, key, timeout)
     }
 
     fn send_request(&mut self, request: &Json, headers: &[(String, String)], detached: Option<Duration>) -> Result<()> {

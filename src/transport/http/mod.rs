@@ -640,6 +640,7 @@ impl Http {
                 Some(Received::Failed(Some(id), Error::MessageTooLarge { limit: self.limit() }))
             }
             Event::Failed(id, e) => Some(Received::Failed(Some(id), e)),
+            Event::Delivered(id) => Some(Received::Delivered(id)),
             Event::TooLarge(None) | Event::Ended => None,
         }
     }
@@ -693,18 +694,27 @@ impl Http {
         self.shared.spawn(move |shared| read_stream(&shared, stream));
     }
 
+    /// Opens the server's own stream (GET); see [`Shared::listen`].
+    fn listen(&mut self) {
+        self.shared.listen();
+    }
+}
+
+impl Shared {
     /// Opens the server's own stream (GET) on a thread of its own; a 405
     /// means the server offers none, which is fine.
     ///
-    /// The Lua thread waits for the GET's answer up to [`LISTEN_WAIT`]:
-    /// long enough that the stream is normally open before our next
-    /// request (a server may rely on that order: the conformance suite's
-    /// sse-retry scenario times a reconnection from the last GET it saw),
-    /// short enough that a server which never answers its GET costs little.
-    fn listen(&mut self) {
+    /// The caller waits for the GET's answer up to [`LISTEN_WAIT`]: long
+    /// enough that the stream is normally open before our next request (a
+    /// server may rely on that order: the conformance suite's sse-retry
+    /// scenario times a reconnection from the last GET it saw), short
+    /// enough that a server which never answers its GET costs little. The
+    /// caller is the Lua thread for a blocking handshake, the thread that
+    /// posts `initialized` for one beside an event loop.
+    fn listen(self: &Arc<Self>) {
         let answered = Arc::new((Mutex::new(false), Condvar::new()));
         let signal = answered.clone();
-        self.shared.spawn(move |shared| {
+        self.spawn(move |shared| {
             let response = shared.get_stream(None);
             *lock(&signal.0) = true;
             signal.1.notify_all();
@@ -717,6 +727,38 @@ impl Http {
         });
         let (done, wake) = &*answered;
         let _ = wake.wait_timeout_while(lock(done), LISTEN_WAIT, |done| !*done);
+    }
+
+    /// Posts a notification whose delivery is waited for (see
+    /// `Transport::send_notice`), then opens the server's stream when the
+    /// handshake just finished, as the Lua thread would have: the server
+    /// hears `initialized` before anything else, and its stream is open
+    /// before our first request.
+    fn deliver_notice(
+        self: &Arc<Self>,
+        body: &[u8],
+        headers: &PostHeaders,
+        key: IdKey,
+        timeout: Duration,
+        listen: bool,
+    ) {
+        let had_session = self.session_id().is_some() && !headers.modern;
+        let delivered = self.post(body, headers, timeout).and_then(|response| match response.status().as_u16() {
+            404 if had_session => Err(Error::SessionExpired),
+            200..=299 => {
+                drain_briefly(response, self.options.max_message_bytes);
+                Ok(())
+            }
+            status => self.failure_body(status, response, None).map(drop),
+        });
+        if listen && delivered.is_ok() {
+            self.listen();
+        }
+        let event = match delivered {
+            Ok(()) => Event::Delivered(key),
+            Err(e) => Event::Failed(key, e),
+        };
+        self.inbox.push(event, 0);
     }
 }
 
@@ -853,6 +895,18 @@ impl Transport for Http {
 
     fn send_detached(&mut self, request: &Json, timeout: Duration) -> Result<()> {
         self.send_detached_with(request, &[], timeout)
+    }
+
+    fn send_notice(&mut self, notice: &Json, key: &IdKey, timeout: Duration) -> Result<bool> {
+        let Some(headers) = self.headers_for(notice, &[]) else { return Ok(true) };
+        self.finish_foreground(true);
+        if self.shared.is_stopped() {
+            return Err(Error::Closed { what: protocol::lua_text(notice.get("method")) });
+        }
+        let (body, key) = (codec::encode(notice), key.clone());
+        let listen = std::mem::take(&mut self.listen_pending);
+        self.shared.spawn(move |shared| shared.deliver_notice(&body, &headers, key, timeout, listen));
+        Ok(false)
     }
 
     fn send_request(&mut self, request: &Json, headers: &[(String, String)], detached: Option<Duration>) -> Result<()> {

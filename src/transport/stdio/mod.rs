@@ -251,6 +251,7 @@ impl Transport for Stdio {
             Some(Event::TooDeep(id)) => Ok(Some(Received::TooDeep(id))),
             Some(Event::TooLarge(_)) => Err(Error::MessageTooLarge { limit: self.max_message_bytes }),
             Some(Event::Failed(id, e)) => Ok(Some(Received::Failed(Some(id), e))),
+            Some(Event::Delivered(id)) => Ok(Some(Received::Delivered(id))),
             Some(Event::Ended) => Err(self.ended()),
             None => Ok(None),
         }
