@@ -105,6 +105,25 @@ describe('async requests made before or during a connect', function()
       methods)
   end)
 
+  it('over HTTP wait until the server has initialized and its stream was asked for, then go out', function()
+    local base, stop = H.fault_server()
+    local client = mcp.new({ url = base .. '/slow-init' })
+    local h = client:call_async('echo', { message = 'after' })
+    -- Returned at once, though each step of this server takes seconds.
+    assert.is_false(h:done())
+    assert.equal('Echo: after', (h:wait(20)))
+    client:close()
+    local seen = {}
+    for _, request in ipairs(H.node_get(base .. '/log')) do
+      local body = request.body ~= '' and require('trace').decode(request.body) or {}
+      -- The era probe goes first unless an earlier run remembered this
+      -- server as legacy.
+      if body.method ~= 'server/discover' then seen[#seen + 1] = request.method .. ' ' .. (body.method or '') end
+    end
+    stop()
+    assert.same({ 'POST initialize', 'POST notifications/initialized', 'GET ', 'POST tools/call', 'DELETE ' }, seen)
+  end)
+
   it('settle with the error a blocking call raises when the server cannot start', function()
     local client = mcp.new({ command = { H.LUA, '-e', 'io.stderr:write("no config\\n") os.exit(2)' } })
     local ok_blocking, blocking = pcall(client.call, client, 'echo', {})

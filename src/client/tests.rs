@@ -758,10 +758,14 @@ fn a_failed_handshake_settles_every_queued_request_with_the_blocking_error() {
     let mut h = host(refuses);
     let mut c = client();
     let mut ops: Vec<Operation> = (0..2).map(|_| start(&mut c, &mut h, "tools/call x", None)).collect();
+    assert!(!c.take_settled_quietly());
     for op in &mut ops {
         assert_eq!(text_of(settle(&mut c, &mut h, op)), blocking);
     }
     assert_eq!(sent_methods(&h), ["initialize"]);
+    // No reply rang for them: the holder rings once itself.
+    assert!(c.take_settled_quietly());
+    assert!(!c.take_settled_quietly());
 }
 
 #[test]
