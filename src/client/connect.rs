@@ -1,5 +1,6 @@
 //! Starting a session, as steps that never wait: the transport opened,
-//! the era probe sent and read (see `era`), `initialize` sent and read.
+//! the era probe sent and read (see `era`), `initialize` sent and read,
+//! `initialized` delivered.
 //! Each step starts one request and returns; the next runs once its
 //! reply (or its timeout) has arrived. A blocking request drives the
 //! steps with waits in between; an async one lets them run from whatever
@@ -417,8 +418,8 @@ impl Client {
         result: Json,
     ) -> Result<bool, Failure<H::Error>> {
         if !conn.detached {
-            conn.session.notify(&protocol::initialized()).map_err(Failure::Core)?;
-            return self.read_notified(host, conn, Ok(Json::Null), result);
+            let sent = conn.session.notify(&protocol::initialized()).map(|()| Json::Null);
+            return self.read_notified(host, conn, sent, result);
         }
         self.probes += 1;
         let key = Json::str(format!("lua-mcp-initialized-{}", self.probes));

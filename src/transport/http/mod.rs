@@ -8,8 +8,9 @@
 //! After the handshake a second connection (GET, the server's own stream)
 //! is opened and read by a thread, so a server can ping us or notify us
 //! between requests; the thread answers server requests itself, as the
-//! stdio reader does. It is opened from that thread too: a server that
-//! accepts the GET and never answers it must not hold the Lua thread.
+//! stdio reader does. It is opened from that thread too, and waited for
+//! one second at most: a server that accepts the GET and never answers it
+//! must not hold anything long (see `Shared::listen`).
 //!
 //! READING ON THE WAITING THREAD
 //!
@@ -115,7 +116,9 @@ const ERROR_EXCERPT: usize = 200;
 const MAX_REDIRECTS: usize = 5;
 /// The session's DELETE when closing: a courtesy, not worth a long wait.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long the Lua thread waits for the server's own stream to open.
+/// How long the server's own stream is waited for once asked for: by the
+/// Lua thread in a blocking handshake, by the thread that posted
+/// `initialized` in one beside an event loop.
 const LISTEN_WAIT: Duration = Duration::from_secs(1);
 /// A cancellation: the same courtesy.
 const NOTICE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -190,12 +193,18 @@ impl Shared {
     }
 
     /// Runs `work` on a thread that close joins.
+    /// Runs `work` on a thread that `close` joins. Once the transport is
+    /// stopped nothing starts: a thread that posted `initialized` opens
+    /// the server's stream, and it must not outlive a close that already
+    /// joined the others (checked under the lock `join_streams` takes).
     fn spawn(self: &Arc<Self>, work: impl FnOnce(Arc<Shared>) + Send + 'static) {
-        let shared = self.clone();
-        let handle = thread::spawn(move || work(shared));
         let mut threads = lock(&self.threads);
+        if self.is_stopped() {
+            return;
+        }
+        let shared = self.clone();
         threads.retain(|t| !t.is_finished());
-        threads.push(handle);
+        threads.push(thread::spawn(move || work(shared)));
     }
 
     /// Headers every request carries: the user's, then the session's. A
@@ -498,9 +507,12 @@ impl Shared {
     /// error, see that the client stopped, and return.
     fn stop_streams(&self) {
         // Set under the lock a pausing thread checks it under, so that
-        // the wake-up below cannot fall between its check and its wait.
+        // the wake-up below cannot fall between its check and its wait,
+        // and under the one `spawn` checks it under.
         let guard = lock(&self.pause_lock);
+        let threads = lock(&self.threads);
         self.stopped.store(true, Ordering::Relaxed);
+        drop(threads);
         drop(guard);
         self.stopping.notify_all();
         self.inbox.close();
