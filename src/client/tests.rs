@@ -796,8 +796,9 @@ fn close_settles_queued_requests_as_closed_and_ends_the_handshake() {
     assert_eq!(h.opened, 2);
 }
 
-#[test]
-fn an_async_request_refused_for_credentials_waits_for_a_login_beside_the_host_and_goes_again() {
+/// A server that refuses tools/call with 401 until the host's login
+/// beside it has ended with credentials.
+fn refusing_calls_until_a_login() -> TestHost {
     let authorized: Rc<std::cell::Cell<bool>> = Rc::default();
     let allowed = authorized.clone();
     let mut h = host(move |msg| {
@@ -807,12 +808,24 @@ fn an_async_request_refused_for_credentials_waits_for_a_login_beside_the_host_an
         plain(msg)
     });
     h.authorized = authorized;
+    h
+}
+
+/// An async call on a ready session, refused for credentials: a login
+/// begins beside the host, and the call waits for it.
+fn refused_async_call(c: &mut Client, h: &mut TestHost, what: &str) -> Operation {
+    c.ensure_session(h).unwrap();
+    let mut op = start(c, h, what, None);
+    c.pump(h, Instant::now()).unwrap();
+    assert!(!settled(c, h, &mut op));
+    op
+}
+
+#[test]
+fn an_async_request_refused_for_credentials_waits_for_a_login_beside_the_host_and_goes_again() {
+    let mut h = refusing_calls_until_a_login();
     let mut c = client();
-    c.ensure_session(&mut h).unwrap();
-    let mut first = start(&mut c, &mut h, "tools/call first", None);
-    c.pump(&mut h, Instant::now()).unwrap();
-    // Refused: the login begins, and the request waits for it.
-    assert!(!settled(&mut c, &mut h, &mut first));
+    let mut first = refused_async_call(&mut c, &mut h, "tools/call first");
     assert_eq!(h.logins, 1);
     // Made while the login runs: it waits too, and no second login begins.
     let mut second = start(&mut c, &mut h, "tools/call second", None);
@@ -826,20 +839,9 @@ fn an_async_request_refused_for_credentials_waits_for_a_login_beside_the_host_an
 
 #[test]
 fn a_blocking_request_waits_for_a_login_under_way_rather_than_starting_another() {
-    let authorized: Rc<std::cell::Cell<bool>> = Rc::default();
-    let allowed = authorized.clone();
-    let mut h = host(move |msg| {
-        if msg.get("method") == Some(&Json::str("tools/call")) && !allowed.get() {
-            return vec!["401".into()];
-        }
-        plain(msg)
-    });
-    h.authorized = authorized;
+    let mut h = refusing_calls_until_a_login();
     let mut c = client();
-    c.ensure_session(&mut h).unwrap();
-    let mut op = start(&mut c, &mut h, "tools/call async", None);
-    c.pump(&mut h, Instant::now()).unwrap();
-    assert!(!settled(&mut c, &mut h, &mut op));
+    let mut op = refused_async_call(&mut c, &mut h, "tools/call async");
     let blocking = c.run(&mut h, Request::new("tools/call", Json::Object(vec![]), Rc::from("tools/call blocking")));
     assert_eq!(blocking.unwrap().get("method"), Some(&Json::str("tools/call")));
     assert_eq!(h.logins, 1);
@@ -851,10 +853,7 @@ fn a_blocking_request_gets_the_error_of_the_login_it_waited_for() {
     let mut h =
         host(|msg| if msg.get("method") == Some(&Json::str("tools/call")) { vec!["401".into()] } else { plain(msg) });
     let mut c = client();
-    c.ensure_session(&mut h).unwrap();
-    let mut op = start(&mut c, &mut h, "tools/call async", None);
-    c.pump(&mut h, Instant::now()).unwrap();
-    assert!(!settled(&mut c, &mut h, &mut op));
+    let mut op = refused_async_call(&mut c, &mut h, "tools/call async");
     // The login beside the host fails (it ends without new credentials).
     h.fail_login = true;
     let blocking = c.run(&mut h, Request::new("tools/call", Json::Object(vec![]), Rc::from("tools/call blocking")));
@@ -877,19 +876,26 @@ fn answer_initialize(h: &TestHost, id: i64) {
     h.replies.borrow_mut().push_back(Received::Message(decode(init.as_bytes()).unwrap()));
 }
 
-#[test]
-fn an_async_handshake_holds_its_queue_until_initialized_is_delivered() {
-    let mut h = host(slow_to_initialize);
+/// An async call whose handshake got its `initialize` answer and posts
+/// `initialized` (as HTTP does, from a thread): the call, and the key the
+/// delivery is to be reported under.
+fn delivering_initialized(c: &mut Client, h: &mut TestHost) -> (Operation, IdKey) {
     let notices: Rc<RefCell<Vec<IdKey>>> = Rc::default();
     h.notices = Some(notices.clone());
-    let mut c = client();
-    let mut op = start(&mut c, &mut h, "tools/call x", None);
-    answer_initialize(&h, 1);
-    c.pump(&mut h, Instant::now()).unwrap();
+    let op = start(c, h, "tools/call x", None);
+    answer_initialize(h, 1);
+    c.pump(h, Instant::now()).unwrap();
+    let key = notices.borrow()[0].clone();
+    (op, key)
+}
+
+#[test]
+fn an_async_handshake_holds_its_queue_until_initialized_is_delivered() {
+    let (mut c, mut h) = (client(), host(slow_to_initialize));
+    let (mut op, key) = delivering_initialized(&mut c, &mut h);
     // Posted from a thread over HTTP: nothing may overtake it.
     assert_eq!(sent_methods(&h), ["initialize", "notifications/initialized"]);
     assert!(!settled(&mut c, &mut h, &mut op));
-    let key = notices.borrow()[0].clone();
     h.replies.borrow_mut().push_back(Received::Delivered(key));
     assert_eq!(settle(&mut c, &mut h, &mut op).unwrap().unwrap().get("method"), Some(&Json::str("tools/call")));
     assert_eq!(sent_methods(&h), ["initialize", "notifications/initialized", "tools/call"]);
@@ -897,15 +903,9 @@ fn an_async_handshake_holds_its_queue_until_initialized_is_delivered() {
 
 #[test]
 fn an_initialized_that_cannot_be_delivered_fails_the_queue_with_the_blocking_error() {
-    let mut h = host(slow_to_initialize);
-    let notices: Rc<RefCell<Vec<IdKey>>> = Rc::default();
-    h.notices = Some(notices.clone());
-    let mut c = client();
-    let mut op = start(&mut c, &mut h, "tools/call x", None);
-    answer_initialize(&h, 1);
-    c.pump(&mut h, Instant::now()).unwrap();
+    let (mut c, mut h) = (client(), host(slow_to_initialize));
+    let (mut op, key) = delivering_initialized(&mut c, &mut h);
     let refusal = Error::Transport { code: "400".into(), detail: "HTTP 400: no session".into() };
-    let key = notices.borrow()[0].clone();
     h.replies.borrow_mut().push_back(Received::Failed(Some(key), refusal.clone()));
     assert_eq!(text_of(settle(&mut c, &mut h, &mut op)), refusal.to_string());
     assert_eq!(c.initialize_result().map(|_| ()), Some(()), "initialize itself was answered");
