@@ -1,8 +1,8 @@
 -- stalls.lua - how long an event loop stands still while MCP work happens
--- beside it: spec/stalls.lua's five cases (a stdio server slow to start,
+-- beside it: spec/stalls.lua's six cases (a stdio server slow to start,
 -- an HTTP server slow at each step of its handshake, a restart after a crash, a
 -- login waiting 2 s for its browser, three servers from a config file
--- with one failing), each the longest gap between ticks of a 1 ms luv
+-- with one failing, a server slow to take a Lua handler's answer), each the longest gap between ticks of a 1 ms luv
 -- timer, in a fresh process each time.
 --
 --   lua5.4 bench/stalls.lua [OLD.so] NEW.so [ROUNDS]     (Debian: lua-luv)

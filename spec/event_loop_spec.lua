@@ -75,6 +75,10 @@ end
     check('login', 'token')
   end)
 
+  it('keeps ticking while a server takes 2 s to take the answer a Lua handler gave to its question', function()
+    check('handler_answer', 'Echo: accept')
+  end)
+
   it('keeps ticking while three servers from a config file connect; the failing one holds none of the others', function()
     -- The quick server is mounted before the slow one answers; the broken
     -- one fails with what a blocking call raises.

@@ -137,7 +137,7 @@ describe_nvim('Neovim', function()
     stop_oauth()
     assert.equal(0, status, out)
     local expected = { stdio_slow_start = 'Echo: hi', http_slow_start = 'Echo: hi', restart = 'Echo: again',
-      login = 'token' }
+      login = 'token', handler_answer = 'Echo: accept' }
     for _, name in ipairs(require('stalls').order) do
       local gap, result = out:match(name .. ' ([%d.]+) ([^\n]*)')
       assert.is_truthy(gap, out)

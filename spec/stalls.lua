@@ -71,7 +71,7 @@ function M.measure(loop, start, seconds)
 end
 
 -- The cases of the event-loop issue, by name, in the order they run.
-M.order = { 'stdio_slow_start', 'http_slow_start', 'restart', 'login', 'config' }
+M.order = { 'stdio_slow_start', 'http_slow_start', 'restart', 'login', 'config', 'handler_answer' }
 
 M.cases = {}
 
@@ -90,6 +90,18 @@ end
 function M.cases.http_slow_start(mcp, env)
   return function(watch, finish)
     local client = mcp.new({ url = env.http_base .. '/slow-init' })
+    watch(client)
+    client:call_async('echo', { message = 'hi' }, { on_done = function(ok, text) finish(ok and text or 'error: ' .. tostring(text)) end })
+  end
+end
+
+-- An HTTP server that asks a question (elicitation/create) on an async
+-- call's stream, and takes 2 s to take the answer a Lua handler gave.
+function M.cases.handler_answer(mcp, env)
+  return function(watch, finish)
+    local client = mcp.new({ url = env.http_base .. '/ask-slow', handlers = {
+      ['elicitation/create'] = function() return { action = 'accept', content = {} } end,
+    } })
     watch(client)
     client:call_async('echo', { message = 'hi' }, { on_done = function(ok, text) finish(ok and text or 'error: ' .. tostring(text)) end })
   end

@@ -40,6 +40,10 @@
 //   /slow-init  a well-behaved server slow at every step of its handshake:
 //               initialize is answered after 2 s, notifications/initialized
 //               after 2 s, and its GET stream's headers come after 1.5 s
+//   /ask-slow   answers tools/call over SSE after asking the client an
+//               elicitation/create on that stream; the reply ("Echo: " and
+//               the answer's action) follows the answer at once, but the
+//               answer's own POST is answered (202) only after 2 s
 //   /sse        answers tools/call over SSE, ending the stream after the reply
 //               (tool "slow": a comment at once, the reply after 3 s)
 //   /sse-linger as /sse, but a log notification follows the reply and the
@@ -72,6 +76,7 @@ let log = [];
 const sessions = new Map(); // id -> { requests, stream }
 let counter = 0;
 const expired = new Set(); // the /expire paths that forgot a session already
+const asking = new Map(); // /ask-slow: elicitation id -> { stream, callId }
 
 const EVIL_ID = "x$(touch /tmp/lua-mcp-pwned)`touch /tmp/lua-mcp-pwned2`;touch${IFS}/tmp/lua-mcp-pwned3";
 
@@ -299,6 +304,14 @@ function handle(path, req, res, body) {
     expired.add(path);
     return json(res, 404, { jsonrpc: '2.0', id: msg.id ?? null, error: { code: -32001, message: 'Session not found' } });
   }
+  if (path === '/ask-slow' && msg.method === undefined && asking.has(msg.id)) {
+    const { stream, callId } = asking.get(msg.id);
+    asking.delete(msg.id);
+    const action = (msg.result && msg.result.action) || 'no action';
+    stream.write(`data: ${JSON.stringify(result(callId, toolResult(`Echo: ${action}`)))}\n\n`);
+    stream.end();
+    return setTimeout(() => { res.writeHead(202); res.end(); }, 2000);
+  }
   if (msg.id === undefined || msg.method === undefined) {
     if (path === '/slow-init' && msg.method === 'notifications/initialized') {
       return setTimeout(() => { res.writeHead(202); res.end(); }, 2000);
@@ -339,6 +352,15 @@ function handle(path, req, res, body) {
     res.writeHead(200, { 'Content-Type': 'text/event-stream' });
     res.write('id: evt-1\nretry: 200\ndata: \n\n');
     res.end();
+    return;
+  }
+  if (path === '/ask-slow') {
+    const askId = `ask-${msg.id}`;
+    asking.set(askId, { stream: res, callId: msg.id });
+    res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+    const ask = { jsonrpc: '2.0', id: askId, method: 'elicitation/create',
+      params: { message: 'Go on?', requestedSchema: { type: 'object', properties: {} } } };
+    res.write(`data: ${JSON.stringify(ask)}\n\n`);
     return;
   }
   if (path === '/sse' || path === '/sse-linger' || path === '/sse-open') {

@@ -73,7 +73,7 @@ use ureq::{Agent, Body};
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
 use crate::interrupt;
-use crate::protocol::{self, id_key, IdKey};
+use crate::protocol::{self, classify, id_key, IdKey, Kind};
 use crate::tool_headers::header_value;
 use crate::transport::doorbell::Doorbell;
 use crate::transport::inbox::{Event, Inbox};
@@ -120,6 +120,9 @@ const DELETE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Lua thread in a blocking handshake, by the thread that posted
 /// `initialized` in one beside an event loop.
 const LISTEN_WAIT: Duration = Duration::from_secs(1);
+/// Server requests read by stream threads whose answers are looked for
+/// (see `Http::read_beside`).
+const READ_BESIDE_KEPT: usize = 64;
 /// A cancellation: the same courtesy.
 const NOTICE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Connecting a stream thread's GET: bounded apart from `opts.timeout`, so
@@ -346,8 +349,15 @@ impl Shared {
     /// Sends our answer to a request the server sent us, on a connection
     /// of its own.
     fn answer(&self, answer: &Json) {
-        // Read to its end, so that the connection goes back to the pool.
-        if let Ok(response) = self.post(&codec::encode(answer), &PostHeaders::default(), self.options.timeout) {
+        self.post_answer(&codec::encode(answer), &PostHeaders::default());
+    }
+
+    /// Posts an answer; whatever comes back is read to its end, so that
+    /// the connection goes back to the pool. A failure is not reported:
+    /// the server's request then runs out on its side, and the request of
+    /// ours it belongs to fails in the server's words.
+    fn post_answer(&self, body: &[u8], headers: &PostHeaders) {
+        if let Ok(response) = self.post(body, headers, self.options.timeout) {
             drain_briefly(response, self.options.max_message_bytes);
         }
     }
@@ -553,6 +563,11 @@ pub struct Http {
     listen_pending: bool,
     /// A fresh agent for the DELETE, configured as the shared one.
     spare_agent: Agent,
+    /// Server requests that a stream thread read (on an async request's
+    /// stream, or the server's own): Lua's answers to them are posted
+    /// from a thread too, since the Lua thread that answered them may be
+    /// an event loop's (see `answer_beside`).
+    read_beside: Vec<IdKey>,
 }
 
 /// What a JSON body held: messages, or one too deep to read.
@@ -611,6 +626,7 @@ impl Http {
             modern: false,
             listen_pending: false,
             spare_agent: agent(0),
+            read_beside: Vec::new(),
         })
     }
 
@@ -788,6 +804,9 @@ impl Http {
     }
 
     fn send_with(&mut self, sent: &Json, own: &[(String, String)]) -> Result<()> {
+        if self.answers_one_read_beside(sent) {
+            return self.answer_beside(sent);
+        }
         let Some(headers) = self.headers_for(sent, own) else { return Ok(()) };
         // Every POST needs a connection: the last reply stream's goes back
         // to the pool first. One still unanswered (a request given up on,
@@ -884,6 +903,43 @@ impl Http {
         Ok(())
     }
 
+    /// Whether `sent` answers a server request a stream thread read (see
+    /// [`Http::read_beside`]); it is then no longer looked for.
+    fn answers_one_read_beside(&mut self, sent: &Json) -> bool {
+        if sent.get("method").is_some() {
+            return false;
+        }
+        let Some(key) = sent.get("id").and_then(id_key) else { return false };
+        let Some(at) = self.read_beside.iter().position(|k| k == &key) else { return false };
+        self.read_beside.swap_remove(at);
+        true
+    }
+
+    /// Posts Lua's answer from a thread of its own: an event loop that
+    /// ran the handler goes on at once, however long the server takes to
+    /// take the answer. The foreground stream is left alone: it belongs to
+    /// whatever the Lua thread waits for, not to this answer.
+    fn answer_beside(&mut self, answer: &Json) -> Result<()> {
+        let Some(headers) = self.headers_for(answer, &[]) else { return Ok(()) };
+        let body = codec::encode(answer);
+        self.shared.spawn(move |shared| shared.post_answer(&body, &headers));
+        Ok(())
+    }
+
+    /// Notes a server request read by a stream thread, so that its answer
+    /// goes out the same way. Bounded: a server that sends requests faster
+    /// than Lua answers them only pushes the oldest back to the Lua thread.
+    fn note_read_beside(&mut self, event: &Event) {
+        let Event::Message(msg) = event else { return };
+        if classify(msg) != Kind::ServerRequest {
+            return;
+        }
+        if self.read_beside.len() >= READ_BESIDE_KEPT {
+            self.read_beside.remove(0);
+        }
+        self.read_beside.extend(msg.get("id").and_then(id_key));
+    }
+
     /// Stops reading the reply stream of the request a cancellation
     /// names, when the Lua thread reads it: dropping it closes its
     /// connection, which is how a modern server hears of it.
@@ -949,7 +1005,10 @@ impl Transport for Http {
             // What the stream threads brought while Lua was elsewhere comes
             // first: it arrived before the body just read on this thread.
             let event = match self.shared.inbox.pop(Instant::now()) {
-                Some(event) => event,
+                Some(event) => {
+                    self.note_read_beside(&event);
+                    event
+                }
                 None => match self.queue.pop_front() {
                     Some(received) => return Ok(Some(received)),
                     None if std::mem::take(&mut self.timed_out) => return Ok(None),
@@ -961,7 +1020,10 @@ impl Transport for Http {
                         }
                     }
                     None => match self.shared.inbox.pop(deadline) {
-                        Some(event) => event,
+                        Some(event) => {
+                            self.note_read_beside(&event);
+                            event
+                        }
                         None => return Ok(None),
                     },
                 },
