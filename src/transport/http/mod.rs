@@ -123,6 +123,10 @@ const LISTEN_WAIT: Duration = Duration::from_secs(1);
 /// Server requests read by stream threads whose answers are looked for
 /// (see `Http::read_beside`).
 const READ_BESIDE_KEPT: usize = 64;
+/// Answers posted from threads at once. A server that asks faster than it
+/// takes the answers gets the rest from the Lua thread, one at a time, as
+/// before: the brake that keeps it from piling up threads and sockets.
+const MAX_ANSWERS_BESIDE: usize = 4;
 /// A cancellation: the same courtesy.
 const NOTICE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Connecting a stream thread's GET: bounded apart from `opts.timeout`, so
@@ -168,6 +172,8 @@ struct Shared {
     posted: Condvar,
     /// Stream threads reading a reply stream past its reply.
     draining: AtomicUsize,
+    /// Lua's answers being posted from threads (see `Http::answer_beside`).
+    answering: AtomicUsize,
     /// Modern async requests whose reply a thread reads (or waits for),
     /// and those of them cancelled meanwhile: the thread lets go of a
     /// cancelled one's stream, which closes it.
@@ -195,7 +201,6 @@ impl Shared {
         let _ = self.stopping.wait_timeout_while(guard, pause, |_| !self.is_stopped());
     }
 
-    /// Runs `work` on a thread that close joins.
     /// Runs `work` on a thread that `close` joins. Once the transport is
     /// stopped nothing starts: a thread that posted `initialized` opens
     /// the server's stream, and it must not outlive a close that already
@@ -354,8 +359,8 @@ impl Shared {
 
     /// Posts an answer; whatever comes back is read to its end, so that
     /// the connection goes back to the pool. A failure is not reported:
-    /// the server's request then runs out on its side, and the request of
-    /// ours it belongs to fails in the server's words.
+    /// the server never has its answer, and the request of ours it
+    /// belongs to ends by the server's own limit or by ours.
     fn post_answer(&self, body: &[u8], headers: &PostHeaders) {
         if let Ok(response) = self.post(body, headers, self.options.timeout) {
             drain_briefly(response, self.options.max_message_bytes);
@@ -614,6 +619,7 @@ impl Http {
             posting: Mutex::new(Vec::new()),
             posted: Condvar::new(),
             draining: AtomicUsize::new(0),
+            answering: AtomicUsize::new(0),
             reading: Mutex::new(Vec::new()),
             abandoned: Mutex::new(Vec::new()),
             resolver,
@@ -805,7 +811,9 @@ impl Http {
 
     fn send_with(&mut self, sent: &Json, own: &[(String, String)]) -> Result<()> {
         if self.answers_one_read_beside(sent) {
-            return self.answer_beside(sent);
+            if let Some(slot) = AnswerSlot::take(&self.shared) {
+                return self.answer_beside(sent, slot);
+            }
         }
         let Some(headers) = self.headers_for(sent, own) else { return Ok(()) };
         // Every POST needs a connection: the last reply stream's goes back
@@ -911,7 +919,7 @@ impl Http {
         }
         let Some(key) = sent.get("id").and_then(id_key) else { return false };
         let Some(at) = self.read_beside.iter().position(|k| k == &key) else { return false };
-        self.read_beside.swap_remove(at);
+        self.read_beside.remove(at);
         true
     }
 
@@ -919,10 +927,13 @@ impl Http {
     /// ran the handler goes on at once, however long the server takes to
     /// take the answer. The foreground stream is left alone: it belongs to
     /// whatever the Lua thread waits for, not to this answer.
-    fn answer_beside(&mut self, answer: &Json) -> Result<()> {
+    fn answer_beside(&mut self, answer: &Json, slot: AnswerSlot) -> Result<()> {
         let Some(headers) = self.headers_for(answer, &[]) else { return Ok(()) };
         let body = codec::encode(answer);
-        self.shared.spawn(move |shared| shared.post_answer(&body, &headers));
+        self.shared.spawn(move |shared| {
+            shared.post_answer(&body, &headers);
+            drop(slot);
+        });
         Ok(())
     }
 
@@ -1190,4 +1201,26 @@ fn trim(s: &[u8]) -> &[u8] {
 /// Seconds as a user wrote them: "60", "0.5".
 fn seconds(d: Duration) -> String {
     codec::format_float(d.as_secs_f64())
+}
+
+/// One of the [`MAX_ANSWERS_BESIDE`] places for an answer posted from a
+/// thread; given back when dropped, posted or not (a closed transport
+/// starts no thread).
+struct AnswerSlot(Arc<Shared>);
+
+impl AnswerSlot {
+    fn take(shared: &Arc<Shared>) -> Option<AnswerSlot> {
+        let taken = shared.answering.fetch_add(1, Ordering::Relaxed);
+        if taken >= MAX_ANSWERS_BESIDE {
+            shared.answering.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(AnswerSlot(shared.clone()))
+    }
+}
+
+impl Drop for AnswerSlot {
+    fn drop(&mut self) {
+        self.0.answering.fetch_sub(1, Ordering::Relaxed);
+    }
 }
