@@ -224,3 +224,22 @@ describe('a login beside the loop', function()
     assert.is_true(h:done())
   end)
 end)
+
+describe('a Lua handler answering a server beside the loop', function()
+  it('gets every answer to the server over HTTP when it asks faster than it takes the answers', function()
+    -- Six questions at once: four answers go out from threads, the rest
+    -- from the Lua thread once no thread is free.
+    local base, stop = H.fault_server()
+    local asked = 0
+    local client = mcp.new({ url = base .. '/ask-slow', handlers = {
+      ['elicitation/create'] = function() asked = asked + 1 return { action = 'accept', content = {} } end,
+    } })
+    local h = client:call_async('ask6', {})
+    local ok, text = pcall(h.wait, h, 20)
+    client:close()
+    stop()
+    assert.is_true(ok, text)
+    assert.equal('Echo: 6 answers', text)
+    assert.equal(6, asked)
+  end)
+end)

@@ -43,7 +43,9 @@
 //   /ask-slow   answers tools/call over SSE after asking the client an
 //               elicitation/create on that stream; the reply ("Echo: " and
 //               the answer's action) follows the answer at once, but the
-//               answer's own POST is answered (202) only after 2 s
+//               answer's own POST is answered (202) only after 2 s. Tool
+//               "ask6" asks six at once, answers each POST after 300 ms,
+//               and replies "Echo: 6 answers" once all six came
 //   /sse        answers tools/call over SSE, ending the stream after the reply
 //               (tool "slow": a comment at once, the reply after 3 s)
 //   /sse-linger as /sse, but a log notification follows the reply and the
@@ -305,9 +307,18 @@ function handle(path, req, res, body) {
     return json(res, 404, { jsonrpc: '2.0', id: msg.id ?? null, error: { code: -32001, message: 'Session not found' } });
   }
   if (path === '/ask-slow' && msg.method === undefined && asking.has(msg.id)) {
-    const { stream, callId } = asking.get(msg.id);
+    const pending = asking.get(msg.id);
     asking.delete(msg.id);
     const action = (msg.result && msg.result.action) || 'no action';
+    const { stream, callId, group } = pending;
+    if (group) {
+      group.answered++;
+      if (group.answered === group.asked) {
+        stream.write(`data: ${JSON.stringify(result(callId, toolResult(`Echo: ${group.answered} answers`)))}\n\n`);
+        stream.end();
+      }
+      return setTimeout(() => { res.writeHead(202); res.end(); }, 300);
+    }
     stream.write(`data: ${JSON.stringify(result(callId, toolResult(`Echo: ${action}`)))}\n\n`);
     stream.end();
     return setTimeout(() => { res.writeHead(202); res.end(); }, 2000);
@@ -355,12 +366,16 @@ function handle(path, req, res, body) {
     return;
   }
   if (path === '/ask-slow') {
-    const askId = `ask-${msg.id}`;
-    asking.set(askId, { stream: res, callId: msg.id });
+    const count = name === 'ask6' ? 6 : 1;
+    const group = count > 1 ? { asked: count, answered: 0 } : null;
     res.writeHead(200, { 'Content-Type': 'text/event-stream' });
-    const ask = { jsonrpc: '2.0', id: askId, method: 'elicitation/create',
-      params: { message: 'Go on?', requestedSchema: { type: 'object', properties: {} } } };
-    res.write(`data: ${JSON.stringify(ask)}\n\n`);
+    for (let i = 1; i <= count; i++) {
+      const askId = `ask-${msg.id}-${i}`;
+      asking.set(askId, { stream: res, callId: msg.id, group });
+      const ask = { jsonrpc: '2.0', id: askId, method: 'elicitation/create',
+        params: { message: 'Go on?', requestedSchema: { type: 'object', properties: {} } } };
+      res.write(`data: ${JSON.stringify(ask)}\n\n`);
+    }
     return;
   }
   if (path === '/sse' || path === '/sse-linger' || path === '/sse-open') {
