@@ -217,24 +217,14 @@ impl Session {
     /// request in flight, settled (with null) once the transport has
     /// delivered it: a handshake that must not hold Lua waits for it as
     /// for a reply (see [`Transport::send_notice`]).
-    pub(crate) fn start_notice(&mut self, key: &Json, notice: &Json, mut limit: Limit) -> Result<()> {
-        let Some(id) = id_key(key) else { return Err(Error::NoResponse { what: limit.what.to_string() }) };
+    pub(crate) fn start_notice(&mut self, key: &str, notice: &Json, mut limit: Limit) {
         let timeout = limit.timeout;
         // The transport's own time limit says better what ran out: the
         // entry's comes after it, and after the server's stream had its
         // chance to open.
         limit.deadline += NOTICE_GRACE;
-        self.started += 1;
-        let entry = InFlight {
-            id: key.clone(),
-            order: self.started,
-            abandon: Abandon::Nothing,
-            arrived: None,
-            limit,
-            unreadable_before: self.unreadable,
-            settled_as: 0,
-        };
-        self.in_flight.insert(id.clone(), entry);
+        let id = IdKey::Str(key.as_bytes().to_vec());
+        self.register(&Json::str(key), id.clone(), Abandon::Nothing, limit);
         let notice = self.stamped(notice);
         match self.transport.send_notice(&notice, &id, timeout) {
             Ok(false) => {}
@@ -244,7 +234,22 @@ impl Session {
                 self.settle(&id, Arrival::Failed(e));
             }
         }
-        Ok(())
+    }
+
+    /// Enters a request in the table of those in flight, in the order
+    /// requests were started.
+    fn register(&mut self, id: &Json, key: IdKey, abandon: Abandon, limit: Limit) {
+        self.started += 1;
+        let entry = InFlight {
+            id: id.clone(),
+            order: self.started,
+            abandon,
+            arrived: None,
+            limit,
+            unreadable_before: self.unreadable,
+            settled_as: 0,
+        };
+        self.in_flight.insert(key, entry);
     }
 
     /// `message` with the modern envelope, when the server speaks so.
@@ -307,7 +312,6 @@ impl Session {
         };
         // Registered before it is sent: a detached HTTP POST may report
         // its failure before `send_detached` returns.
-        self.started += 1;
         let detached = limit.detached.then(|| limit.transport_wait());
         let abandon = match (is_initialize(message), limit.quiet) {
             (true, _) => Abandon::EndSession,
@@ -315,16 +319,7 @@ impl Session {
             (false, false) => Abandon::Cancel,
         };
         let headers = std::mem::take(&mut limit.headers);
-        let entry = InFlight {
-            id: id.clone(),
-            order: self.started,
-            abandon,
-            arrived: None,
-            limit,
-            unreadable_before: self.unreadable,
-            settled_as: 0,
-        };
-        self.in_flight.insert(key.clone(), entry);
+        self.register(id, key.clone(), abandon, limit);
         let sent = self.transport.send_request(message, &headers, detached);
         let Err(e) = sent else { return Ok(()) };
         let entry = self.in_flight.remove(&key);

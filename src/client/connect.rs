@@ -421,13 +421,12 @@ impl Client {
             let sent = conn.session.notify(&protocol::initialized()).map(|()| Json::Null);
             return self.read_notified(host, conn, sent, result);
         }
-        self.probes += 1;
-        let key = Json::str(format!("lua-mcp-initialized-{}", self.probes));
+        // Its own key, never sent: one per session, which is new for each
+        // handshake.
+        let key = "lua-mcp-initialized";
         let limit = Limit::new(self.timeout, None, Rc::from("notifications/initialized"));
-        conn.step = Step::Notifying { key: key.clone(), result: Box::new(result) };
-        if let Err(e) = conn.session.start_notice(&key, &protocol::initialized(), limit) {
-            conn.unsent = Some(Err(e));
-        }
+        conn.step = Step::Notifying { key: Json::str(key), result: Box::new(result) };
+        conn.session.start_notice(key, &protocol::initialized(), limit);
         Ok(false)
     }
 

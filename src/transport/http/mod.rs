@@ -171,9 +171,9 @@ struct Shared {
     posting: Mutex<Vec<IdKey>>,
     posted: Condvar,
     /// Stream threads reading a reply stream past its reply.
-    draining: AtomicUsize,
+    draining: Arc<AtomicUsize>,
     /// Lua's answers being posted from threads (see `Http::answer_beside`).
-    answering: AtomicUsize,
+    answering: Arc<AtomicUsize>,
     /// Modern async requests whose reply a thread reads (or waits for),
     /// and those of them cancelled meanwhile: the thread lets go of a
     /// cancelled one's stream, which closes it.
@@ -618,8 +618,8 @@ impl Http {
             threads: Mutex::new(Vec::new()),
             posting: Mutex::new(Vec::new()),
             posted: Condvar::new(),
-            draining: AtomicUsize::new(0),
-            answering: AtomicUsize::new(0),
+            draining: Arc::default(),
+            answering: Arc::default(),
             reading: Mutex::new(Vec::new()),
             abandoned: Mutex::new(Vec::new()),
             resolver,
@@ -811,7 +811,7 @@ impl Http {
 
     fn send_with(&mut self, sent: &Json, own: &[(String, String)]) -> Result<()> {
         if self.answers_one_read_beside(sent) {
-            if let Some(slot) = AnswerSlot::take(&self.shared) {
+            if let Some(slot) = Slot::take(&self.shared.answering, MAX_ANSWERS_BESIDE) {
                 return self.answer_beside(sent, slot);
             }
         }
@@ -927,7 +927,7 @@ impl Http {
     /// ran the handler goes on at once, however long the server takes to
     /// take the answer. The foreground stream is left alone: it belongs to
     /// whatever the Lua thread waits for, not to this answer.
-    fn answer_beside(&mut self, answer: &Json, slot: AnswerSlot) -> Result<()> {
+    fn answer_beside(&mut self, answer: &Json, slot: Slot) -> Result<()> {
         let Some(headers) = self.headers_for(answer, &[]) else { return Ok(()) };
         let body = codec::encode(answer);
         self.shared.spawn(move |shared| {
@@ -1203,24 +1203,23 @@ fn seconds(d: Duration) -> String {
     codec::format_float(d.as_secs_f64())
 }
 
-/// One of the [`MAX_ANSWERS_BESIDE`] places for an answer posted from a
-/// thread; given back when dropped, posted or not (a closed transport
-/// starts no thread).
-struct AnswerSlot(Arc<Shared>);
+/// One of a bounded number of places for work on threads (streams read
+/// past their reply, answers posted beside Lua), given back when dropped,
+/// whether the work ran or not (a closed transport starts no thread).
+pub(super) struct Slot(Arc<AtomicUsize>);
 
-impl AnswerSlot {
-    fn take(shared: &Arc<Shared>) -> Option<AnswerSlot> {
-        let taken = shared.answering.fetch_add(1, Ordering::Relaxed);
-        if taken >= MAX_ANSWERS_BESIDE {
-            shared.answering.fetch_sub(1, Ordering::Relaxed);
+impl Slot {
+    pub(super) fn take(taken: &Arc<AtomicUsize>, most: usize) -> Option<Slot> {
+        if taken.fetch_add(1, Ordering::Relaxed) >= most {
+            taken.fetch_sub(1, Ordering::Relaxed);
             return None;
         }
-        Some(AnswerSlot(shared.clone()))
+        Some(Slot(taken.clone()))
     }
 }
 
-impl Drop for AnswerSlot {
+impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.answering.fetch_sub(1, Ordering::Relaxed);
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }

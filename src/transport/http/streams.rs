@@ -3,7 +3,6 @@
 //! before its reply, and read past the reply (to give its connection back
 //! to the pool) on a thread of its own.
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ureq::http::Response;
@@ -16,7 +15,7 @@ use crate::transport::inbox::{sort, Event, Sorted};
 use crate::wire::{never_pausing, pausing_at};
 
 use super::sse::{SseReader, StreamError};
-use super::{is_event_stream, trim, PostHeaders, Shared};
+use super::{is_event_stream, trim, PostHeaders, Shared, Slot};
 
 /// Reconnecting to a stream that closed before our reply: how often, and
 /// how long to wait when the server gave no `retry:`.
@@ -202,30 +201,10 @@ pub(super) fn read_stream(shared: &Shared, mut stream: ReplyStream) {
             Step::Paused | Step::Interrupted | Step::Ended => return,
         }
     }
-    let Some(_slot) = DrainSlot::take(shared) else { return };
+    let Some(_slot) = Slot::take(&shared.draining, MAX_DRAINING) else { return };
     pausing_at(Instant::now() + DRAIN_LIMIT, || {
         while let Step::Deliver(event, size) = stream.next(shared, false) {
             shared.inbox.push(event, size);
         }
     });
-}
-
-/// One of the [`MAX_DRAINING`] places for a stream read past its reply.
-struct DrainSlot<'a>(&'a Shared);
-
-impl<'a> DrainSlot<'a> {
-    fn take(shared: &'a Shared) -> Option<DrainSlot<'a>> {
-        let taken = shared.draining.fetch_add(1, Ordering::Relaxed);
-        if taken >= MAX_DRAINING {
-            shared.draining.fetch_sub(1, Ordering::Relaxed);
-            return None;
-        }
-        Some(DrainSlot(shared))
-    }
-}
-
-impl Drop for DrainSlot<'_> {
-    fn drop(&mut self) {
-        self.0.draining.fetch_sub(1, Ordering::Relaxed);
-    }
 }
