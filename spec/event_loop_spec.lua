@@ -165,6 +165,26 @@ describe('async requests made before or during a connect', function()
     assert.is_truthy(registry:get('f_echo'))
     client:close()
   end)
+
+  it('mount_all_async raises what on_server raised to the caller, after mounting every server and running on_done', function()
+    local clients = { a = mcp.new({ command = H.faulty('plain') }), b = mcp.new({ command = H.faulty('plain') }) }
+    local registry = S.registry()
+    local mounted
+    local handles = mcp.mount_all_async(registry, clients, {
+      on_server = function(name) if name == 'a' then error('on_server stopped at a', 0) end end,
+      on_done = function(names) mounted = #names end,
+    })
+    local raised = {}
+    for _, name in ipairs({ 'a', 'b' }) do
+      local ok, err = pcall(handles[name].wait, handles[name], 10)
+      if not ok then raised[#raised + 1] = err end
+    end
+    for _, client in pairs(clients) do client:close() end
+    assert.same({ 'on_server stopped at a' }, raised)
+    assert.equal(2 * #clients.a.tools, mounted)
+    assert.is_truthy(registry:get('a_echo'))
+    assert.is_truthy(registry:get('b_echo'))
+  end)
 end)
 
 describe('a login beside the loop', function()

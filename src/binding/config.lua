@@ -372,13 +372,17 @@ function mcp.mount_all_async(registry, clients, opts)
   local mounted, failed, handles = {}, {}, {}
   local names = sorted_names(clients)
   local pending = #names
-  -- Each server on its own: one that raises (its callback, its start)
-  -- neither stops the others nor keeps on_done from running.
+  -- Each server on its own: one that fails to start stops none of the
+  -- others. An error of on_server's (Ctrl-C's included) is the caller's,
+  -- raised once on_done has had its turn.
   local function settled(name, got, err)
     pending = pending - 1
-    if opts.on_server then pcall(opts.on_server, name, got, err) end
+    local ok, raised = true, nil
+    if opts.on_server then ok, raised = pcall(opts.on_server, name, got, err) end
     if pending == 0 and opts.on_done then opts.on_done(mounted, failed) end
+    if not ok then error(raised, 0) end
   end
+  local raised_at_start
   if pending == 0 and opts.on_done then opts.on_done(mounted, failed) end
   for _, name in ipairs(names) do
     local client = clients[name]
@@ -396,8 +400,11 @@ function mcp.mount_all_async(registry, clients, opts)
       handles[name] = handle
     else
       failed[name] = tostring(handle)
-      settled(name, nil, handle)
+      -- Raised after the other servers have started.
+      local ok_settled, raised = pcall(settled, name, nil, handle)
+      if not ok_settled and raised_at_start == nil then raised_at_start = raised end
     end
   end
+  if raised_at_start ~= nil then error(raised_at_start, 0) end
   return handles
 end
