@@ -188,6 +188,54 @@ describe('callbacks and dispatch', function()
     client:close()
   end)
 
+  it('mcp.wait_all runs on_done in the order the requests settled, not the order it took their outcomes in', function()
+    local client = sleepy()
+    client:discover()
+    local ran, handles = {}, {}
+    -- listed 1..5, settling in the order 5, 4, 3, 2, 1
+    for i = 1, 5 do
+      handles[i] = client:call_async('sleep', { ms = 600 - 100 * i, label = 'call ' .. i }, {
+        on_done = function(_, text) ran[#ran + 1] = text end,
+      })
+    end
+    os.execute('sleep 0.8')
+    assert.is_true(mcp.wait_all(handles, 10))
+    assert.same({ 'call 5', 'call 4', 'call 3', 'call 2', 'call 1' }, ran)
+    client:close()
+  end)
+
+  it('mcp.wait_all keeps the order of forty calls answered in order, as dispatch does', function()
+    local client = mcp.new({ command = H.COUNTER })
+    client:discover()
+    local ran, handles = {}, {}
+    for i = 1, 40 do
+      handles[i] = client:call_async('increment', { by = 1 }, { on_done = function(_, text) ran[#ran + 1] = tonumber(text) end })
+    end
+    assert.is_true(mcp.wait_all(handles, 10))
+    local expected = {}
+    for i = 1, 40 do expected[i] = i end
+    assert.same(expected, ran)
+    client:close()
+  end)
+
+  it('8,000 requests queued before a slow server is up are made in linear time and their callbacks run in order', function()
+    local client = mcp.new({ command = 'sleep 0.5; exec ' .. H.COUNTER, timeout = 60 })
+    local ran, handles = {}, {}
+    local t0 = mcp.clock()
+    for i = 1, 8000 do
+      handles[i] = client:call_async('increment', { by = 1 }, { on_done = function(_, text) ran[#ran + 1] = tonumber(text) end })
+    end
+    -- 13.5 s when each new request looked at every pending one; 0.05 s now
+    local made = mcp.clock() - t0
+    assert.is_true(made < 4, 'made in ' .. made .. ' s')
+    assert.is_true(mcp.wait_all(handles, 60))
+    assert.equal(8000, #ran)
+    for i = 1, 8000 do
+      if ran[i] ~= i then error('callback ' .. i .. ' ran for the reply ' .. tostring(ran[i])) end
+    end
+    client:close()
+  end)
+
   it('on_done gets false and the error when the request fails, and may call the client again', function()
     local client = sleepy()
     local got, chained

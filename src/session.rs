@@ -70,10 +70,22 @@ struct InFlight {
 /// Requests settled so far, in every session of the process.
 static SETTLED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
+/// The next place in the order requests settle: taken by every request
+/// that settles, in a session or in the queue before one.
+pub(crate) fn next_settled() -> u64 {
+    SETTLED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// How many requests have settled so far, in the whole process: a holder
+/// that saw the same count before has nothing new to look for.
+pub(crate) fn settled_count() -> u64 {
+    SETTLED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 impl InFlight {
     fn arrive(&mut self, arrival: Arrival) {
         self.arrived = Some(arrival);
-        self.settled_as = SETTLED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.settled_as = next_settled();
     }
 }
 

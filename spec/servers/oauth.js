@@ -25,19 +25,29 @@
 //               [::ffff:127.0.0.1], a plain-HTTP host that is not loopback
 //               as written), stall_token=1|2 (the token endpoint stalls
 //               after its headers, or before them), control_token=access|
-//               refresh (that token carries CR LF)
+//               refresh (that token carries CR LF), token_barrier=N (the
+//               token endpoint holds each request until N have arrived,
+//               then answers them all; the barrier is then spent, and
+//               later requests are answered at once; one held 20 s
+//               without the barrier filling gets a 503)
 //   /mcp/N      another resource (its own metadata, resource BASE/mcp/N),
 //               for logins to several resources sharing one store
 //
 // A client "pre" with the secret "pre-secret" is registered from the start.
 //   /stats      {"authorize", "register", "token": {GRANT: N}, "refused",
 //               "second": {PATH: N}, "second_refresh", "metadata": {PATH: N}}
+//   /arrivals   every request as it arrived, in order: [{"t": ms since the
+//               server started, "method", "path", "who": the resource's
+//               number (/mcp/N) or client id where the request tells,
+//               "port": the client's port, "registered": the client id
+//               /register gave}], and the token endpoint's
+//               answers: {"t", "path": "/token answered", "status", "who"}
 const http = require('http');
 const crypto = require('crypto');
 
 const port = Number(process.argv[2] || 0);
 const base = `http://127.0.0.1:${port}`;
-const config = { expires_in: 3600, reject_refreshed: false, refuse_refresh: false, no_pkce: false, iss: 'right' };
+const config = { expires_in: 3600, reject_refreshed: false, refuse_refresh: false, no_pkce: false, iss: 'right', token_barrier: 0 };
 const stats = { authorize: 0, register: 0, token: {}, refused: 0, second: {}, second_refresh: 0, metadata: {} };
 const remote = `http://[::ffff:127.0.0.1]:${port}`;
 const clients = new Map([['pre', 'pre-secret']]); // id -> secret
@@ -45,6 +55,23 @@ const codes = new Map(); // code -> { challenge, redirect_uri, client_id, scope 
 const access = new Map(); // token -> { refreshed, expires, revoked }
 const refresh = new Map(); // token -> client_id
 let counter = 0;
+const started = process.hrtime.bigint();
+const arrivals = [];
+const held = []; // token requests waiting at the barrier
+const BARRIER_WAIT = 20000;
+
+function since() { return Number(process.hrtime.bigint() - started) / 1e6; }
+
+// Who a request is from, where it says: the resource's number (/mcp/N in
+// its path, or in its resource parameter) or its client id.
+function who(req, url, body) {
+  const number = (s) => { const m = /\/mcp\/(\d+)/.exec(s || ''); return m ? m[1] : undefined; };
+  const form = req.method === 'POST' && !url.pathname.match(/mcp/) ? new URLSearchParams(body) : null;
+  const basic = (req.headers.authorization || '').startsWith('Basic ')
+    ? Buffer.from(req.headers.authorization.slice(6), 'base64').toString().split(':')[0] : undefined;
+  return number(url.pathname) || number(url.searchParams.get('resource')) || number(form && form.get('resource'))
+    || basic || url.searchParams.get('client_id') || undefined;
+}
 
 function json(res, status, body, headers = {}) {
   res.writeHead(status, { 'Content-Type': 'application/json', ...headers });
@@ -125,11 +152,42 @@ function token(req, res, body, second) {
   json(res, 400, { error: 'unsupported_grant_type' });
 }
 
+// The token endpoint behind the barrier: held until config.token_barrier
+// requests have arrived (the event loop runs on meanwhile), then all
+// answered; a request held BARRIER_WAIT without that gets a 503.
+function barrier(req, res, body, second) {
+  const entry = { req, res, body, second };
+  entry.timer = setTimeout(() => {
+    held.splice(held.indexOf(entry), 1);
+    json(res, 503, { error: 'temporarily_unavailable', error_description: `the token barrier of ${config.token_barrier} never filled` });
+  }, BARRIER_WAIT);
+  held.push(entry);
+  if (held.length < config.token_barrier) return;
+  config.token_barrier = 0;
+  for (const e of held.splice(0)) {
+    clearTimeout(e.timer);
+    token(e.req, e.res, e.body, e.second);
+  }
+}
+
 const server = http.createServer((req, res) => {
+  const t = since();
   let body = '';
   req.on('data', (c) => { body += c; });
   req.on('end', () => {
     const url = new URL(req.url, base);
+    if (url.pathname !== '/arrivals' && url.pathname !== '/stats' && url.pathname !== '/control') {
+      const arrival = { t, method: req.method, path: url.pathname, who: who(req, url, body), port: req.socket.remotePort };
+      arrivals.push(arrival);
+      req.arrival = arrival;
+      if (url.pathname.endsWith('/token')) {
+        const end = res.end.bind(res);
+        res.end = (...a) => {
+          arrivals.push({ t: since(), path: `${url.pathname} answered`, status: res.statusCode, who: arrival.who, port: arrival.port });
+          return end(...a);
+        };
+      }
+    }
     let path = url.pathname;
     const second = path.startsWith('/second/');
     if (second) {
@@ -165,6 +223,7 @@ const server = http.createServer((req, res) => {
       const id = `client-${++counter}`;
       const secret = `secret-${counter}`;
       clients.set(id, secret);
+      if (req.arrival) req.arrival.registered = id;
       const asked = JSON.parse(body);
       return json(res, 201, { client_id: id, client_secret: secret, token_endpoint_auth_method: 'client_secret_basic', redirect_uris: asked.redirect_uris });
     }
@@ -182,18 +241,22 @@ const server = http.createServer((req, res) => {
       res.writeHead(302, { Location: back.toString() });
       return res.end();
     }
-    if (path === '/token' && req.method === 'POST') return token(req, res, body, second);
+    if (path === '/token' && req.method === 'POST') {
+      if (config.token_barrier > 0) return barrier(req, res, body, second);
+      return token(req, res, body, second);
+    }
     if (/^\/mcp(\/\d+)?$/.test(path) && req.method === 'POST') return mcp(req, res, body, path);
     if (path === '/control') {
       for (const [k, v] of url.searchParams) {
         if (k === 'revoke') for (const t of access.values()) t.revoked = true;
-        else if (k === 'expires_in') config.expires_in = Number(v);
+        else if (k === 'expires_in' || k === 'token_barrier') config[k] = Number(v);
         else if (['iss', 'stall_token', 'control_token'].includes(k)) config[k] = v;
         else config[k] = v === '1';
       }
       return json(res, 200, config);
     }
     if (path === '/stats') return json(res, 200, stats);
+    if (path === '/arrivals') return json(res, 200, arrivals);
     res.writeHead(405);
     res.end();
   });

@@ -35,6 +35,9 @@ const AUTH_AUTHORIZE: i64 = 11;
 const AUTH_STORE: i64 = 12;
 /// `opts.json_types` (see `decode`).
 const JSON_TYPES: i64 = 13;
+/// The process's count of settled requests when the pending `on_done`
+/// callbacks were last looked at in full (see `handles::run_on_done`).
+const SETTLED_COUNT_SEEN: i64 = 14;
 
 /// A client's entry: its native state and its Lua callbacks.
 pub(super) struct Entry(Table);
@@ -129,6 +132,24 @@ impl Entry {
             self.0.raw_set(DISPATCHING, true)?;
         } else {
             self.0.raw_set(DISPATCHING, Value::Nil)?;
+        }
+        Ok(())
+    }
+
+    /// See [`SETTLED_COUNT_SEEN`]; None when the next call must look.
+    pub(super) fn settled_count_seen(&self) -> Outcome<Option<u64>> {
+        Ok(match self.0.raw_get::<Value>(SETTLED_COUNT_SEEN)? {
+            Value::Integer(n) => Some(n as u64),
+            // Lua 5.1 and LuaJIT keep every number as a float.
+            Value::Number(n) => Some(n as u64),
+            _ => None,
+        })
+    }
+
+    pub(super) fn set_settled_count_seen(&self, count: Option<u64>) -> Outcome<()> {
+        match count {
+            Some(n) => self.0.raw_set(SETTLED_COUNT_SEEN, n as i64)?,
+            None => self.0.raw_set(SETTLED_COUNT_SEEN, Value::Nil)?,
         }
         Ok(())
     }

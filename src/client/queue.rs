@@ -63,7 +63,7 @@ impl Client {
                 Next::Send => self.send(host, &mut op),
             };
             if let Err(raised) = sent {
-                op.fail(host.settle_error(&raised));
+                op.fail_in_queue(host.settle_error(&raised));
                 self.queue.settled_quietly = true;
             }
             self.queue.sent.insert(number, op);
@@ -91,7 +91,8 @@ impl Client {
 
     fn settle_queued(&mut self, error: impl Fn(&Operation) -> Error) {
         for (number, mut op, _) in std::mem::take(&mut self.queue.waiting) {
-            op.fail(error(&op));
+            let error = error(&op);
+            op.fail_in_queue(error);
             self.queue.sent.insert(number, op);
             self.queue.settled_quietly = true;
         }

@@ -275,6 +275,9 @@ pub struct Operation {
     /// A stand-in for the request queued under this number until its
     /// session is ready (see `queue`).
     queued: Option<u64>,
+    /// Where it stands in the order requests settled, when it settled in
+    /// the queue, with no session to count it.
+    settled_in_queue: Option<u64>,
     outcome: Option<Result<Json, Error>>,
 }
 
@@ -304,6 +307,7 @@ impl Operation {
             reissued: 0,
             resend_at: None,
             queued: None,
+            settled_in_queue: None,
             outcome: None,
         }
     }
@@ -349,6 +353,15 @@ impl Operation {
     pub fn fail(&mut self, error: Error) {
         if self.outcome.is_none() {
             self.outcome = Some(Err(error));
+        }
+    }
+
+    /// Settles it with `error` in the queue, taking its place in the
+    /// order requests settle (see [`Client::settled_as`]).
+    pub(super) fn fail_in_queue(&mut self, error: Error) {
+        if self.outcome.is_none() {
+            self.outcome = Some(Err(error));
+            self.settled_in_queue = Some(crate::session::next_settled());
         }
     }
 
@@ -505,6 +518,9 @@ impl Client {
         // A stand-in: the request it stands for, once that went out.
         if let Some(number) = op.queued {
             return self.peek_sent(number).and_then(|sent| self.settled_as(sent));
+        }
+        if op.settled_in_queue.is_some() {
+            return op.settled_in_queue;
         }
         let ticket = op.ticket.as_ref()?;
         match &self.session {
