@@ -105,6 +105,32 @@ describe("a server's death is noticed however it dies", function()
   end)
 end)
 
+describe('errors quote a server within bounds, and inertly', function()
+  it('a -32022 naming 100,000 versions names sixteen of them and counts the rest', function()
+    local client = mcp.new({ command = H.faulty('plain'), timeout = 30 })
+    local ok, err = pcall(client.call, client, 'versions', { count = 100000 })
+    assert.is_false(ok)
+    local named = {}
+    for i = 1, 16 do named[i] = '2099-01-' .. i end
+    assert.equal('MCP tools/call versions failed: Unsupported protocol version (code -32022); the server supports '
+      .. 'protocol versions ' .. table.concat(named, ', ') .. ' and 99984 more', err)
+    -- and the client goes on
+    assert.equal('Echo: after', (client:call('echo', { message = 'after' })))
+    client:close()
+  end)
+
+  it("a dead server's terminal escapes reach the error as replacement characters", function()
+    local client = mcp.new({ command = H.faulty('plain'), timeout = 30 })
+    local ok, err = pcall(client.call, client, 'escapes_exit')
+    assert.is_false(ok)
+    local R = '\239\191\189'
+    assert.is_truthy(err:find('starting' .. R .. '[31m red' .. R .. '[0m\n' .. R .. '[2J' .. R .. '[H' .. R
+      .. ']0;owned' .. R .. ' ' .. R .. '31m done', 1, true), err)
+    assert.is_nil(err:find('[\0-\8\11-\31\127]'), err)
+    client:close()
+  end)
+end)
+
 describe('closing is bounded', function()
   it('close and collection return while a daemon the server started holds every pipe', function()
     local files = { H.tmpname(), H.tmpname() }

@@ -34,6 +34,8 @@
 //! * `mount`     the registry rules: descriptions, schemas, collisions.
 //! * `schema`    tool results checked against their `outputSchema`.
 //! * `private_file` files that hold secrets are ours alone.
+//! * `server_text` what a server wrote, bounded and inert before an error
+//!   quotes it.
 //! * `input_shape` where a tool's `inputSchema` wants an array, so that
 //!   an empty Lua table goes out as `[]` there.
 //! * `binding`   the only code that touches Lua (one file per concern): it
@@ -55,6 +57,7 @@ pub mod mount;
 pub mod private_file;
 pub mod protocol;
 pub mod schema;
+pub mod server_text;
 pub mod session;
 pub mod tool_headers;
 pub mod transport;

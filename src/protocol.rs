@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use crate::codec::{self, lua_float_text, Json, Request, Select};
 use crate::error::{Error, Result};
+use crate::server_text;
 
 /// Versions this client can speak, newest first. The handshake offers the
 /// client's `protocol_version`; a server may answer with any of these.
@@ -424,7 +425,10 @@ pub fn result_kind(result: &Json, what: &str) -> Result<ResultKind> {
         None => Ok(ResultKind::Complete),
         Some(Json::Str(t)) if t == b"complete" => Ok(ResultKind::Complete),
         Some(Json::Str(t)) if t == b"input_required" => Ok(ResultKind::InputRequired),
-        Some(other) => Err(Error::UnknownResultType { what: what.to_string(), result_type: lua_text(Some(other)) }),
+        Some(other) => Err(Error::UnknownResultType {
+            what: what.to_string(),
+            result_type: server_text::quoted_str(&lua_text(Some(other)), server_text::ITEM_CHARS),
+        }),
     }
 }
 
@@ -438,21 +442,19 @@ pub enum ResultKind {
 /// then what its `data` says that the caller can act on.
 pub fn rpc_error(err: &Json, what: &str) -> Error {
     let data = err.get("data");
-    let versions = |key: &str| {
-        let list: Vec<String> = data?.get(key)?.elements().map(|v| lua_text(Some(v))).collect();
-        Some(list.join(", "))
-    };
+    let versions = |key: &str| Some(server_text::listed(data?.get(key)?.elements().map(|v| lua_text(Some(v)))));
     let said = match (versions("supported"), data.and_then(|d| d.get("requiredCapabilities"))) {
         (Some(supported), _) => format!("; the server supports protocol versions {supported}"),
-        (None, Some(required)) => {
-            format!("; the server requires the client capabilities {}", lua_text(Some(required)))
-        }
+        (None, Some(required)) => format!(
+            "; the server requires the client capabilities {}",
+            server_text::quoted_str(&lua_text(Some(required)), server_text::TEXT_CHARS)
+        ),
         _ => String::new(),
     };
     Error::Rpc {
         what: what.to_string(),
-        message: lua_text(err.get("message")),
-        code: lua_text(err.get("code")),
+        message: server_text::quoted_str(&lua_text(err.get("message")), server_text::TEXT_CHARS),
+        code: server_text::quoted_str(&lua_text(err.get("code")), server_text::ITEM_CHARS),
         said,
         data: data.map(|d| Box::new(d.clone())),
     }

@@ -46,6 +46,9 @@
 --   orphan_exit  starts a helper that keeps stdout open, then exits 5
 --   daemon       starts a helper in a session of its own (setsid) that
 --                keeps every pipe open; its pid goes to $DAEMON_PID_FILE
+--   versions {count}  refuses the call with -32022 naming COUNT versions
+--   escapes_exit writes terminal escapes to stderr (a colour, a screen
+--                clear, a title, BEL, C1 CSI), then exits 4
 --
 -- $METHOD_LOG, when set, gets one line per message received: its method
 -- (and the requestId of a cancellation). $PID_FILE gets the pid at start.
@@ -106,6 +109,19 @@ local tools = {
 
 -- Tools that write raw lines rather than return a result.
 local raw_tools = {}
+
+function raw_tools.versions(msg)
+  local supported = {}
+  for i = 1, math.floor(tonumber(msg.params.arguments.count) or 1) do supported[i] = '2099-01-' .. i end
+  server.send({ jsonrpc = '2.0', id = msg.id,
+    error = { code = -32022, message = 'Unsupported protocol version', data = { supported = supported } } })
+end
+
+function raw_tools.escapes_exit()
+  log('starting\27[31m red\27[0m')
+  log('\27[2J\27[H\27]0;owned\7 \194\155' .. '31m done')
+  os.exit(4)
+end
 
 function raw_tools.deep(msg)
   raw('{"jsonrpc":"2.0","id":' .. trace.encode(msg.id) .. ',"result":{"content":[{"type":"text","text":"deep"}],"deep":'

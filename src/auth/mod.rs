@@ -840,7 +840,9 @@ impl Authorizer {
         }
         self.check_response_issuer(field("iss"))?;
         if let Some(error) = field("error") {
-            let description = field("error_description").map(|d| format!(" ({d})")).unwrap_or_default();
+            let quote = |text: &str| crate::server_text::quoted_str(text, crate::server_text::TEXT_CHARS);
+            let description = field("error_description").map(|d| format!(" ({})", quote(&d))).unwrap_or_default();
+            let error = quote(&error);
             return Err(self.fail(format!("the authorization server refused the login: {error}{description}")));
         }
         field("code").ok_or_else(|| self.fail("the login came back without a code"))
@@ -1165,7 +1167,8 @@ impl Authorizer {
 
 /// `: error (description)` of an OAuth error reply, for a message.
 fn oauth_error(reply: &Json) -> String {
-    match (text(reply, "error"), text(reply, "error_description")) {
+    let quote = |text: String| crate::server_text::quoted_str(&text, crate::server_text::TEXT_CHARS);
+    match (text(reply, "error").map(quote), text(reply, "error_description").map(quote)) {
         (Some(e), Some(d)) => format!(": {e} ({d})"),
         (Some(e), None) => format!(": {e}"),
         _ => String::new(),

@@ -732,7 +732,7 @@ pub fn check_version(result: &Json) -> Result<(), Error> {
     match result.get("protocolVersion") {
         Some(Json::Str(v)) if SUPPORTED_VERSIONS.iter().any(|s| s.as_bytes() == v.as_slice()) => Ok(()),
         chosen => Err(Error::UnsupportedVersion {
-            chosen: protocol::lua_text(chosen),
+            chosen: crate::server_text::quoted_str(&protocol::lua_text(chosen), crate::server_text::ITEM_CHARS),
             supported: SUPPORTED_VERSIONS.join(", "),
         }),
     }

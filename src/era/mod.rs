@@ -170,9 +170,9 @@ fn mutual(versions: &Json) -> Mutual {
 }
 
 fn no_mutual_version(versions: &Json) -> Error {
-    let theirs: Vec<String> = versions.elements().map(|v| lua_text(Some(v))).collect();
+    let theirs = crate::server_text::listed(versions.elements().map(|v| lua_text(Some(v))));
     let ours: Vec<&str> = MODERN_VERSIONS.iter().chain(SUPPORTED_VERSIONS.iter()).copied().collect();
-    Error::NoMutualVersion { theirs: theirs.join(", "), ours: ours.join(", ") }
+    Error::NoMutualVersion { theirs, ours: ours.join(", ") }
 }
 
 /// A discover result as the `initialize` result it stands in for, so that

@@ -403,7 +403,8 @@ impl Shared {
     /// anything else becomes an error naming the status and the start of
     /// the body.
     fn failure_body(&self, status: u16, mut response: Response<Body>, id: Option<&Json>) -> Result<Vec<Incoming>> {
-        let www_authenticate = header(&response, "www-authenticate").map(str::to_string);
+        let www_authenticate = header(&response, "www-authenticate")
+            .map(|v| crate::server_text::quoted_str(v, crate::server_text::TEXT_CHARS));
         // A refusal is about credentials when the server says so: a 401,
         // or a 403 with a challenge. Any other 403 has its own reason (a
         // Host header refused against DNS rebinding, an origin not
@@ -1159,7 +1160,8 @@ const ERROR_BODY_READ: usize = 64 << 10;
 
 /// The start of a body, for an error message.
 fn excerpt(body: &[u8]) -> String {
-    String::from_utf8_lossy(body).trim().chars().take(ERROR_EXCERPT).collect()
+    let start: String = String::from_utf8_lossy(body).trim().chars().take(ERROR_EXCERPT).collect();
+    crate::server_text::printable(&start).into_owned()
 }
 
 fn is_event_stream(response: &Response<Body>) -> bool {

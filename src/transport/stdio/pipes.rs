@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::codec::{self, Json};
 use crate::interrupt;
+use crate::server_text;
 use crate::transport::fds::{nonblocking_pipe, refuse_sigpipe, set_nonblocking, write_without_sigpipe};
 use crate::transport::inbox::{sort, Event, Inbox, Sorted};
 
@@ -303,7 +304,8 @@ impl PipeLog {
         if self.noise.len() == NOISE_LINES {
             self.noise.pop_front();
         }
-        self.noise.push_back(head_chars(&String::from_utf8_lossy(line), 200).to_string());
+        let line = String::from_utf8_lossy(line);
+        self.noise.push_back(server_text::printable(head_chars(&line, 200)).into_owned());
     }
 }
 
@@ -724,7 +726,7 @@ pub(super) fn stderr_excerpt(log: &PipeLog) -> Option<String> {
     let stderr: Vec<u8> = log.stderr.iter().copied().collect();
     let stderr = String::from_utf8_lossy(&stderr);
     let stderr = stderr.trim_end();
-    (!stderr.is_empty()).then(|| last_lines(stderr, STDERR_EXCERPT_CHARS))
+    (!stderr.is_empty()).then(|| server_text::printable(&last_lines(stderr, STDERR_EXCERPT_CHARS)).into_owned())
 }
 
 /// What a dead server said last, for the error: at most `n` characters,
