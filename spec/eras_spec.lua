@@ -210,6 +210,79 @@ describe('remembered eras', function()
   end)
 end)
 
+describe('the era cache file is trusted as the token store is', function()
+  local function run(cache, source)
+    local path = H.tmpname() .. '.lua'
+    local f = assert(io.open(path, 'w'))
+    f:write('package.cpath = ' .. string.format('%q', H.ROOT .. '/?.so;') .. ' .. package.cpath\n')
+    f:write(source)
+    f:close()
+    local out = H.command('cd ' .. H.ROOT .. ' && XDG_CACHE_HOME=' .. cache .. ' timeout 60 ' .. H.LUA .. ' ' .. path)
+    os.remove(path)
+    return out
+  end
+
+  -- The first method the server saw: server/discover when the client
+  -- probed, initialize when a remembered verdict spared the probe.
+  local first_seen = string.format([[
+    local mcp = require('mcp')
+    local c = mcp.new({ command = { %q, %q, 'errors' } })
+    c:discover()
+    print((c:call('seen', {}):match('^(%%S+)')))
+    c:close()
+  ]], H.LUA, ERAS)
+
+  it('an eras.json others can write is not believed, and the next verdict replaces it as its owner\'s alone', function()
+    local cache = H.tmpname()
+    local file = cache .. '/lua-mcp/eras.json'
+    assert.equal('server/discover\n', run(cache, first_seen))
+    assert.equal('initialize\n', run(cache, first_seen))
+    os.execute('chmod 666 ' .. file)
+    assert.equal('server/discover\n', run(cache, first_seen))
+    assert.equal('-rw-------', H.command('stat -c %A ' .. file):match('%S+'))
+    assert.equal('initialize\n', run(cache, first_seen))
+    os.execute('rm -rf ' .. cache)
+  end)
+
+  it('a 1 GiB eras.json is taken for corrupt, not read whole', function()
+    local cache = H.tmpname()
+    local file = cache .. '/lua-mcp/eras.json'
+    os.execute('mkdir -p -m 700 ' .. cache .. '/lua-mcp && truncate -s 1G ' .. file .. ' && chmod 600 ' .. file)
+    local out = run(cache, first_seen .. [[
+      for line in io.lines('/proc/self/status') do
+        local kb = line:match('^VmHWM:%s+(%d+)')
+        if kb then print(math.floor(tonumber(kb) / 1024)) end
+      end
+    ]])
+    local seen, peak_mb = out:match('^(%S+)\n(%d+)\n$')
+    assert.equal('server/discover', seen, out)
+    -- 1 GB when it was read whole
+    assert.is_true(tonumber(peak_mb) < 100, out)
+    os.execute('rm -rf ' .. cache)
+  end)
+
+  it('48 processes recording verdicts at once keep all 48', function()
+    local cache = H.tmpname()
+    local script = H.tmpname() .. '.lua'
+    local f = assert(io.open(script, 'w'))
+    f:write('package.cpath = ' .. string.format('%q', H.ROOT .. '/?.so;') .. ' .. package.cpath\n')
+    f:write(string.format([[
+      local mcp = require('mcp')
+      -- a server of its own name each: the extra argument is only a name
+      local c = mcp.new({ command = { %q, %q, 'errors', arg[1] } })
+      c:discover()
+      c:close()
+    ]], H.LUA, ERAS))
+    f:close()
+    H.command('cd ' .. H.ROOT .. ' && for i in $(seq 1 48); do XDG_CACHE_HOME=' .. cache .. ' timeout 60 '
+      .. H.LUA .. ' ' .. script .. ' $i & done; wait')
+    os.remove(script)
+    local remembered = mcp.json_decode(H.slurp(cache .. '/lua-mcp/eras.json'))
+    assert.equal(48, #remembered)
+    os.execute('rm -rf ' .. cache)
+  end)
+end)
+
 describe('a modern session', function()
   it('ping asks server/discover, and set_log_level goes in the envelope of every later request', function()
     local client = mcp.new({ command = eras('modern') })

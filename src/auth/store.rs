@@ -20,16 +20,13 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Read};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::os::unix::io::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
-use crate::interrupt;
-use crate::private_file::owned_by_me;
+use crate::private_file::{check_trusted, lock_beside, LockFailure, Untrusted};
 
 /// How long a save waits for another process's save to finish: a save
 /// takes milliseconds, so a lock held this long belongs to a process
@@ -95,69 +92,32 @@ impl FileStore {
     /// Refuses a store that is not a file, or that another user owns or
     /// could have written.
     fn check_owner(&self, metadata: &fs::Metadata) -> Result<()> {
-        if !metadata.file_type().is_file() {
-            return Err(Error::BadInput(format!(
-                "mcp: the token store {} is not a regular file; set opts.auth.store to a file's path",
-                self.describe()
-            )));
-        }
-        if !owned_by_me(metadata) {
-            return Err(Error::BadInput(format!(
-                "mcp: the token store {} belongs to another user (uid {}), who could steer every login through it; use a store of your own (opts.auth.store) or chown it",
-                self.describe(),
-                metadata.uid()
-            )));
-        }
-        let mode = metadata.mode() & 0o777;
-        if mode & 0o022 != 0 {
-            return Err(Error::BadInput(format!(
-                "mcp: the token store {} can be written by others (mode {mode:03o}), who could steer every login through it; run chmod 600 {}",
-                self.describe(),
-                self.describe()
-            )));
-        }
-        Ok(())
+        let path = self.describe();
+        let why = match check_trusted(metadata) {
+            Ok(()) => return Ok(()),
+            Err(Untrusted::NotAFile) => format!("mcp: the token store {path} is not a regular file; set opts.auth.store to a file's path"),
+            Err(Untrusted::OwnedByAnother(uid)) => format!(
+                "mcp: the token store {path} belongs to another user (uid {uid}), who could steer every login through it; use a store of your own (opts.auth.store) or chown it"
+            ),
+            Err(Untrusted::WritableByOthers(mode)) => format!(
+                "mcp: the token store {path} can be written by others (mode {mode:03o}), who could steer every login through it; run chmod 600 {path}"
+            ),
+        };
+        Err(Error::BadInput(why))
     }
 
     /// The advisory lock beside the store, held until the file drops.
     /// Waits for another save at most [`LOCK_WAIT`], giving way to Ctrl-C.
     fn lock(&self) -> Result<File> {
-        let mut path = self.path.clone().into_os_string();
-        path.push(".lock");
-        let path = PathBuf::from(path);
         let fail =
             |why: String| Error::BadInput(format!("mcp: cannot lock the token store {}: {why}", self.describe()));
-        // Read-only is enough for flock; never through a link, and never
-        // blocking on a FIFO planted at the path.
-        let file = OpenOptions::new()
-            .read(true)
-            .write(false)
-            .create(false)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CREAT)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| fail(format!("{e} ({})", path.display())))?;
-        if !file.metadata().is_ok_and(|m| m.file_type().is_file()) {
-            return Err(fail(format!("{} is not a regular file", path.display())));
-        }
-        let deadline = Instant::now() + LOCK_WAIT;
-        loop {
-            // SAFETY: the descriptor is open for as long as `file` lives.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-                return Ok(file);
+        lock_beside(&self.path, LOCK_WAIT).map_err(|failure| match failure {
+            LockFailure::Interrupted => Error::Interrupted { what: "login".into() },
+            LockFailure::Held { lock, waited } => {
+                fail(format!("another process has held {} for {} s", lock.display(), waited.as_secs()))
             }
-            let e = std::io::Error::last_os_error();
-            if e.kind() != ErrorKind::WouldBlock && e.kind() != ErrorKind::Interrupted {
-                return Err(fail(e.to_string()));
-            }
-            if interrupt::requested() {
-                return Err(Error::Interrupted { what: "login".into() });
-            }
-            if Instant::now() >= deadline {
-                return Err(fail(format!("another process has held {} for {} s", path.display(), LOCK_WAIT.as_secs())));
-            }
-            thread::sleep(Duration::from_millis(5));
-        }
+            LockFailure::Failed(why) => fail(why),
+        })
     }
 }
 
@@ -186,6 +146,7 @@ impl Store for FileStore {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+    use std::thread;
 
     fn scratch(name: &str) -> PathBuf {
         let path = std::env::temp_dir().join(format!("lua-mcp-store-{}-{name}", std::process::id()));

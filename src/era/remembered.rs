@@ -9,11 +9,17 @@
 //! SHA-256 of its name: command lines, their environment and URLs may
 //! hold secrets (a token in an argument or a query), and nothing needs
 //! them back. The file is its owner's alone all the same (0600 in a 0700
-//! directory), and only believed when this user owns it.
+//! directory), and only believed as the token store is: when this user
+//! owns it and nobody else can write it (a verdict planted by another
+//! user would make every client ask that server the wrong way first).
 //! It is a cache: a file that cannot be read or written costs a probe,
-//! never a connection. Writes go to a new file renamed over the old one
-//! (another process may be reading it); two processes writing at once
-//! may lose one verdict, which costs that server one more probe.
+//! never a connection, and one larger than [`MAX_BYTES`] (far more than
+//! [`KEPT`] entries take) is taken for corrupt rather than read whole.
+//! Writes go to a new file renamed over the old one (another process may
+//! be reading it), under the lock beside it that the token store takes:
+//! without it, 2 × 24 processes recording verdicts at once lost up to 14
+//! of 48, each lost one costing its server a probe (up to a second on a
+//! silent server) in the next process.
 
 use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
@@ -21,13 +27,22 @@ use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use super::Verdict;
 use crate::codec::{self, Json};
-use crate::private_file::{self, owned_by_me};
+use crate::private_file::{self, check_trusted};
 
 /// Servers remembered in the file at most: the oldest go first.
 const KEPT: usize = 256;
+
+/// The largest file read: an entry takes under 90 bytes, so [`KEPT`] of
+/// them fit in a quarter of this.
+const MAX_BYTES: u64 = 96 << 10;
+
+/// How long an update waits for another process's: each holds the lock
+/// for a read and a rename, and a verdict not written costs only a probe.
+const LOCK_WAIT: Duration = Duration::from_secs(2);
 
 /// The process's verdicts, and whether the file was read into them.
 static KNOWN: Mutex<Option<HashMap<String, Verdict>>> = Mutex::new(None);
@@ -83,9 +98,10 @@ fn read_pairs(path: &PathBuf) -> Vec<(String, Verdict)> {
     else {
         return Vec::new();
     };
-    let believed = file.metadata().is_ok_and(|m| m.file_type().is_file() && owned_by_me(&m));
+    let believed = file.metadata().is_ok_and(|m| check_trusted(&m).is_ok());
     let mut text = Vec::new();
-    if !believed || file.read_to_end(&mut text).is_err() {
+    // One byte past the bound tells a file that is too large.
+    if !believed || (&mut file).take(MAX_BYTES + 1).read_to_end(&mut text).is_err() || text.len() as u64 > MAX_BYTES {
         return Vec::new();
     }
     let Ok(Json::Array(entries)) = codec::decode(&text) else { return Vec::new() };
@@ -111,6 +127,7 @@ fn write_file(server: &str, verdict: Option<&Verdict>) {
     if fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).is_err() {
         return;
     }
+    let Ok(_lock) = private_file::lock_beside(&path, LOCK_WAIT) else { return };
     let mut pairs = read_pairs(&path);
     pairs.retain(|(s, _)| s != server);
     if let Some(verdict) = verdict {
@@ -141,6 +158,27 @@ mod tests {
         fs::write(&file, br#"[["a","legacy"],["b","2026-07-28"],["c","1999-01-01"],"junk"]"#).unwrap();
         let pairs = read_pairs(&file);
         assert_eq!(pairs, vec![("a".into(), Verdict::Legacy), ("b".into(), Verdict::Modern("2026-07-28".into()))]);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_file_others_can_write_or_larger_than_the_bound_is_not_believed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("lua-mcp-eras-trust-{}", std::process::id()));
+        let file = dir.join("eras.json");
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(&file, br#"[["a","legacy"]]"#).unwrap();
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read_pairs(&file).len(), 1);
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(read_pairs(&file), vec![]);
+        let mut big = br#"[["a","legacy"]"#.to_vec();
+        big.resize(MAX_BYTES as usize + 10, b' ');
+        big.push(b']');
+        fs::write(&file, &big).unwrap();
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read_pairs(&file), vec![]);
         let _ = fs::remove_dir_all(&dir);
     }
 }
