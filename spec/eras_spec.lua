@@ -463,6 +463,45 @@ describe('results a modern server allows to be kept', function()
     client:close()
   end)
 
+  it('the cache keeps max_entries at most, letting go first of what goes stale soonest', function()
+    local client = mcp.new({ command = eras('modern'), env = { ERAS_TTL_MS = '60000' }, cache = { max_entries = 2 } })
+    assert.equal('read 1 of memo://1', client:read_resource('memo://1')[1].text)
+    assert.equal('read 2 of memo://2', client:read_resource('memo://2')[1].text)
+    assert.equal('read 2 of memo://2', client:read_resource('memo://2')[1].text)
+    assert.equal('read 3 of memo://3', client:read_resource('memo://3')[1].text)
+    -- memo://1 went stale first, so it made room
+    assert.equal('read 4 of memo://1', client:read_resource('memo://1')[1].text)
+    assert.equal('read 3 of memo://3', client:read_resource('memo://3')[1].text)
+    client:close()
+    assert.has_error(function() mcp.new({ command = eras('modern'), cache = { max_bytes = -1 } }) end,
+      'mcp.new: opts.cache.max_bytes must be a whole number from 0 to 2^40')
+    assert.has_error(function() mcp.new({ command = eras('modern'), cache = 'yes' }) end,
+      'mcp.new: opts.cache must be a boolean or a table of max_entries and max_bytes')
+  end)
+
+  it('1,000 distinct 64 KiB reads kept for a day leave the host within the cache bound #slow', function()
+    local out = H.run_lua(string.format([[
+      local mcp = require('mcp')
+      local function rss()
+        collectgarbage(); collectgarbage()
+        for line in io.lines('/proc/self/status') do
+          local kb = line:match('^VmRSS:%%s+(%%d+)')
+          if kb then return tonumber(kb) / 1024 end
+        end
+      end
+      local client = mcp.new({ command = { %q, %q, 'modern' }, env = { ERAS_TTL_MS = '86400000', ERAS_READ_PAD = '65536' } })
+      client:read_resource('memo://0')
+      local before = rss()
+      for i = 1, 1000 do client:read_resource('memo://' .. i) end
+      print(math.floor(rss() - before))
+      client:close()
+    ]], H.LUA, ERAS))
+    local grown = tonumber(out:match('^(%d+)\n'))
+    -- 64 MB and more when nothing bounded it; the default bound is 8 MiB
+    assert.is_truthy(grown, out)
+    assert.is_true(grown < 30, 'grew by ' .. out)
+  end)
+
   it('ping goes to the server whatever the server allows to be kept: it is a liveness check', function()
     local client = mcp.new({ command = eras('modern'), env = { ERAS_TTL_MS = '60000' } })
     client:ping()

@@ -35,7 +35,8 @@
 --   listens  the listens received so far, one line each: id and filter
 -- Its tool list and resource reads say they may be kept $ERAS_TTL_MS
 -- milliseconds (none: not at all), in the scope $ERAS_SCOPE (else
--- "private"); each read of memo://N says how many reads came before.
+-- "private"); each read of memo://N says how many reads came before,
+-- followed by $ERAS_READ_PAD dots.
 local dir = arg[0]:match('(.*)/') or '.'
 package.path = dir .. '/../../lua/?.lua;' .. dir .. '/../../lua/servers/?.lua;' .. package.path
 local server = require('stdio_server')
@@ -135,7 +136,8 @@ local function listen_hook(msg)
   if msg.method == 'resources/read' then
     reads = reads + 1
     local uri = msg.params.uri
-    server.result(msg.id, cacheable({ contents = { { uri = uri, text = 'read ' .. reads .. ' of ' .. uri } } }))
+    local pad = string.rep('.', tonumber(os.getenv('ERAS_READ_PAD')) or 0)
+    server.result(msg.id, cacheable({ contents = { { uri = uri, text = 'read ' .. reads .. ' of ' .. uri .. pad } } }))
     return true
   end
   local name = msg.method == 'tools/call' and msg.params and msg.params.name

@@ -12,7 +12,7 @@ use super::auth::{auth_token, read_login};
 use super::convert::concat_text;
 use super::login::LoginState;
 use super::{Cx, Outcome, Raise};
-use crate::client::{Client, Ticket};
+use crate::client::{CacheBounds, Client, Ticket};
 use crate::codec::Json;
 use crate::era::EraChoice;
 use crate::error::Error;
@@ -96,6 +96,37 @@ fn number_option(opts: &Table, field: &str, min: f64, max: f64, refusal: &str) -
         return Err(bad());
     }
     Ok(Some(n))
+}
+
+/// `opts.cache`: true (the default), false (keep nothing a modern server
+/// allows to be kept), or the cache's bounds, `{ max_entries = N,
+/// max_bytes = N }` (either may be left out).
+fn cache_option(opts: &Table, client: &mut Client) -> Outcome<()> {
+    let bounds = match opts.get::<Value>("cache")? {
+        Value::Nil | Value::Boolean(true) => return Ok(()),
+        Value::Boolean(false) => {
+            client.use_cache(false);
+            return Ok(());
+        }
+        Value::Table(t) => t,
+        _ => {
+            let why = "mcp.new: opts.cache must be a boolean or a table of max_entries and max_bytes";
+            return Err(Error::BadInput(why.into()).into());
+        }
+    };
+    let mut chosen = CacheBounds::default();
+    for (field, slot) in [("max_entries", &mut chosen.max_entries), ("max_bytes", &mut chosen.max_bytes)] {
+        let refusal = "a whole number from 0 to 2^40";
+        let bad = || Raise::Mcp(Error::BadInput(format!("mcp.new: opts.cache.{field} must be {refusal}")));
+        if let Some(n) = number_option(&bounds, field, 0.0, MAX_MESSAGE_BYTES_LIMIT, refusal).map_err(|_| bad())? {
+            if n.fract() != 0.0 {
+                return Err(bad());
+            }
+            *slot = n as usize;
+        }
+    }
+    client.bound_cache(chosen);
+    Ok(())
 }
 
 /// `opts.era`: "auto" (the default), "legacy" or "modern".
@@ -205,11 +236,7 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
     capabilities.dedup_by(|a, b| a.0 == b.0);
     let mut client = Client::new(timeout, connect_timeout, Json::object(capabilities));
     client.choose_era(era_option(opts)?);
-    match opts.get::<Value>("cache")? {
-        Value::Nil | Value::Boolean(true) => {}
-        Value::Boolean(false) => client.use_cache(false),
-        _ => return Err(Error::BadInput("mcp.new: opts.cache must be a boolean".into()).into()),
-    }
+    cache_option(opts, &mut client)?;
     let record = match opts.get::<Value>("record")? {
         Value::Nil => None,
         // Opened now as well, so that a path that cannot be written fails

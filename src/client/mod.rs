@@ -39,7 +39,7 @@ mod request;
 #[cfg(test)]
 mod tests;
 
-pub use cache::CacheMode;
+pub use cache::{Bounds as CacheBounds, CacheMode};
 pub use request::{Limits, Operation, Request, Shape, TOOL_CALL};
 
 /// What the client needs from whoever holds it. `Error` is the holder's
@@ -258,6 +258,11 @@ impl Client {
     }
 
     /// `opts.cache = false`: nothing a server allows to be kept is.
+    /// `opts.cache = { max_entries = N, max_bytes = N }`.
+    pub fn bound_cache(&mut self, bounds: CacheBounds) {
+        self.cache.bounds = bounds;
+    }
+
     pub fn use_cache(&mut self, on: bool) {
         self.cache.on = on;
         self.cache.clear();

@@ -163,6 +163,12 @@ impl RawJson {
         self.tree.get_or_init(|| decode(&self.text).unwrap_or(Json::Null))
     }
 
+    /// About how much memory it holds: its text, its counts and its
+    /// tree if one was made.
+    fn held_bytes(&self) -> usize {
+        self.text.len() + 4 * self.sizes.len() + self.tree.get().map_or(0, Json::held_bytes)
+    }
+
     fn into_tree(self) -> Json {
         let RawJson { text, tree, .. } = self;
         tree.into_inner().unwrap_or_else(|| decode(&text).unwrap_or(Json::Null))
@@ -185,6 +191,23 @@ pub enum Select<'a> {
 }
 
 impl Json {
+    /// About how much memory the value holds (each node counted at the
+    /// size of a `Json`, strings and texts by their bytes): what a cache
+    /// of values bounds itself by.
+    pub fn held_bytes(&self) -> usize {
+        let node = std::mem::size_of::<Json>();
+        node + match self {
+            Json::Null | Json::Bool(_) | Json::Int(_) | Json::Float(_) => 0,
+            Json::Str(s) => s.len(),
+            Json::Array(items) => items.iter().map(Json::held_bytes).sum(),
+            Json::Object(pairs) => pairs.iter().map(|(k, v)| k.len() + node + v.held_bytes()).sum(),
+            Json::Raw(raw) => raw.held_bytes(),
+            Json::Request(request) => {
+                request.id.held_bytes() + request.method.held_bytes() + request.params.held_bytes()
+            }
+        }
+    }
+
     pub fn str(s: impl AsRef<[u8]>) -> Json {
         Json::Str(s.as_ref().to_vec())
     }
