@@ -343,6 +343,40 @@ describe('a modern HTTP server', function()
   end)
 end)
 
+describe('a modern reply stream that breaks under a call with effects', function()
+  local MAY_HAVE_RUN = "MCP tools/call charge failed: the server's reply stream ended before the reply came, so it may"
+    .. ' or may not have run; it was not sent again, since nothing says running it twice is safe (a tool annotated'
+    .. ' readOnlyHint or idempotentHint is; pass opts.idempotent = true for a call you know is)'
+  local stop, base
+  before_each(function() base, stop = H.fault_server() end)
+  after_each(function() stop() end)
+
+  it('a tool annotated destructive and not idempotent runs once and fails saying it may have run', function()
+    local client = mcp.new({ url = base .. '/modern-drop' })
+    client:discover()
+    assert.has_error(function() client:call('charge', {}) end, MAY_HAVE_RUN)
+    -- counted on the server: one run for one call (three before)
+    assert.equal('1', (client:call('charges', {})))
+    client:close()
+  end)
+
+  it('the same, made async or before the tools were listed', function()
+    local client = mcp.new({ url = base .. '/modern-drop' })
+    assert.has_error(function() client:call_async('charge', {}):wait() end, MAY_HAVE_RUN)
+    assert.equal('1', (client:call('charges', {})))
+    client:close()
+  end)
+
+  it('a caller who says the call is idempotent has it sent again as a new request', function()
+    local client = mcp.new({ url = base .. '/modern-drop' })
+    client:discover()
+    assert.equal('charged 2', (client:call('charge', { broken_runs = 1 }, { idempotent = true })))
+    assert.has_error(function() client:call('charge', {}, { idempotent = 'yes' }) end,
+      'client:call: opts.idempotent must be a boolean')
+    client:close()
+  end)
+end)
+
 describe('cancelling a modern HTTP request', function()
   local stop, base
   setup(function() base, stop = H.fault_server() end)

@@ -179,6 +179,13 @@ pub enum Error {
     #[error("MCP transport failed: the server's reply stream ended before the reply came")]
     StreamEnded,
 
+    /// A modern server's reply stream ended before the reply to a request
+    /// that may have changed something (a tool call not annotated
+    /// read-only or idempotent): it may have run, so it was not sent
+    /// again.
+    #[error("MCP {what} failed: the server's reply stream ended before the reply came, so it may or may not have run; it was not sent again, since nothing says running it twice is safe (a tool annotated readOnlyHint or idempotentHint is; pass opts.idempotent = true for a call you know is)")]
+    OutcomeUnknown { what: String },
+
     /// An HTTP server answered 404 to a request that carried a session id:
     /// the session is gone. The binding starts a new one and retries once.
     #[error("MCP: the server ended the session (HTTP 404)")]

@@ -97,6 +97,28 @@ impl ToolSchemas {
         inputs.get(tool).cloned()
     }
 
+    /// Whether the listing says calling `tool` again changes nothing more
+    /// than calling it once: annotated `readOnlyHint` or `idempotentHint`
+    /// (both false when absent, as the revisions define them). A server
+    /// that says so of a tool that is neither only brings a second run
+    /// upon itself.
+    pub fn says_repeatable(&self, tool: &[u8]) -> bool {
+        const ANNOTATIONS: Select = Select::Keys(&[(
+            "tools",
+            Select::Each(&Select::Keys(&[("name", Select::Whole), ("annotations", Select::Whole)])),
+        )]);
+        let hint = |annotations: &Json, name: &str| annotations.get(name) == Some(&Json::Bool(true));
+        self.pages.iter().any(|page| {
+            let page = page.selected(ANNOTATIONS);
+            let Some(Json::Array(tools)) = page.get("tools") else { return false };
+            tools.iter().any(|t| {
+                let Some(annotations) = t.get("annotations") else { return false };
+                t.get("name") == Some(&Json::Str(tool.to_vec()))
+                    && (hint(annotations, "readOnlyHint") || hint(annotations, "idempotentHint"))
+            })
+        })
+    }
+
     /// Whether `result`, the result of calling `tool`, keeps the tool's
     /// promise. A tool's own failure (`isError`) carries no structured
     /// content and is not checked.

@@ -57,7 +57,11 @@
 //               event, before the reply; later calls are answered, but for
 //               tool "hang", whose stream stays open with nothing on it
 //               until the client closes it (logged as a CLOSED request
-//               whose body is the call's id)
+//               whose body is the call's id). Its "echo" is annotated
+//               read-only; "charge" (destructive, not idempotent) counts
+//               its runs, then closes its reply stream unanswered while
+//               its runs are at most {broken_runs} (default: always), and
+//               answers "charged N" after; "charges" tells the count.
 //
 // GET /log returns every request seen (method, path, headers, body) and
 // clears it. On the GET stream the server sends a ping and a notification
@@ -139,6 +143,7 @@ const listener = (req, res) => {
 const server = tls ? https.createServer(tls, listener) : http.createServer(listener);
 
 let modernCalls = 0;
+let charges = 0;
 function modern(req, res, body) {
   if (req.method !== 'POST') {
     res.writeHead(405);
@@ -161,7 +166,24 @@ function modern(req, res, body) {
   }
   if (msg.method === 'tools/list') {
     return json(res, 200, result(msg.id, { resultType: 'complete', tools: [
-      { name: 'echo', inputSchema: { type: 'object', properties: { message: { type: 'string' } } } }] }));
+      { name: 'echo', inputSchema: { type: 'object', properties: { message: { type: 'string' } } },
+        annotations: { readOnlyHint: true } },
+      { name: 'charge', inputSchema: { type: 'object' },
+        annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false } },
+      { name: 'charges', inputSchema: { type: 'object' }, annotations: { readOnlyHint: true } }] }));
+  }
+  if (msg.method === 'tools/call' && msg.params.name === 'charges') {
+    return json(res, 200, result(msg.id, toolResult(String(charges))));
+  }
+  if (msg.method === 'tools/call' && msg.params.name === 'charge') {
+    charges++;
+    const broken = (msg.params.arguments || {}).broken_runs;
+    if (broken === undefined || charges <= broken) {
+      res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+      res.write('id: evt-c\nretry: 200\ndata: \n\n');
+      return res.end();
+    }
+    return json(res, 200, result(msg.id, toolResult(`charged ${charges}`)));
   }
   if (msg.method !== 'tools/call') {
     return json(res, 404, { jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'Method not found' } });

@@ -137,6 +137,9 @@ pub(super) struct RequestOptions {
     /// `opts.cache`: "refresh" (fetched, and kept) or "bypass" (neither
     /// answered from nor kept in the cache).
     cache: CacheMode,
+    /// `opts.idempotent`: whether the request may be sent twice when its
+    /// reply is lost (see `client::request`).
+    idempotent: Option<bool>,
 }
 
 impl RequestOptions {
@@ -149,7 +152,8 @@ impl RequestOptions {
         let request = request
             .limits(self.limits())
             .continuing(self.input_responses.clone(), self.request_state.clone())
-            .cached(self.cache);
+            .cached(self.cache)
+            .idempotent(self.idempotent);
         if self.returns_input {
             request.returning_input()
         } else {
@@ -211,6 +215,11 @@ pub(super) fn request_options(lua: &Cx, value: &Value, what: &str) -> Outcome<Re
             Value::String(s) if s.as_bytes().as_ref() == b"refresh" => CacheMode::Refresh,
             Value::String(s) if s.as_bytes().as_ref() == b"bypass" => CacheMode::Bypass,
             _ => return Err(Error::BadInput(format!("{what}: opts.cache must be \"refresh\" or \"bypass\"")).into()),
+        },
+        idempotent: match opts.get::<Value>("idempotent")? {
+            Value::Nil => None,
+            Value::Boolean(said) => Some(said),
+            _ => return Err(Error::BadInput(format!("{what}: opts.idempotent must be a boolean")).into()),
         },
     })
 }

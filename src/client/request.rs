@@ -89,10 +89,27 @@ pub struct Request {
     returns_input: bool,
     /// What it does with what a modern server allows to be kept.
     cache: CacheMode,
+    /// `opts.idempotent`: the caller says whether sending it twice is
+    /// safe; None leaves it to the method and the tool's annotations.
+    idempotent: Option<bool>,
 }
 
 /// How often a modern request whose reply stream broke is sent again.
 const MAX_REISSUES: usize = 2;
+
+/// The methods that change nothing at the server: one whose reply was
+/// lost is sent again without asking anyone.
+const CHANGE_NOTHING: &[&[u8]] = &[
+    b"server/discover",
+    b"ping",
+    b"tools/list",
+    b"prompts/list",
+    b"prompts/get",
+    b"resources/list",
+    b"resources/templates/list",
+    b"resources/read",
+    b"completion/complete",
+];
 
 /// Rounds of input a request is given before it fails: a server that
 /// never finishes is not followed for ever.
@@ -116,6 +133,7 @@ impl Request {
             asynchronous: false,
             returns_input: false,
             cache: CacheMode::Use,
+            idempotent: None,
         }
     }
 
@@ -131,6 +149,7 @@ impl Request {
             asynchronous: false,
             returns_input: false,
             cache: CacheMode::Use,
+            idempotent: None,
         }
     }
 
@@ -163,6 +182,13 @@ impl Request {
     /// How it uses the cache (`opts.cache`: "refresh" or "bypass").
     pub fn cached(mut self, mode: CacheMode) -> Request {
         self.cache = mode;
+        self
+    }
+
+    /// Whether it may be sent twice (`opts.idempotent`), when the caller
+    /// knows.
+    pub fn idempotent(mut self, said: Option<bool>) -> Request {
+        self.idempotent = said;
         self
     }
 
@@ -670,8 +696,8 @@ impl Client {
     /// worth another (see [`Client::worth_again`]); settles it otherwise.
     pub(super) fn send<H: Host>(&mut self, host: &mut H, op: &mut Operation) -> Result<(), H::Error> {
         loop {
-            let Err(failure) = self.send_once(host, op)? else { return Ok(()) };
-            if !self.worth_again(host, op, &failure)? {
+            let Err(mut failure) = self.send_once(host, op)? else { return Ok(()) };
+            if !self.worth_again(host, op, &mut failure)? {
                 op.outcome = Some(Err(failure));
                 return Ok(());
             }
@@ -755,11 +781,11 @@ impl Client {
         };
         let result = match result {
             Ok(result) => result,
-            Err(failure) => {
+            Err(mut failure) => {
                 if self.relist_for_headers(host, op, &failure)? {
                     return Ok(());
                 }
-                if self.worth_again(host, op, &failure)? {
+                if self.worth_again(host, op, &mut failure)? {
                     return self.send(host, op);
                 }
                 op.outcome = Some(Err(failure));
@@ -849,7 +875,12 @@ impl Client {
     /// is then prepared: a forgotten session is replaced once (a listing
     /// starting over), and a refusal is answered with new credentials, up
     /// to [`MAX_AUTHORIZATIONS`] times.
-    fn worth_again<H: Host>(&mut self, host: &mut H, op: &mut Operation, failure: &Error) -> Result<bool, H::Error> {
+    fn worth_again<H: Host>(
+        &mut self,
+        host: &mut H,
+        op: &mut Operation,
+        failure: &mut Error,
+    ) -> Result<bool, H::Error> {
         // Cancelled by the caller, or its session closed: nothing is
         // started again for it (a closed client must not log in or start
         // a server for a request it gave up).
@@ -870,9 +901,18 @@ impl Client {
                 }
                 Ok(true)
             }
-            // A modern reply stream that broke lost the request: it goes
-            // again as a new request (a new id), twice at most.
+            // A modern reply stream that broke lost the reply, not
+            // necessarily the request: the server may have run it (it
+            // stops work on a closed stream only "as soon as practical").
+            // The revision has it re-issued as a new request (a new id);
+            // that is done, twice at most, only where a second run
+            // changes nothing. A tool with effects ran three times for
+            // one call before this rule.
             Error::StreamEnded if op.request.shape != Shape::Reply && op.reissued < MAX_REISSUES => {
+                if !self.may_repeat(op) {
+                    *failure = Error::OutcomeUnknown { what: op.what().to_string() };
+                    return Ok(false);
+                }
                 op.reissued += 1;
                 Ok(true)
             }
@@ -906,6 +946,20 @@ impl Client {
                 Ok(true)
             }
             _ => Ok(false),
+        }
+    }
+
+    /// Whether `op` may be sent a second time after its reply was lost:
+    /// as its caller said (`opts.idempotent`), else when its method
+    /// changes nothing, or, for a tool call, when the tool is annotated
+    /// read-only or idempotent.
+    fn may_repeat(&self, op: &Operation) -> bool {
+        if let Some(said) = op.request.idempotent {
+            return said;
+        }
+        match op.request.method() {
+            b"tools/call" => self.tools.schemas.says_repeatable(op.request.tool()),
+            method => CHANGE_NOTHING.contains(&method),
         }
     }
 
