@@ -343,6 +343,30 @@ describe('a modern HTTP server', function()
   end)
 end)
 
+describe('connect_timeout over HTTP', function()
+  local stop, base
+  setup(function() base, stop = H.fault_server() end)
+  teardown(function() stop() end)
+
+  for _, case in ipairs({ { 'discover', 'c:discover()' }, { 'discover_async', 'c:discover_async():wait()' } }) do
+    it('bounds the whole handshake when the server trickles its response head a byte each 100 ms: ' .. case[1], function()
+      local out = H.run_lua(string.format([[
+        local mcp = require('mcp')
+        local c = mcp.new({ url = %q, timeout = 8, connect_timeout = 2 })
+        local t0 = mcp.clock()
+        local ok, err = pcall(function() %s end)
+        print(string.format('%%.1f', mcp.clock() - t0))
+        print(err)
+        c:close()
+      ]], base .. '/trickle', case[2]))
+      local seconds, err = out:match('^(%S+)\n(.*)\n$')
+      -- 8 s, the request timeout, before; 2 s and a little now
+      assert.is_true(tonumber(seconds) < 4, out)
+      assert.equal('MCP server/discover timed out after 2 s (opts.connect_timeout)', err)
+    end)
+  end
+end)
+
 describe('a modern reply stream that breaks under a call with effects', function()
   local MAY_HAVE_RUN = "MCP tools/call charge failed: the server's reply stream ended before the reply came, so it may"
     .. ' or may not have run; it was not sent again, since nothing says running it twice is safe (a tool annotated'

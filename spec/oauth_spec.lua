@@ -416,7 +416,11 @@ describe('OAuth login', function()
   end)
 
   describe('the token store', function()
-    it('six processes logging in at once keep all six records', function()
+    -- Six lua processes started at once, each logging in to its own
+    -- resource (/mcp/N) with one shared store, as the headless helper
+    -- does. Returns what each wrote (the token, or what it raised) and
+    -- the shell's output.
+    local function six_logins()
       local script = H.tmpname() .. '.lua'
       local f = assert(io.open(script, 'w'))
       f:write(string.format([[
@@ -434,16 +438,47 @@ describe('OAuth login', function()
       ]], H.ROOT, base, store))
       f:close()
       local out = H.command('for i in 1 2 3 4 5 6; do ' .. H.LUA .. ' ' .. script .. ' $i > ' .. script .. '.$i 2>&1 & done; wait')
-      local records = trace.decode(H.slurp(store))
+      local said = {}
       for i = 1, 6 do
-        local said = H.slurp(script .. '.' .. i)
-        local record = records[base .. ' ' .. base .. '/mcp/' .. i]
-        assert.is_table(record, 'record ' .. i .. ' lost; the process said: ' .. said .. out)
-        assert.equal(said, record.access_token)
+        said[i] = H.slurp(script .. '.' .. i)
         os.remove(script .. '.' .. i)
       end
       os.remove(script)
+      return said, out
+    end
+
+    -- Every process's token is the one kept under its resource.
+    local function all_six_kept(said, out)
+      local records = trace.decode(H.slurp(store))
+      for i = 1, 6 do
+        local record = records[base .. ' ' .. base .. '/mcp/' .. i]
+        assert.is_table(record, 'record ' .. i .. ' lost; the process said: ' .. said[i] .. out)
+        assert.equal(record.access_token, said[i], out)
+      end
       os.remove(store .. '.lock')
+    end
+
+    it('six processes logging in at once keep all six records', function()
+      all_six_kept(six_logins())
+    end)
+
+    it('six processes logging in at once all reach a token endpoint that answers only once all six asked', function()
+      control('token_barrier=6')
+      local said, out = six_logins()
+      -- When the server saw what, for the message of a failure.
+      local arrivals = H.node_get(base .. '/arrivals')
+      local timeline = {}
+      for _, a in ipairs(arrivals) do
+        timeline[#timeline + 1] = string.format('%8.0f ms %s %s %s', a.t, a.method or '', a.path, a.who or '')
+      end
+      timeline = '\nthe server saw:\n' .. table.concat(timeline, '\n')
+      local answered = {}
+      for _, a in ipairs(arrivals) do
+        if a.path == '/token answered' then answered[#answered + 1] = a.status end
+      end
+      all_six_kept(said, out .. timeline)
+      assert.same({ 200, 200, 200, 200, 200, 200 }, answered, timeline)
+      assert.same({ authorization_code = 6 }, stats().token)
     end)
 
     it('a store others can write is refused, saying how to fix it', function()

@@ -625,6 +625,11 @@ impl Session {
         self.in_flight.clear();
     }
 
+    /// See [`Transport::connect_by`].
+    pub fn connect_by(&mut self, deadline: Option<Instant>) {
+        self.transport.connect_by(deadline);
+    }
+
     pub fn established(&mut self, negotiated_version: &str) {
         self.transport.established(negotiated_version);
     }

@@ -40,6 +40,8 @@
 //   /slow-init  a well-behaved server slow at every step of its handshake:
 //               initialize is answered after 2 s, notifications/initialized
 //               after 2 s, and its GET stream's headers come after 1.5 s
+//   /trickle    a POST's answer (a JSON-RPC error, -32601) comes a byte each
+//               100 ms, its response head included (about 10 s in all)
 //   /ask-slow   answers tools/call over SSE after asking the client an
 //               elicitation/create on that stream; the reply ("Echo: " and
 //               the answer's action) follows the answer at once, but the
@@ -142,6 +144,23 @@ const listener = (req, res) => {
 };
 const server = tls ? https.createServer(tls, listener) : http.createServer(listener);
 
+// Writes the whole answer to the socket itself, a byte at a time.
+function trickle(req, res, body) {
+  let id = null;
+  try { id = JSON.parse(body).id; } catch (e) { /* a GET or a DELETE */ }
+  const text = JSON.stringify({ jsonrpc: '2.0', id, error: { code: -32601, message: 'Method not found' } });
+  const whole = `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`;
+  const socket = res.socket;
+  let at = 0;
+  const timer = setInterval(() => {
+    if (socket.destroyed || at >= whole.length) {
+      clearInterval(timer);
+      return;
+    }
+    socket.write(whole[at++]);
+  }, 100);
+}
+
 let modernCalls = 0;
 let charges = 0;
 function modern(req, res, body) {
@@ -207,6 +226,7 @@ function handle(path, req, res, body) {
   const sid = req.headers['mcp-session-id'];
   const port = server.address().port;
   if (path === '/modern-drop') return modern(req, res, body);
+  if (path === '/trickle') return trickle(req, res, body);
   if (path === '/away') {
     res.writeHead(302, { Location: `http://localhost:${port}/landing` });
     res.end();

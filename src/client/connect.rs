@@ -46,6 +46,10 @@ pub(super) struct Connecting {
     pub(super) awaiting_login: Option<Error>,
     /// The client's credentials count when the server refused.
     pub(super) credentials: u64,
+    /// When the whole handshake must be over, over HTTP:
+    /// `opts.connect_timeout` after it began, whatever its steps (the
+    /// probe, `initialize`, `initialized`) took between them.
+    until: Instant,
 }
 
 enum Step {
@@ -144,9 +148,23 @@ impl Connecting {
         }
     }
 
+    /// A new session for the handshake, bounded by what is left of its
+    /// time.
+    fn open_session<H: Host>(host: &mut H, until: Instant) -> Result<Session, Failure<H::Error>> {
+        let mut session = Session::new(host.open().map_err(Failure::Other)?);
+        session.connect_by(Some(until));
+        Ok(session)
+    }
+
+    /// The handshake is over: its session's requests are the caller's.
+    fn finish(&mut self) {
+        self.session.connect_by(None);
+    }
+
     /// Sends the step's request; a failure to send is its outcome.
     fn send(&mut self, id: &Json, message: &Json, mut limit: Limit) {
         limit.detached = self.detached;
+        limit.deadline = limit.deadline.min(self.until);
         if let Err(e) = self.session.start(id, message, limit) {
             self.unsent = Some(Err(e));
         }
@@ -165,8 +183,18 @@ impl Client {
             (EraChoice::Auto, Some(server)) => remembered::recall(server),
             _ => None,
         };
-        let session = Session::new(host.open().map_err(Failure::Other)?);
+        let mut session = Session::new(host.open().map_err(Failure::Other)?);
+        // Over HTTP the whole handshake is one budget. Over stdio a silent
+        // server's probe costs up to [`PROBE_PATIENCE`] before
+        // `initialize` gets the whole connect time of its own, as before:
+        // a cold start is no sign of an era there.
+        let until = match session.always_answers() {
+            true => Instant::now().checked_add(self.connect_timeout).unwrap_or_else(crate::interrupt::far_future),
+            false => crate::interrupt::far_future(),
+        };
+        session.connect_by(Some(until));
         let mut conn = Connecting {
+            until,
             session,
             server,
             detached,
@@ -204,6 +232,7 @@ impl Client {
                 Step::Idle => false,
             };
             if done {
+                conn.finish();
                 return Ok(true);
             }
         }
@@ -289,7 +318,7 @@ impl Client {
                 self.remember(conn, Verdict::Legacy);
                 if restart {
                     conn.close_session();
-                    conn.session = Session::new(host.open().map_err(Failure::Other)?);
+                    conn.session = Connecting::open_session(host, conn.until)?;
                 }
                 // A slow server may still answer it: a late discover
                 // result says the next process should probe again.
@@ -372,7 +401,7 @@ impl Client {
             return Err(failure);
         }
         conn.close_session();
-        conn.session = Session::new(host.open().map_err(Failure::Other)?);
+        conn.session = Connecting::open_session(host, conn.until)?;
         conn.probe = Probe::Answered;
         self.send_initialize(host, conn)?;
         Ok(false)

@@ -101,6 +101,13 @@ pub trait Transport {
         0
     }
 
+    /// The handshake must be over by `deadline` (None once it is): every
+    /// message it sends is bounded by what is left of it as a whole, head
+    /// and body (an HTTP POST), rather than by `opts.timeout`. A server
+    /// that trickled its response head a byte each 100 ms held discover
+    /// for the request timeout (8 s) where `connect_timeout` said 2.
+    fn connect_by(&mut self, _deadline: Option<Instant>) {}
+
     /// The handshake is done: later messages carry the negotiated version
     /// (HTTP sends it as a header), and the server may now talk first.
     fn established(&mut self, _negotiated_version: &str) {}

@@ -151,6 +151,10 @@ impl Transport for Recording {
         self.inner.take_dropped()
     }
 
+    fn connect_by(&mut self, deadline: Option<Instant>) {
+        self.inner.connect_by(deadline)
+    }
+
     fn established(&mut self, negotiated_version: &str) {
         self.inner.established(negotiated_version)
     }

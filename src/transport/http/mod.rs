@@ -562,6 +562,8 @@ pub struct Http {
     foreground: Option<ReplyStream>,
     /// The last POST ran out of time.
     timed_out: bool,
+    /// When the handshake must be over (see `Transport::connect_by`).
+    connect_by: Option<Instant>,
     /// The server speaks the modern way (see `post_headers`).
     modern: bool,
     /// The handshake is done; the server's stream opens after our next
@@ -630,6 +632,7 @@ impl Http {
             queue: VecDeque::new(),
             foreground: None,
             timed_out: false,
+            connect_by: None,
             modern: false,
             listen_pending: false,
             spare_agent: agent(0),
@@ -798,6 +801,17 @@ impl Shared {
 }
 
 impl Http {
+    /// `timeout`, or what is left of the handshake's time if that is
+    /// less (a millisecond at least: ureq takes no time as none at all).
+    fn within_handshake(&self, timeout: Duration) -> Duration {
+        match self.connect_by {
+            Some(deadline) => {
+                timeout.min(deadline.saturating_duration_since(Instant::now())).max(Duration::from_millis(1))
+            }
+            None => timeout,
+        }
+    }
+
     /// The headers `message` goes with; None when nothing is to be posted
     /// (a modern server hears a cancellation as the request's stream
     /// closing, and defines no notifications to POST).
@@ -845,6 +859,7 @@ impl Http {
             _ if is_initialize => self.shared.options.connect_timeout,
             _ => self.shared.options.timeout,
         };
+        let timeout = self.within_handshake(timeout);
         let response = match self.shared.post(&message, &headers, timeout) {
             Err(Error::HttpTimeout { .. }) if is_request => {
                 self.timed_out = true;
@@ -884,6 +899,7 @@ impl Http {
     /// waits for a reply's headers or body; whatever comes of it reaches
     /// the session through the inbox, as stream events do.
     fn send_detached_with(&mut self, request: &Json, own: &[(String, String)], timeout: Duration) -> Result<()> {
+        let timeout = self.within_handshake(timeout);
         let Some(headers) = self.headers_for(request, own) else { return Ok(()) };
         self.finish_foreground(true);
         if self.shared.is_stopped() {
@@ -978,6 +994,7 @@ impl Transport for Http {
     }
 
     fn send_notice(&mut self, notice: &Json, key: &IdKey, timeout: Duration) -> Result<bool> {
+        let timeout = self.within_handshake(timeout);
         let Some(headers) = self.headers_for(notice, &[]) else { return Ok(true) };
         self.finish_foreground(true);
         if self.shared.is_stopped() {
@@ -998,6 +1015,10 @@ impl Transport for Http {
 
     fn always_answers(&self) -> bool {
         true
+    }
+
+    fn connect_by(&mut self, deadline: Option<Instant>) {
+        self.connect_by = deadline;
     }
 
     fn carries_headers(&self) -> bool {
