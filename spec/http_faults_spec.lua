@@ -367,6 +367,33 @@ describe('connect_timeout over HTTP', function()
   end
 end)
 
+describe("a header past the client's own limit", function()
+  local stop, base
+  setup(function() base, stop = H.fault_server() end)
+  teardown(function() stop() end)
+
+  it('a 256 KiB Mcp-Param value is refused before it is sent, naming the limit and the option, not the server', function()
+    local client = mcp.new({ url = base .. '/modern-drop' })
+    client:discover()
+    assert.equal('Mcp-Param-Region of 8192 bytes', (client:call('route', { region = string.rep('a', 8192) })))
+    assert.has_error(function() client:call('route', { region = string.rep('a', 256 * 1024) }) end,
+      'MCP tools/call route not sent: its Mcp-Param-Region header would be 262144 bytes, over the 8192 this client'
+      .. ' sends in one header (opts.max_header_bytes; HTTP servers and proxies commonly refuse more than 8 KiB)')
+    -- the same async, and the client goes on
+    assert.has_error(function() client:call_async('route', { region = string.rep('a', 9000) }):wait() end,
+      'MCP tools/call route not sent: its Mcp-Param-Region header would be 9000 bytes, over the 8192 this client'
+      .. ' sends in one header (opts.max_header_bytes; HTTP servers and proxies commonly refuse more than 8 KiB)')
+    assert.equal('Mcp-Param-Region of 2 bytes', (client:call('route', { region = 'eu' })))
+    client:close()
+    local roomy = mcp.new({ url = base .. '/modern-drop', max_header_bytes = 12000 })
+    roomy:discover()
+    assert.equal('Mcp-Param-Region of 11000 bytes', (roomy:call('route', { region = string.rep('a', 11000) })))
+    roomy:close()
+    assert.has_error(function() mcp.new({ url = base .. '/modern-drop', max_header_bytes = 1e6 }) end,
+      'mcp.new: opts.max_header_bytes must be a whole number of bytes from 1 to 65536')
+  end)
+end)
+
 describe('a modern reply stream that breaks under a call with effects', function()
   local MAY_HAVE_RUN = "MCP tools/call charge failed: the server's reply stream ended before the reply came, so it may"
     .. ' or may not have run; it was not sent again, since nothing says running it twice is safe (a tool annotated'

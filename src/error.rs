@@ -153,6 +153,12 @@ pub enum Error {
     #[error("MCP: cannot encode {what} at {path}")]
     Encode { what: String, path: String },
 
+    /// A header of a request (a tool argument mirrored as `Mcp-Param-*`,
+    /// a long name or URI as `Mcp-Name`) would pass
+    /// `opts.max_header_bytes`; nothing was sent.
+    #[error("MCP {what} not sent: its {header} header would be {bytes} bytes, over the {limit} this client sends in one header (opts.max_header_bytes; HTTP servers and proxies commonly refuse more than 8 KiB)")]
+    HeaderTooLarge { what: String, header: String, bytes: usize, limit: usize },
+
     /// A server reply line grew past `opts.max_message_bytes`.
     #[error("MCP: a message from the server exceeded {limit} bytes (raise opts.max_message_bytes to allow it)")]
     MessageTooLarge { limit: usize },

@@ -343,6 +343,11 @@ impl Session {
                 self.abandon(id, abandon, "interrupted by the user");
                 Error::Interrupted { what: entry.map(|e| e.limit.what.to_string()).unwrap_or_default() }
             }
+            // Refused by the transport before anything went out.
+            Error::HeaderTooLarge { header, bytes, limit, .. } => {
+                let what = entry.map(|e| e.limit.what.to_string()).unwrap_or_default();
+                Error::HeaderTooLarge { what, header, bytes, limit }
+            }
             // Only a dead transport ends the session; a timeout or an
             // oversized reply leaves the server answering the next request.
             e @ Error::Transport { .. } => {

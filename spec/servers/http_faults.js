@@ -63,7 +63,9 @@
 //               read-only; "charge" (destructive, not idempotent) counts
 //               its runs, then closes its reply stream unanswered while
 //               its runs are at most {broken_runs} (default: always), and
-//               answers "charged N" after; "charges" tells the count.
+//               answers "charged N" after; "charges" tells the count;
+//               "route" marks its region x-mcp-header (Region) and tells
+//               the length of the Mcp-Param-Region header it got.
 //
 // GET /log returns every request seen (method, path, headers, body) and
 // clears it. On the GET stream the server sends a ping and a notification
@@ -189,7 +191,13 @@ function modern(req, res, body) {
         annotations: { readOnlyHint: true } },
       { name: 'charge', inputSchema: { type: 'object' },
         annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false } },
-      { name: 'charges', inputSchema: { type: 'object' }, annotations: { readOnlyHint: true } }] }));
+      { name: 'charges', inputSchema: { type: 'object' }, annotations: { readOnlyHint: true } },
+      { name: 'route', inputSchema: { type: 'object', properties: { region: { type: 'string', 'x-mcp-header': 'Region' } } },
+        annotations: { readOnlyHint: true } }] }));
+  }
+  if (msg.method === 'tools/call' && msg.params.name === 'route') {
+    const header = req.headers['mcp-param-region'] || '';
+    return json(res, 200, result(msg.id, toolResult(`Mcp-Param-Region of ${header.length} bytes`)));
   }
   if (msg.method === 'tools/call' && msg.params.name === 'charges') {
     return json(res, 200, result(msg.id, toolResult(String(charges))));

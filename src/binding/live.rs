@@ -69,6 +69,7 @@ fn open_server(client: &Table, options: &TransportOptions) -> Outcome<Box<dyn Tr
             timeout: options.timeout,
             connect_timeout: options.connect_timeout,
             max_message_bytes: options.max_message_bytes,
+            max_header_bytes: options.max_header_bytes,
             ca_pem: options.ca_pem.clone(),
             bearer: options.bearer.clone(),
             login: options.login.is_some(),

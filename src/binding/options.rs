@@ -40,6 +40,8 @@ pub(super) struct TransportOptions {
     pub(super) env: Vec<(String, String)>,
     pub(super) cwd: Option<String>,
     pub(super) max_message_bytes: usize,
+    /// `opts.max_header_bytes`: the longest header value a request sends.
+    pub(super) max_header_bytes: usize,
     /// Methods of server requests that `opts.handlers` answers in Lua.
     pub(super) lua_handled: Vec<String>,
     /// Made on first use: by the first transport, or by `client:fd()`.
@@ -81,6 +83,13 @@ pub(super) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 /// hide the mistake instead.
 const TIMEOUT_RANGE: (f64, f64) = (0.001, 1e7);
 const MAX_MESSAGE_BYTES_LIMIT: f64 = (1u64 << 40) as f64;
+
+/// The longest header value a request sends by default: the per-field
+/// limit of nginx and Apache (8 KiB); node takes 16 KiB for all headers.
+const DEFAULT_MAX_HEADER_BYTES: usize = 8 << 10;
+/// And at most: the HTTP client's own buffer for a request head is not
+/// much larger.
+const MAX_HEADER_BYTES_LIMIT: f64 = 65536.0;
 
 /// A number option in `[min, max]`: integers and floats alike (Lua 5.1 and
 /// LuaJIT have only floats), never NaN or infinite. None when absent.
@@ -161,6 +170,20 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
         Some(n) if n.fract() == 0.0 => n as usize,
         Some(_) => {
             let why = "mcp.new: opts.max_message_bytes must be a whole number of bytes from 1 to 2^40";
+            return Err(Error::BadInput(why.into()).into());
+        }
+    };
+    let max_header_bytes = match number_option(
+        opts,
+        "max_header_bytes",
+        1.0,
+        MAX_HEADER_BYTES_LIMIT,
+        "a whole number of bytes from 1 to 65536",
+    )? {
+        None => DEFAULT_MAX_HEADER_BYTES,
+        Some(n) if n.fract() == 0.0 => n as usize,
+        Some(_) => {
+            let why = "mcp.new: opts.max_header_bytes must be a whole number of bytes from 1 to 65536";
             return Err(Error::BadInput(why.into()).into());
         }
     };
@@ -262,6 +285,7 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
         env,
         cwd,
         max_message_bytes,
+        max_header_bytes,
         lua_handled,
         doorbell: OnceCell::new(),
         record,

@@ -94,6 +94,8 @@ pub struct Options {
     /// TLS handshake).
     pub connect_timeout: Duration,
     pub max_message_bytes: usize,
+    /// The longest header value sent (`opts.max_header_bytes`).
+    pub max_header_bytes: usize,
     /// PEM certificates to trust instead of the bundled Mozilla roots
     /// (a private CA, a self-signed server).
     pub ca_pem: Option<Vec<u8>>,
@@ -815,13 +817,20 @@ impl Http {
     /// The headers `message` goes with; None when nothing is to be posted
     /// (a modern server hears a cancellation as the request's stream
     /// closing, and defines no notifications to POST).
-    fn headers_for(&mut self, message: &Json, own: &[(String, String)]) -> Option<PostHeaders> {
+    /// Refused when one of them is longer than `opts.max_header_bytes`:
+    /// a 256 KiB `Mcp-Param` value overflowed the client's own request
+    /// buffer, and the error blamed the server.
+    fn headers_for(&mut self, message: &Json, own: &[(String, String)]) -> Result<Option<PostHeaders>> {
         let headers = post_headers(message, own, self.modern);
         if headers.modern && is_cancellation(message) {
             self.stop_reading(message);
-            return None;
+            return Ok(None);
         }
-        Some(headers)
+        let limit = self.shared.options.max_header_bytes;
+        if let Some((name, value)) = headers.own.iter().find(|(_, value)| value.len() > limit) {
+            return Err(Error::HeaderTooLarge { what: String::new(), header: name.clone(), bytes: value.len(), limit });
+        }
+        Ok(Some(headers))
     }
 
     fn send_with(&mut self, sent: &Json, own: &[(String, String)]) -> Result<()> {
@@ -830,7 +839,7 @@ impl Http {
                 return self.answer_beside(sent, slot);
             }
         }
-        let Some(headers) = self.headers_for(sent, own) else { return Ok(()) };
+        let Some(headers) = self.headers_for(sent, own)? else { return Ok(()) };
         // Every POST needs a connection: the last reply stream's goes back
         // to the pool first. One still unanswered (a request given up on,
         // or a nested call from a handler) goes on elsewhere, unless this
@@ -900,7 +909,7 @@ impl Http {
     /// the session through the inbox, as stream events do.
     fn send_detached_with(&mut self, request: &Json, own: &[(String, String)], timeout: Duration) -> Result<()> {
         let timeout = self.within_handshake(timeout);
-        let Some(headers) = self.headers_for(request, own) else { return Ok(()) };
+        let Some(headers) = self.headers_for(request, own)? else { return Ok(()) };
         self.finish_foreground(true);
         if self.shared.is_stopped() {
             return Err(Error::Closed { what: protocol::lua_text(request.get("method")) });
@@ -945,7 +954,7 @@ impl Http {
     /// take the answer. The foreground stream is left alone: it belongs to
     /// whatever the Lua thread waits for, not to this answer.
     fn answer_beside(&mut self, answer: &Json, slot: Slot) -> Result<()> {
-        let Some(headers) = self.headers_for(answer, &[]) else { return Ok(()) };
+        let Some(headers) = self.headers_for(answer, &[])? else { return Ok(()) };
         let body = codec::encode(answer);
         self.shared.spawn(move |shared| {
             shared.post_answer(&body, &headers);
@@ -995,7 +1004,7 @@ impl Transport for Http {
 
     fn send_notice(&mut self, notice: &Json, key: &IdKey, timeout: Duration) -> Result<bool> {
         let timeout = self.within_handshake(timeout);
-        let Some(headers) = self.headers_for(notice, &[]) else { return Ok(true) };
+        let Some(headers) = self.headers_for(notice, &[])? else { return Ok(true) };
         self.finish_foreground(true);
         if self.shared.is_stopped() {
             return Err(Error::Closed { what: protocol::lua_text(notice.get("method")) });
