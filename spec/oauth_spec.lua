@@ -449,7 +449,7 @@ describe('OAuth login', function()
 
     -- Every process's token is the one kept under its resource.
     local function all_six_kept(said, out)
-      local records = trace.decode(H.slurp(store))
+      local records = trace.decode(H.slurp(store) or '{}')
       for i = 1, 6 do
         local record = records[base .. ' ' .. base .. '/mcp/' .. i]
         assert.is_table(record, 'record ' .. i .. ' lost; the process said: ' .. said[i] .. out)

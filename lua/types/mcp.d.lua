@@ -21,11 +21,12 @@ local mcp = {}
 ---@field timeout? number              Seconds per request (default 60; 0.001 to 1e7).
 ---@field connect_timeout? number      Seconds for the server to start and answer initialize (default 60; 0.001 to 1e7).
 ---@field era? "auto"|"legacy"|"modern"  Which revision to speak (default "auto": found per server, see docs/eras.md).
----@field cache? boolean               false: keep nothing a modern server allows to be kept (default true).
+---@field cache? boolean|mcp.CacheBounds  false: keep nothing a modern server allows to be kept (default true: 256 entries, 8 MiB).
 ---@field json_types? boolean          Results keep JSON's types: mcp.null for null, empty arrays marked as by mcp.array.
 ---@field env? table<string, string>   Added to the server's environment (stdio).
 ---@field cwd? string                  The server's working directory (stdio).
 ---@field max_message_bytes? integer   Largest reply accepted (default 64 MiB; at most 2^40).
+---@field max_header_bytes? integer    Longest header a request sends, Mcp-Param-* included (default 8 KiB; at most 64 KiB).
 ---@field headers? table<string, string>  Sent on every HTTP request.
 ---@field auth? mcp.Auth                 Credentials for HTTP: a token, a user's login, or a machine's (docs/authorization.md).
 ---@field ca_file? string              PEM certificates to trust instead of Mozilla's roots (HTTPS).
@@ -36,6 +37,10 @@ local mcp = {}
 ---@field on_list_changed? fun(kind: "tools"|"resources"|"prompts")  A list the server changed.
 ---@field record? string               Appends every message sent and received to this file (JSON lines; no headers; created 0600; a symbolic link is refused).
 ---@field replay? string               A recording to answer from instead of a server (see mcp.replay).
+
+---@class mcp.CacheBounds               opts.cache as a table: how much the result cache keeps.
+---@field max_entries? integer          Entries at most (default 256; 0 keeps nothing).
+---@field max_bytes? integer            Bytes at most, as the decoded results hold them (default 8 MiB).
 
 ---@class mcp.Auth                      opts.auth: `token` alone, or the fields of a login.
 ---@field token? string|fun(): string   A bearer token (a function is asked before each call).
@@ -141,6 +146,7 @@ function Client:close() end
 ---@field input_responses? table<string, table>  Goes on from such a result: the answers, by the keys of its inputRequests.
 ---@field request_state? string        Goes on from such a result: its requestState, as it came.
 ---@field cache? "refresh"|"bypass"    "refresh": fetched and kept; "bypass": neither answered from nor kept in the cache.
+---@field idempotent? boolean          Whether the request may be sent again when a modern server's reply stream breaks (default: only requests that change nothing, and tools annotated readOnlyHint or idempotentHint).
 ---@field rpc_error? "return"          client:request only: a JSON-RPC error is returned as nil, {code, message, data}.
 ---@field on_done? fun(ok: boolean, ...: any)  On the Lua thread once settled: `true, text, is_error, result` (call_async), `true, result` (request_async), or `false, err`. An error it raises is raised by the dispatch or wait that ran it; other ready callbacks then wait for the next dispatch.
 
