@@ -126,7 +126,11 @@ describe('errors quote a server within bounds, and inertly', function()
     local R = '\239\191\189'
     assert.is_truthy(err:find('starting' .. R .. '[31m red' .. R .. '[0m\n' .. R .. '[2J' .. R .. '[H' .. R
       .. ']0;owned' .. R .. ' ' .. R .. '31m done', 1, true), err)
-    assert.is_nil(err:find('[\0-\8\11-\31\127]'), err)
+    -- no control byte left but newline and tab (a pattern cannot hold NUL on 5.1)
+    for i = 1, #err do
+      local b = err:byte(i)
+      assert.is_false(b < 32 and b ~= 9 and b ~= 10 or b == 127, 'byte ' .. b .. ' at ' .. i)
+    end
     client:close()
   end)
 end)

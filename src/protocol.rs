@@ -439,7 +439,10 @@ pub enum ResultKind {
 }
 
 /// A JSON-RPC error object as the error Lua sees: the reference's words,
-/// then what its `data` says that the caller can act on.
+/// then what its `data` says that the caller can act on. The server's
+/// message and code are as they came, as the reference raises them (the
+/// fixture seam's callers compare them byte for byte); a live client
+/// bounds them (`server_text::bounded`).
 pub fn rpc_error(err: &Json, what: &str) -> Error {
     let data = err.get("data");
     let versions = |key: &str| Some(server_text::listed(data?.get(key)?.elements().map(|v| lua_text(Some(v)))));
@@ -453,8 +456,8 @@ pub fn rpc_error(err: &Json, what: &str) -> Error {
     };
     Error::Rpc {
         what: what.to_string(),
-        message: server_text::quoted_str(&lua_text(err.get("message")), server_text::TEXT_CHARS),
-        code: server_text::quoted_str(&lua_text(err.get("code")), server_text::ITEM_CHARS),
+        message: lua_text(err.get("message")),
+        code: lua_text(err.get("code")),
         said,
         data: data.map(|d| Box::new(d.clone())),
     }

@@ -11,6 +11,8 @@
 
 use std::borrow::Cow;
 
+use crate::error::Error;
+
 /// Characters of one server text quoted in an error (a message, a
 /// challenge, a body's start), unless the caller bounds it otherwise.
 pub const TEXT_CHARS: usize = 1000;
@@ -49,6 +51,23 @@ pub fn quoted_str(text: &str, max_chars: usize) -> String {
     };
     let left_out = text[shown.len()..].chars().count();
     format!("{}... ({left_out} more characters)", printable(shown))
+}
+
+/// `error` with the server's own words in it (a JSON-RPC error's message
+/// and code) bounded and inert: what a live client raises. The fixture
+/// seam raises them as they came, as the reference does, since its
+/// callers compare its errors with the reference's byte for byte.
+pub fn bounded(error: Error) -> Error {
+    match error {
+        Error::Rpc { what, message, code, said, data } => Error::Rpc {
+            what,
+            message: quoted_str(&message, TEXT_CHARS),
+            code: quoted_str(&code, ITEM_CHARS),
+            said,
+            data,
+        },
+        other => other,
+    }
 }
 
 /// Items joined with ", ", each quoted, at most [`LIST_ITEMS`] of them,

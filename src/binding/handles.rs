@@ -579,33 +579,41 @@ pub(super) fn run_on_done(lua: &Cx, client: &Table) -> Outcome<usize> {
     // Read before looking: whatever settles from here on is looked for
     // next time.
     let settled_count = crate::session::settled_count();
-    let mut waiting = Vec::new();
-    for pair in pending.pairs::<Table, Function>() {
-        let (handle, on_done) = pair?;
-        if let Value::UserData(ud) = lua.prelude.handle_states.raw_get::<Value>(handle.clone())? {
-            waiting.push((handle, ud, on_done));
-        }
+    // The handles are kept in Lua lists rather than as Rust references:
+    // Lua 5.1 and LuaJIT hold 8,000 of those at most (see `HandleList`).
+    // Listed before any is looked at, since looking may run callbacks that
+    // make new requests, which `pending` must not get during a traversal.
+    let waiting = lua.create_table()?;
+    let mut count = 0;
+    for pair in pending.pairs::<Table, Value>() {
+        let (handle, _) = pair?;
+        count += 1;
+        waiting.raw_set(count, handle)?;
     }
-    if waiting.is_empty() {
+    if count == 0 {
         return Ok(0);
     }
-    // (Busy: called from inside one of its own callbacks. Later, then.)
-    let ready = with_client_state(lua, client, "on_done", |core, host| {
-        let mut ready = Vec::new();
-        for (handle, ud, on_done) in waiting {
+    // The settled ones, with where each stood in the order requests
+    // settled. (Busy: called from inside one of its own callbacks. Later,
+    // then.)
+    let ready = lua.create_table()?;
+    let mut order: Vec<(u64, usize)> = Vec::new();
+    let looked = with_client_state(lua, client, "on_done", |core, host| {
+        for i in 1..=count {
+            let handle: Table = waiting.raw_get(i)?;
+            let Value::UserData(ud) = lua.prelude.handle_states.raw_get::<Value>(handle.clone())? else { continue };
             let state = ud.borrow::<HandleState>()?;
-            let settled = take_if_settled(core, host, &state);
-            let settled_as = state.settled_as.get();
-            drop(state);
-            if settled {
-                ready.push((settled_as, handle, ud, on_done));
+            if take_if_settled(core, host, &state) {
+                order.push((state.settled_as.get(), order.len() + 1));
+                ready.raw_set(order.len(), handle)?;
             }
         }
-        // In the order their requests settled (the pending table has none).
-        ready.sort_by_key(|(settled_as, ..)| *settled_as);
-        Ok(ready.into_iter().map(|(_, handle, ud, on_done)| (handle, ud, on_done)).collect::<Vec<_>>())
-    })
-    .unwrap_or_default();
+        Ok(())
+    });
+    if looked.is_err() {
+        return Ok(0);
+    }
+    order.sort_by_key(|(settled_as, _)| *settled_as);
     // Each taken out of `pending` just before it runs, and only if still
     // there: a callback that calls the client runs the others itself.
     // After a callback raised, the rest stay pending for the next
@@ -614,16 +622,16 @@ pub(super) fn run_on_done(lua: &Cx, client: &Table) -> Outcome<usize> {
     let json_types = entry.json_types();
     let mut ran = 0;
     entry.set_settled_count_seen(Some(settled_count))?;
-    for (handle, ud, on_done) in ready {
+    for (_, at) in order {
         if callback_pending() {
             // The rest are looked for again by the next call, whatever it is.
             entry.set_settled_count_seen(None)?;
             ring_for_lua(lua, client)?;
             break;
         }
-        if !matches!(pending.raw_get::<Value>(handle.clone())?, Value::Function(_)) {
-            continue;
-        }
+        let handle: Table = ready.raw_get(at)?;
+        let Value::Function(on_done) = pending.raw_get::<Value>(handle.clone())? else { continue };
+        let Value::UserData(ud) = lua.prelude.handle_states.raw_get::<Value>(handle.clone())? else { continue };
         pending.raw_set(handle, Value::Nil)?;
         let state = ud.borrow::<HandleState>()?;
         with_json_types(json_types, || call_on_done(lua, on_done, &state, client))?;
@@ -720,20 +728,50 @@ pub(super) fn cancel(lua: &Cx, args: MultiValue) -> Outcome {
     Ok(MultiValue::from_vec(vec![Value::Boolean(cancelled)]))
 }
 
-/// The handles of `mcp.wait_any` / `mcp.wait_all`, in order.
-fn handle_list(lua: &Cx, value: &Value, what: &str) -> Outcome<Vec<(Table, AnyUserData)>> {
-    let Value::Table(list) = value else {
-        return Err(Error::BadInput(format!("{what}: expected a list of handles")).into());
-    };
-    let mut handles = Vec::new();
-    for (i, v) in list.sequence_values::<Value>().enumerate() {
-        let v = v?;
-        let item = handle_arg(lua, &v, what).map_err(|_| {
-            Error::BadInput(format!("{what}: handles[{}] is not a handle from call_async or request_async", i + 1))
-        })?;
-        handles.push(item);
+/// The handles of `mcp.wait_any` / `mcp.wait_all`, in order, read from
+/// their Lua list one at a time: Lua 5.1 and LuaJIT hold at most 8,000
+/// values on the stack where Rust keeps its references, and a wait for
+/// 8,000 handles that held them all ran out of it.
+struct HandleList {
+    list: Table,
+    len: usize,
+}
+
+impl HandleList {
+    /// Checks every item is a handle, naming the first that is not.
+    fn read(lua: &Cx, value: &Value, what: &str) -> Outcome<HandleList> {
+        let Value::Table(list) = value else {
+            return Err(Error::BadInput(format!("{what}: expected a list of handles")).into());
+        };
+        let handles = HandleList { list: list.clone(), len: list.raw_len() };
+        for i in 0..handles.len {
+            handles.at(lua, i, what)?;
+        }
+        Ok(handles)
     }
-    Ok(handles)
+
+    /// The `i`th handle (from 0) and its state.
+    fn at(&self, lua: &Cx, i: usize, what: &str) -> Outcome<(Table, AnyUserData)> {
+        let item = self.list.raw_get::<Value>(i + 1)?;
+        handle_arg(lua, &item, what).map_err(|_| {
+            Error::BadInput(format!("{what}: handles[{}] is not a handle from call_async or request_async", i + 1))
+                .into()
+        })
+    }
+
+    /// The clients of the handles, each once.
+    fn clients(&self, lua: &Cx, what: &str) -> Outcome<Vec<Table>> {
+        let mut clients: Vec<Table> = Vec::new();
+        for i in 0..self.len {
+            let (handle, _) = self.at(lua, i, what)?;
+            if let Some(client) = client_of(lua, &handle)? {
+                if !clients.iter().any(|c| c == &client) {
+                    clients.push(client);
+                }
+            }
+        }
+        Ok(clients)
+    }
 }
 
 /// Whether the handle has settled, taking its outcome if the core has it.
@@ -753,28 +791,29 @@ fn poll_handle(lua: &Cx, handle: &Table, state_ud: &AnyUserData) -> Outcome<bool
 /// waited on directly (the fast path: its reply wakes us with no detour);
 /// several are watched through their doorbells at once.
 fn wait_handles(lua: &Cx, args: &MultiValue, what: &str, all: bool) -> Outcome {
-    let handles = handle_list(lua, &arg(args, 0), what)?;
+    let handles = HandleList::read(lua, &arg(args, 0), what)?;
     let until = deadline_after(wait_bound(&arg(args, 1), what)?);
     // For wait_all, the handles before this one have settled, and one
     // that has not is enough to go on waiting: looking at every handle on
     // every turn made a wait for thousands quadratic. Its clients are
     // then all those of the list.
     let mut first_unsettled = 0;
-    let every_client = if all { clients_of(lua, &handles)? } else { Vec::new() };
+    let every_client = if all { handles.clients(lua, what)? } else { Vec::new() };
     loop {
         let mut unsettled_clients: Vec<Table> = Vec::new();
         let mut all_settled = true;
-        for (i, (handle, state_ud)) in handles.iter().enumerate().skip(first_unsettled) {
+        for i in first_unsettled..handles.len {
             if all && !all_settled {
                 unsettled_clients = every_client.clone();
                 break;
             }
-            if poll_handle(lua, handle, state_ud)? {
+            let (handle, state_ud) = handles.at(lua, i, what)?;
+            if poll_handle(lua, &handle, &state_ud)? {
                 if all {
                     first_unsettled = i + 1;
                 }
                 if !all {
-                    for client in clients_of(lua, &handles)? {
+                    for client in handles.clients(lua, what)? {
                         run_on_done(lua, &client)?;
                     }
                     return Ok(MultiValue::from_vec(vec![Value::Integer((i + 1) as _)]));
@@ -782,19 +821,19 @@ fn wait_handles(lua: &Cx, args: &MultiValue, what: &str, all: bool) -> Outcome {
                 continue;
             }
             all_settled = false;
-            if let Some(client) = client_of(lua, handle)? {
+            if let Some(client) = client_of(lua, &handle)? {
                 if !unsettled_clients.iter().any(|c| c == &client) {
                     unsettled_clients.push(client);
                 }
             }
         }
         if all && all_settled {
-            for client in clients_of(lua, &handles)? {
+            for client in handles.clients(lua, what)? {
                 run_on_done(lua, &client)?;
             }
             return Ok(MultiValue::from_vec(vec![Value::Boolean(true)]));
         }
-        if handles.is_empty() || Instant::now() >= until {
+        if handles.len == 0 || Instant::now() >= until {
             return Ok(MultiValue::from_vec(vec![Value::Nil]));
         }
         if interrupt::requested() {
@@ -835,18 +874,6 @@ fn wait_handles(lua: &Cx, args: &MultiValue, what: &str, all: bool) -> Outcome {
             }
         }
     }
-}
-
-fn clients_of(lua: &Cx, handles: &[(Table, AnyUserData)]) -> Outcome<Vec<Table>> {
-    let mut clients: Vec<Table> = Vec::new();
-    for (handle, _) in handles {
-        if let Some(client) = client_of(lua, handle)? {
-            if !clients.iter().any(|c| c == &client) {
-                clients.push(client);
-            }
-        }
-    }
-    Ok(clients)
 }
 
 /// `mcp.wait_any(handles [, timeout])`: the index of a settled handle, or

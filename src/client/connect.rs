@@ -425,7 +425,7 @@ impl Client {
             }
             Err(e) => return Err(Failure::Core(e)),
         };
-        let result = result_of(Some(reply), "initialize").map_err(Failure::Core)?;
+        let result = result_of(Some(reply), "initialize").map_err(|e| Failure::Core(crate::server_text::bounded(e)))?;
         check_version(&result).map_err(Failure::Core)?;
         self.initialized = Some(result.clone());
         // The transport first: over HTTP the notification after this

@@ -289,7 +289,7 @@ impl Client {
         // Its whole reply is the outcome: an error in it is a refusal.
         if let Some(Ok(reply)) = listening.op.take_outcome() {
             if let Some(error) = reply.get("error").filter(|e| e.is_truthy()) {
-                let refusal = protocol::rpc_error(error, "subscriptions/listen");
+                let refusal = crate::server_text::bounded(protocol::rpc_error(error, "subscriptions/listen"));
                 self.subscriptions.refused_on = Some(self.session_number);
                 host.warn(&format!("no change notifications from this server: {refusal}"));
             }

@@ -31,6 +31,7 @@ use crate::codec::Json;
 use crate::error::Error;
 use crate::interrupt::far_future;
 use crate::protocol::{self, id_key, result_of, IdKey, ResultKind, MODERN_VERSIONS};
+use crate::server_text;
 use crate::session::{Limit, Session};
 use crate::tool_headers;
 
@@ -764,7 +765,7 @@ impl Client {
     ) -> Result<(), H::Error> {
         let result = match reply {
             Ok(reply) if op.request.shape == Shape::Reply => Ok(reply),
-            Ok(reply) => result_of(Some(reply), op.what()),
+            Ok(reply) => result_of(Some(reply), op.what()).map_err(server_text::bounded),
             Err(e) => Err(e),
         };
         let result = match result.and_then(|result| self.result_kind(op, result)) {

@@ -106,7 +106,7 @@ pub fn read_answer(outcome: Result<Json, Error>, always_answers: bool) -> Answer
 /// use any code in JSON-RPC's implementation-defined range, and the
 /// revision says the fallback must not hang on one code.
 fn read_error(error: &Json) -> Answer {
-    let refusal = protocol::rpc_error(error, "server/discover");
+    let refusal = crate::server_text::bounded(protocol::rpc_error(error, "server/discover"));
     let legacy = |why: String| Answer::Legacy { restart: false, why };
     let code = error.get("code").map(|c| lua_text(Some(c)));
     match code.as_deref() {
