@@ -802,7 +802,8 @@ fn wait_handles(lua: &Cx, args: &MultiValue, what: &str, all: bool) -> Outcome {
     loop {
         let mut unsettled_clients: Vec<Table> = Vec::new();
         let mut all_settled = true;
-        for i in first_unsettled..handles.len {
+        let start = first_unsettled;
+        for i in start..handles.len {
             if all && !all_settled {
                 unsettled_clients = every_client.clone();
                 break;
