@@ -61,7 +61,6 @@
 //! its Location in the error, for the user to decide.
 
 use std::collections::VecDeque;
-use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
@@ -73,16 +72,18 @@ use ureq::{Agent, Body};
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
 use crate::interrupt;
-use crate::protocol::{self, classify, id_key, IdKey, Kind};
-use crate::tool_headers::header_value;
+use crate::protocol::{self, id_key, IdKey};
 use crate::transport::doorbell::Doorbell;
 use crate::transport::inbox::{Event, Inbox};
 use crate::transport::{Received, Transport};
-use crate::wire::{is_user_interrupt, pausing_at, sliced_connector, tls_config, RememberingResolver, SharedResolver};
+use crate::wire::{pausing_at, sliced_connector, tls_config, RememberingResolver, SharedResolver};
 
+mod exchange;
+mod send;
 mod sse;
 mod streams;
 
+use exchange::{drain_briefly, header, is_event_stream, trim, PostHeaders, Verb};
 use streams::{read_stream, ReplyStream, Step};
 
 #[derive(Clone, Debug)]
@@ -112,10 +113,6 @@ pub struct Options {
     pub doorbell: Option<Arc<Doorbell>>,
 }
 
-/// How much of an error body an error message quotes.
-const ERROR_EXCERPT: usize = 200;
-/// Same-origin redirects followed for one request.
-const MAX_REDIRECTS: usize = 5;
 /// The session's DELETE when closing: a courtesy, not worth a long wait.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long the server's own stream is waited for once asked for: by the
@@ -138,19 +135,6 @@ const STREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the Lua thread waits, once its reply is in, for the rest of
 /// the reply stream (normally just its end, already on the way).
 const FOREGROUND_DRAIN: Duration = Duration::from_millis(5);
-
-/// The three kinds of request this transport makes.
-#[derive(Clone, Copy)]
-enum Verb<'a> {
-    /// A message, with the headers its own content calls for (see
-    /// [`PostHeaders`]).
-    Post(&'a [u8], &'a PostHeaders),
-    /// The server's stream, or a resumption of one.
-    Get {
-        last_event_id: Option<&'a str>,
-    },
-    Delete,
-}
 
 /// What the Lua thread and the stream threads share.
 struct Shared {
@@ -217,142 +201,6 @@ impl Shared {
         threads.push(thread::spawn(move || work(shared)));
     }
 
-    /// Headers every request carries: the user's, then the session's. A
-    /// modern message has no session: its version and method go in
-    /// headers of its own (`post_headers`).
-    fn decorate<B>(&self, mut req: ureq::RequestBuilder<B>, modern: bool) -> ureq::RequestBuilder<B> {
-        for (name, value) in &self.options.headers {
-            req = req.header(name.as_str(), value.as_str());
-        }
-        if let Some(token) = lock(&self.options.bearer).as_deref() {
-            req = req.header("Authorization", format!("Bearer {token}"));
-        }
-        if modern {
-            return req;
-        }
-        if let Some(id) = self.session_id() {
-            req = req.header("Mcp-Session-Id", id);
-        }
-        if let Some(v) = lock(&self.protocol_version).clone() {
-            req = req.header("MCP-Protocol-Version", v);
-        }
-        req
-    }
-
-    /// One request, following same-origin redirects (see the module doc).
-    /// Where a redirect led is remembered for the rest of the session: a
-    /// server that redirects `/mcp` to `/mcp/` would otherwise get every
-    /// body twice.
-    fn exchange(&self, agent: &Agent, verb: Verb, timeout: Duration) -> Result<Response<Body>> {
-        let mut url = lock(&self.url).clone();
-        for hop in 0..=MAX_REDIRECTS {
-            let sent = match verb {
-                Verb::Post(body, headers) => {
-                    // Uncompressed: a compressed event stream is held back
-                    // by the compressor, and ureq's decoder would wrap the
-                    // errors our reads rely on (see `Pause`).
-                    let mut req = agent
-                        .post(&url)
-                        .header("Content-Type", "application/json")
-                        .header("Accept", "application/json, text/event-stream")
-                        .header("Accept-Encoding", "identity");
-                    req = self.decorate(req, headers.modern);
-                    for (name, value) in &headers.own {
-                        req = req.header(name.as_str(), value.as_str());
-                    }
-                    req.config().timeout_global(Some(timeout)).build().send(body)
-                }
-                Verb::Get { last_event_id } => {
-                    let mut req =
-                        agent.get(&url).header("Accept", "text/event-stream").header("Accept-Encoding", "identity");
-                    if let Some(id) = last_event_id {
-                        req = req.header("Last-Event-ID", id);
-                    }
-                    // Bounded until the headers arrive; the stream itself
-                    // may then stay open for the session's life.
-                    let connect = Some(timeout.min(STREAM_CONNECT_TIMEOUT));
-                    let config = self.decorate(req, false).config().timeout_resolve(connect).timeout_connect(connect);
-                    config.timeout_recv_response(Some(timeout)).build().call()
-                }
-                Verb::Delete => {
-                    self.decorate(agent.delete(&url), false).config().timeout_global(Some(timeout)).build().call()
-                }
-            };
-            let response = sent.map_err(|e| self.failed(&url, e, timeout))?;
-            let status = response.status().as_u16();
-            let location = response.headers().get("location").and_then(|v| v.to_str().ok());
-            let (true, Some(location)) = (matches!(status, 301 | 302 | 303 | 307 | 308), location) else {
-                if hop > 0 {
-                    *lock(&self.url) = url;
-                }
-                return Ok(response);
-            };
-            let refuse = |why| Error::Redirected { status, url: url.clone(), location: location.to_string(), why };
-            let next = url::Url::parse(&url).and_then(|base| base.join(location)).map_err(|_| refuse("not a URL"))?;
-            let same_origin = url::Url::parse(&url).is_ok_and(|base| base.origin() == next.origin());
-            if !same_origin {
-                return Err(refuse(
-                    "another origin: your headers and the session id stay with the one they were given for",
-                ));
-            }
-            if hop == MAX_REDIRECTS {
-                return Err(refuse("too many redirects"));
-            }
-            url = next.to_string();
-        }
-        unreachable!("the loop returns on its last hop")
-    }
-
-    /// Words for a request that got no HTTP answer, with curl's exit codes
-    /// for the same cases (the reference ran curl, and agents may match
-    /// on its codes).
-    fn failed(&self, url: &str, err: ureq::Error, timeout: Duration) -> Error {
-        let unreachable = |code: &str, why: Option<String>| Error::Transport {
-            code: code.into(),
-            detail: match why {
-                Some(why) => format!("cannot reach the MCP server at {url} ({why})"),
-                None => format!("cannot reach the MCP server at {url}"),
-            },
-        };
-        let weird = |what: String| Error::Transport { code: "8".into(), detail: format!("the server at {url} {what}") };
-        if matches!(
-            err,
-            ureq::Error::HostNotFound | ureq::Error::ConnectionFailed | ureq::Error::Io(_) | ureq::Error::Timeout(_)
-        ) {
-            // The server may have moved: the next request looks it up again.
-            self.resolver.forget();
-        }
-        match err {
-            ureq::Error::Timeout(_) => Error::HttpTimeout { url: url.to_string(), seconds: seconds(timeout) },
-            // Our own, from `SlicedWire`: the session names the request.
-            ureq::Error::Io(e) if is_user_interrupt(&e) => Error::Interrupted { what: String::new() },
-            ureq::Error::HostNotFound => unreachable("6", None),
-            // A certificate problem is not a network problem: say which.
-            ureq::Error::Rustls(e) => unreachable("60", Some(format!("TLS: {e}"))),
-            ureq::Error::Tls(e) => unreachable("60", Some(format!("TLS: {e}"))),
-            // rustls reports a refused certificate through the I/O layer.
-            ureq::Error::Io(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                unreachable("60", Some(format!("TLS: {e}")))
-            }
-            ureq::Error::LargeResponseHeader(_, limit) => {
-                weird(format!("sent response headers over {limit} bytes, more than this client reads"))
-            }
-            ureq::Error::Protocol(ureq_proto::Error::HttpParseTooManyHeaders) => {
-                weird("sent more response headers than this client reads (128)".into())
-            }
-            ureq::Error::Protocol(e) => weird(format!("sent a reply that is not valid HTTP ({e})")),
-            _ => unreachable("7", None),
-        }
-    }
-
-    fn post(&self, body: &[u8], headers: &PostHeaders, timeout: Duration) -> Result<Response<Body>> {
-        self.exchange(&self.agent, Verb::Post(body, headers), timeout)
-    }
-
-    fn get_stream(&self, last_event_id: Option<&str>) -> Result<Response<Body>> {
-        self.exchange(&self.agent, Verb::Get { last_event_id }, self.options.timeout)
-    }
-
     /// Sends our answer to a request the server sent us, on a connection
     /// of its own.
     fn answer(&self, answer: &Json) {
@@ -367,90 +215,6 @@ impl Shared {
         if let Ok(response) = self.post(body, headers, self.options.timeout) {
             drain_briefly(response, self.options.max_message_bytes);
         }
-    }
-
-    fn url(&self) -> String {
-        self.options.url.clone()
-    }
-
-    /// A non-stream reply body: one message or a batch of them. A body
-    /// that is not JSON fails the request at once (a login page, a proxy's
-    /// notice): waiting would only end in a timeout.
-    fn json_body(&self, status: u16, mut response: Response<Body>) -> Result<Vec<Incoming>> {
-        let content_type = header(&response, "content-type").unwrap_or("no content type").to_string();
-        let body = read_capped(&mut response, self.options.max_message_bytes)?;
-        let text = trim(&body);
-        if text.is_empty() {
-            // Nothing here: the reply may come on the server's stream.
-            return Ok(Vec::new());
-        }
-        match codec::decode_message(text) {
-            Ok(Json::Array(items)) => Ok(items.into_iter().map(Incoming::Message).collect()),
-            Ok(msg @ Json::Object(_)) => Ok(vec![Incoming::Message(msg)]),
-            Err(e) if e.is_too_deep() => {
-                // A POST's own body answers that POST: a method here would
-                // be a server talking out of turn, and is skipped.
-                let envelope = codec::peek_envelope(text);
-                if envelope.has_method {
-                    return Ok(Vec::new());
-                }
-                Ok(vec![Incoming::TooDeep(envelope.id.as_ref().and_then(id_key))])
-            }
-            _ => Err(Error::NotJson { status, url: self.url(), content_type, excerpt: excerpt(&body) }),
-        }
-    }
-
-    /// A 4xx or 5xx. A JSON-RPC error in the body is the reply to our
-    /// request `id` (it may carry a null id: it is ours all the same);
-    /// anything else becomes an error naming the status and the start of
-    /// the body.
-    fn failure_body(&self, status: u16, mut response: Response<Body>, id: Option<&Json>) -> Result<Vec<Incoming>> {
-        let www_authenticate = header(&response, "www-authenticate")
-            .map(|v| crate::server_text::quoted_str(v, crate::server_text::TEXT_CHARS));
-        // A refusal is about credentials when the server says so: a 401,
-        // or a 403 with a challenge. Any other 403 has its own reason (a
-        // Host header refused against DNS rebinding, an origin not
-        // allowed) and goes the way of every other failure, in the
-        // server's words.
-        if status == 401 || (status == 403 && www_authenticate.is_some()) {
-            let hint = match (self.options.login, lock(&self.options.bearer).is_some()) {
-                (true, _) => "the token the login gave was not accepted",
-                (false, true) => "the token in opts.auth.token was not accepted",
-                (false, false) => "it needs credentials: set opts.auth.token (or opts.headers.Authorization)",
-            };
-            let reason = match &www_authenticate {
-                Some(_) => None,
-                None => Some(read_capped(&mut response, ERROR_BODY_READ).map(|b| excerpt(&b)).unwrap_or_default())
-                    .filter(|r| !r.is_empty())
-                    .map(|r| self.without_credentials(r)),
-            };
-            return Err(Error::Unauthorized { status, url: self.url(), www_authenticate, reason, hint });
-        }
-        let body = read_capped(&mut response, self.options.max_message_bytes).unwrap_or_default();
-        if let (Ok(reply), Some(id)) = (codec::decode(trim(&body)), id) {
-            if matches!(reply.get("error"), Some(Json::Object(_))) {
-                let Json::Object(mut pairs) = reply else { unreachable!("has a field, so is an object") };
-                pairs.retain(|(k, _)| k != b"id");
-                pairs.push((b"id".to_vec(), id.clone()));
-                return Ok(vec![Incoming::Message(Json::Object(pairs))]);
-            }
-        }
-        let excerpt = excerpt(&body);
-        let detail = if excerpt.is_empty() { format!("HTTP {status}") } else { format!("HTTP {status}: {excerpt}") };
-        Err(Error::Transport { code: status.to_string(), detail })
-    }
-
-    /// `text` with the credentials this client sends blotted out: a
-    /// server may quote the token it refused ("invalid token: sk-...").
-    fn without_credentials(&self, mut text: String) -> String {
-        let bearer = lock(&self.options.bearer).clone();
-        let headers = self.options.headers.iter().filter(|(name, _)| name.eq_ignore_ascii_case("authorization"));
-        let given =
-            headers.map(|(_, value)| value.trim_start_matches("Bearer ").trim_start_matches("Basic ").to_string());
-        for secret in bearer.into_iter().chain(given).filter(|s| s.len() >= 4) {
-            text = text.replace(&secret, "[credentials]");
-        }
-        text
     }
 
     /// An async request's POST, on its own thread: whatever comes of it
@@ -802,197 +566,6 @@ impl Shared {
     }
 }
 
-impl Http {
-    /// `timeout`, or what is left of the handshake's time if that is
-    /// less (a millisecond at least: ureq takes no time as none at all).
-    fn within_handshake(&self, timeout: Duration) -> Duration {
-        match self.connect_by {
-            Some(deadline) => {
-                timeout.min(deadline.saturating_duration_since(Instant::now())).max(Duration::from_millis(1))
-            }
-            None => timeout,
-        }
-    }
-
-    /// The headers `message` goes with; None when nothing is to be posted
-    /// (a modern server hears a cancellation as the request's stream
-    /// closing, and defines no notifications to POST).
-    /// Refused when one of them is longer than `opts.max_header_bytes`:
-    /// a 256 KiB `Mcp-Param` value overflowed the client's own request
-    /// buffer, and the error blamed the server.
-    fn headers_for(&mut self, message: &Json, own: &[(String, String)]) -> Result<Option<PostHeaders>> {
-        let headers = post_headers(message, own, self.modern);
-        if headers.modern && is_cancellation(message) {
-            self.stop_reading(message);
-            return Ok(None);
-        }
-        let limit = self.shared.options.max_header_bytes;
-        if let Some((name, value)) = headers.own.iter().find(|(_, value)| value.len() > limit) {
-            return Err(Error::HeaderTooLarge { what: String::new(), header: name.clone(), bytes: value.len(), limit });
-        }
-        Ok(Some(headers))
-    }
-
-    fn send_with(&mut self, sent: &Json, own: &[(String, String)]) -> Result<()> {
-        if self.answers_one_read_beside(sent) {
-            if let Some(slot) = Slot::take(&self.shared.answering, MAX_ANSWERS_BESIDE) {
-                return self.answer_beside(sent, slot);
-            }
-        }
-        let Some(headers) = self.headers_for(sent, own)? else { return Ok(()) };
-        // Every POST needs a connection: the last reply stream's goes back
-        // to the pool first. One still unanswered (a request given up on,
-        // or a nested call from a handler) goes on elsewhere, unless this
-        // is our answer to a server request that came on it: the reply may
-        // follow on the same stream.
-        let is_answer = sent.get("method").is_none();
-        self.finish_foreground(!is_answer);
-        let message = codec::encode(sent);
-        let is_request = sent.get("id").is_some() && sent.get("method").is_some();
-        let is_initialize = sent.get("method") == Some(&Json::str("initialize"));
-        if is_initialize {
-            // A new session: no id and no version from the old one.
-            *lock(&self.shared.session_id) = None;
-            *lock(&self.shared.protocol_version) = None;
-        }
-        let had_session = self.shared.session_id().is_some() && !headers.modern;
-        // A cancellation goes out right after a timeout or a Ctrl-C, often
-        // to a server that stopped answering: it must not hold Lua as long
-        // again.
-        let timeout = match sent.get("method") {
-            Some(Json::Str(m)) if m == b"notifications/cancelled" => {
-                let notice_timeout = self.shared.options.timeout.min(NOTICE_TIMEOUT);
-                self.await_posted(sent, notice_timeout);
-                notice_timeout
-            }
-            _ if is_initialize => self.shared.options.connect_timeout,
-            _ => self.shared.options.timeout,
-        };
-        let timeout = self.within_handshake(timeout);
-        let response = match self.shared.post(&message, &headers, timeout) {
-            Err(Error::HttpTimeout { .. }) if is_request => {
-                self.timed_out = true;
-                return Ok(());
-            }
-            other => other?,
-        };
-        let status = response.status().as_u16();
-        if is_initialize {
-            if let Some(id) = header(&response, "mcp-session-id") {
-                *lock(&self.shared.session_id) = Some(id.to_string());
-            }
-        }
-        if std::mem::take(&mut self.listen_pending) {
-            self.listen();
-        }
-        match status {
-            404 if had_session => Err(Error::SessionExpired),
-            200..=299 if !is_request => {
-                drain_briefly(response, self.limit());
-                Ok(())
-            }
-            200..=299 if is_event_stream(&response) => {
-                let awaiting = sent.get("id").and_then(id_key);
-                let stream = ReplyStream::new(&self.shared, response, awaiting).modern(headers.modern);
-                if let Some(earlier) = self.foreground.replace(stream) {
-                    self.hand_off(earlier);
-                }
-                Ok(())
-            }
-            200..=299 => self.take_json_body(status, response),
-            _ => self.take_failure(status, response, sent),
-        }
-    }
-
-    /// The POST goes out from a thread of its own, so that Lua never
-    /// waits for a reply's headers or body; whatever comes of it reaches
-    /// the session through the inbox, as stream events do.
-    fn send_detached_with(&mut self, request: &Json, own: &[(String, String)], timeout: Duration) -> Result<()> {
-        let timeout = self.within_handshake(timeout);
-        let Some(headers) = self.headers_for(request, own)? else { return Ok(()) };
-        self.finish_foreground(true);
-        if self.shared.is_stopped() {
-            return Err(Error::Closed { what: protocol::lua_text(request.get("method")) });
-        }
-        let body = codec::encode(request);
-        if headers.initialize {
-            // A new session: no id and no version from the old one.
-            *lock(&self.shared.session_id) = None;
-            *lock(&self.shared.protocol_version) = None;
-        }
-        let (Some(id), Some(key)) = (request.get("id").cloned(), request.get("id").and_then(id_key)) else {
-            // A notification (a cancellation from a dropped client): its
-            // answer is of no interest. On the spare agent: the dropped
-            // client shuts the shared one down at once, which would cut
-            // this POST off.
-            let agent = self.spare_agent.clone();
-            self.shared.spawn(move |shared| drop(shared.exchange(&agent, Verb::Post(&body, &headers), timeout)));
-            return Ok(());
-        };
-        if std::mem::take(&mut self.listen_pending) {
-            self.listen();
-        }
-        lock(&self.shared.posting).push(key.clone());
-        self.shared.spawn(move |shared| shared.post_detached(&body, &headers, &id, key, timeout));
-        Ok(())
-    }
-
-    /// Whether `sent` answers a server request a stream thread read (see
-    /// [`Http::read_beside`]); it is then no longer looked for.
-    fn answers_one_read_beside(&mut self, sent: &Json) -> bool {
-        if sent.get("method").is_some() {
-            return false;
-        }
-        let Some(key) = sent.get("id").and_then(id_key) else { return false };
-        let Some(at) = self.read_beside.iter().position(|k| k == &key) else { return false };
-        self.read_beside.remove(at);
-        true
-    }
-
-    /// Posts Lua's answer from a thread of its own: an event loop that
-    /// ran the handler goes on at once, however long the server takes to
-    /// take the answer. The foreground stream is left alone: it belongs to
-    /// whatever the Lua thread waits for, not to this answer.
-    fn answer_beside(&mut self, answer: &Json, slot: Slot) -> Result<()> {
-        let Some(headers) = self.headers_for(answer, &[])? else { return Ok(()) };
-        let body = codec::encode(answer);
-        self.shared.spawn(move |shared| {
-            shared.post_answer(&body, &headers);
-            drop(slot);
-        });
-        Ok(())
-    }
-
-    /// Notes a server request read by a stream thread, so that its answer
-    /// goes out the same way. Bounded: a server that sends requests faster
-    /// than Lua answers them only pushes the oldest back to the Lua thread.
-    fn note_read_beside(&mut self, event: &Event) {
-        let Event::Message(msg) = event else { return };
-        if classify(msg) != Kind::ServerRequest {
-            return;
-        }
-        if self.read_beside.len() >= READ_BESIDE_KEPT {
-            self.read_beside.remove(0);
-        }
-        self.read_beside.extend(msg.get("id").and_then(id_key));
-    }
-
-    /// Stops reading the reply stream of the request a cancellation
-    /// names, when the Lua thread reads it: dropping it closes its
-    /// connection, which is how a modern server hears of it.
-    fn stop_reading(&mut self, cancellation: &Json) {
-        let Some(key) = cancellation.get("params").and_then(|p| p.get("requestId")).and_then(id_key) else { return };
-        if self.foreground.as_ref().is_some_and(|s| s.awaits(&key)) {
-            self.foreground = None;
-            return;
-        }
-        // Read by a thread (an async request): it lets go when it looks.
-        if lock(&self.shared.reading).contains(&key) {
-            lock(&self.shared.abandoned).push(key);
-        }
-    }
-}
-
 impl Transport for Http {
     fn send(&mut self, sent: &Json) -> Result<()> {
         self.send_with(sent, &[])
@@ -1131,46 +704,6 @@ impl Drop for Http {
 
 static BACKGROUND: Mutex<Vec<JoinHandle<()>>> = Mutex::new(Vec::new());
 
-/// The headers a POST's message calls for beyond the session's.
-#[derive(Default)]
-struct PostHeaders {
-    /// The message is a modern one (its `_meta` names its version): no
-    /// session id, and its own version header.
-    modern: bool,
-    own: Vec<(String, String)>,
-    /// The message is `initialize`: its answer names the session.
-    initialize: bool,
-}
-
-/// A modern session's message headers: `MCP-Protocol-Version` repeating
-/// its envelope's version (a server refuses a mismatch), `Mcp-Method`, and
-/// `Mcp-Name` for the requests that name something, plus the request's
-/// own (`Mcp-Param-*`). An older session's get only their own (the era
-/// probe's, sent before the era is known).
-fn post_headers(message: &Json, own: &[(String, String)], modern: bool) -> PostHeaders {
-    let version = protocol::envelope_version(message).filter(|_| modern);
-    let initialize = message.get("method") == Some(&Json::str("initialize"));
-    let Some(version) = version else { return PostHeaders { modern: false, own: own.to_vec(), initialize } };
-    let mut headers = vec![("MCP-Protocol-Version".to_string(), String::from_utf8_lossy(version).into_owned())];
-    if let Some(Json::Str(method)) = message.get("method") {
-        headers.push(("Mcp-Method".into(), String::from_utf8_lossy(method).into_owned()));
-        let named = match method.as_slice() {
-            b"tools/call" | b"prompts/get" => message.get("params").and_then(|p| p.get("name")),
-            b"resources/read" => message.get("params").and_then(|p| p.get("uri")),
-            _ => None,
-        };
-        if let Some(Json::Str(name)) = named {
-            headers.push(("Mcp-Name".into(), header_value(&String::from_utf8_lossy(name))));
-        }
-    }
-    headers.extend(own.iter().cloned());
-    PostHeaders { modern: true, own: headers, initialize }
-}
-
-fn is_cancellation(message: &Json) -> bool {
-    message.get("method") == Some(&Json::str("notifications/cancelled"))
-}
-
 /// Waits for the closings of dropped clients (each bounded by
 /// [`DELETE_TIMEOUT`]). Called when the Lua state closes.
 pub fn join_background() {
@@ -1178,61 +711,6 @@ pub fn join_background() {
     for c in closers {
         let _ = c.join();
     }
-}
-
-fn header<'a>(response: &'a Response<Body>, name: &str) -> Option<&'a str> {
-    // Any letter case: header names are case-insensitive.
-    response.headers().get(name).and_then(|v| v.to_str().ok())
-}
-
-/// How much of a refusal's body is read for its reason.
-const ERROR_BODY_READ: usize = 64 << 10;
-
-/// The start of a body, for an error message.
-fn excerpt(body: &[u8]) -> String {
-    let start: String = String::from_utf8_lossy(body).trim().chars().take(ERROR_EXCERPT).collect();
-    crate::server_text::printable(&start).into_owned()
-}
-
-fn is_event_stream(response: &Response<Body>) -> bool {
-    response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"))
-}
-
-/// Reads the body of a reply nothing waits for (a 202 to a notification,
-/// the answer to our answer) to its end, so that the connection goes back
-/// to the pool; but for [`FOREGROUND_DRAIN`] at most: a body that is not
-/// there by then (a 202 without a length, a stream) is dropped with its
-/// connection rather than holding the thread.
-fn drain_briefly(mut response: Response<Body>, limit: usize) {
-    let _ = pausing_at(Instant::now() + FOREGROUND_DRAIN, || read_capped(&mut response, limit));
-}
-
-fn read_capped(response: &mut Response<Body>, limit: usize) -> Result<Vec<u8>> {
-    let mut body = Vec::new();
-    let reader = response.body_mut().as_reader();
-    reader.take(limit as u64 + 1).read_to_end(&mut body).map_err(|e| match is_user_interrupt(&e) {
-        true => Error::Interrupted { what: String::new() },
-        false => Error::Transport { code: "-1".into(), detail: format!("reading the reply: {e}") },
-    })?;
-    if body.len() > limit {
-        return Err(Error::MessageTooLarge { limit });
-    }
-    Ok(body)
-}
-
-fn trim(s: &[u8]) -> &[u8] {
-    let start = s.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(s.len());
-    let end = s.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(start, |i| i + 1);
-    &s[start..end.max(start)]
-}
-
-/// Seconds as a user wrote them: "60", "0.5".
-fn seconds(d: Duration) -> String {
-    codec::format_float(d.as_secs_f64())
 }
 
 /// One of a bounded number of places for work on threads (streams read

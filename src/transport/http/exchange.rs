@@ -1,0 +1,364 @@
+//! One HTTP exchange: a POST (or the stream's GET, or the closing
+//! DELETE) with the headers every request carries, redirects followed
+//! within the origin, and what each status means: a JSON body or an event
+//! stream, 202 for a notification, 401 and 403 for credentials, 404 for a
+//! forgotten session, any other failure in the server's words. Failures
+//! to get an answer at all are worded with curl's exit codes, which the
+//! reference's callers may match on.
+
+use std::io::Read;
+use std::time::Duration;
+
+use ureq::http::Response;
+use ureq::{Agent, Body};
+
+use super::{lock, Incoming, Shared, FOREGROUND_DRAIN, STREAM_CONNECT_TIMEOUT};
+use crate::codec::{self, Json};
+use crate::error::{Error, Result};
+use crate::protocol;
+use crate::protocol::id_key;
+use crate::tool_headers::header_value;
+use crate::wire::is_user_interrupt;
+use crate::wire::pausing_at;
+use std::time::Instant;
+
+/// How much of an error body an error message quotes.
+pub(super) const ERROR_EXCERPT: usize = 200;
+
+/// Same-origin redirects followed for one request.
+pub(super) const MAX_REDIRECTS: usize = 5;
+
+/// The three kinds of request this transport makes.
+#[derive(Clone, Copy)]
+pub(super) enum Verb<'a> {
+    /// A message, with the headers its own content calls for (see
+    /// [`PostHeaders`]).
+    Post(&'a [u8], &'a PostHeaders),
+    /// The server's stream, or a resumption of one.
+    Get {
+        last_event_id: Option<&'a str>,
+    },
+    Delete,
+}
+
+impl Shared {
+    /// Headers every request carries: the user's, then the session's. A
+    /// modern message has no session: its version and method go in
+    /// headers of its own (`post_headers`).
+    pub(super) fn decorate<B>(&self, mut req: ureq::RequestBuilder<B>, modern: bool) -> ureq::RequestBuilder<B> {
+        for (name, value) in &self.options.headers {
+            req = req.header(name.as_str(), value.as_str());
+        }
+        if let Some(token) = lock(&self.options.bearer).as_deref() {
+            req = req.header("Authorization", format!("Bearer {token}"));
+        }
+        if modern {
+            return req;
+        }
+        if let Some(id) = self.session_id() {
+            req = req.header("Mcp-Session-Id", id);
+        }
+        if let Some(v) = lock(&self.protocol_version).clone() {
+            req = req.header("MCP-Protocol-Version", v);
+        }
+        req
+    }
+
+    /// One request, following same-origin redirects (see the module doc).
+    /// Where a redirect led is remembered for the rest of the session: a
+    /// server that redirects `/mcp` to `/mcp/` would otherwise get every
+    /// body twice.
+    pub(super) fn exchange(&self, agent: &Agent, verb: Verb, timeout: Duration) -> Result<Response<Body>> {
+        let mut url = lock(&self.url).clone();
+        for hop in 0..=MAX_REDIRECTS {
+            let sent = match verb {
+                Verb::Post(body, headers) => {
+                    // Uncompressed: a compressed event stream is held back
+                    // by the compressor, and ureq's decoder would wrap the
+                    // errors our reads rely on (see `Pause`).
+                    let mut req = agent
+                        .post(&url)
+                        .header("Content-Type", "application/json")
+                        .header("Accept", "application/json, text/event-stream")
+                        .header("Accept-Encoding", "identity");
+                    req = self.decorate(req, headers.modern);
+                    for (name, value) in &headers.own {
+                        req = req.header(name.as_str(), value.as_str());
+                    }
+                    req.config().timeout_global(Some(timeout)).build().send(body)
+                }
+                Verb::Get { last_event_id } => {
+                    let mut req =
+                        agent.get(&url).header("Accept", "text/event-stream").header("Accept-Encoding", "identity");
+                    if let Some(id) = last_event_id {
+                        req = req.header("Last-Event-ID", id);
+                    }
+                    // Bounded until the headers arrive; the stream itself
+                    // may then stay open for the session's life.
+                    let connect = Some(timeout.min(STREAM_CONNECT_TIMEOUT));
+                    let config = self.decorate(req, false).config().timeout_resolve(connect).timeout_connect(connect);
+                    config.timeout_recv_response(Some(timeout)).build().call()
+                }
+                Verb::Delete => {
+                    self.decorate(agent.delete(&url), false).config().timeout_global(Some(timeout)).build().call()
+                }
+            };
+            let response = sent.map_err(|e| self.failed(&url, e, timeout))?;
+            let status = response.status().as_u16();
+            let location = response.headers().get("location").and_then(|v| v.to_str().ok());
+            let (true, Some(location)) = (matches!(status, 301 | 302 | 303 | 307 | 308), location) else {
+                if hop > 0 {
+                    *lock(&self.url) = url;
+                }
+                return Ok(response);
+            };
+            let refuse = |why| Error::Redirected { status, url: url.clone(), location: location.to_string(), why };
+            let next = url::Url::parse(&url).and_then(|base| base.join(location)).map_err(|_| refuse("not a URL"))?;
+            let same_origin = url::Url::parse(&url).is_ok_and(|base| base.origin() == next.origin());
+            if !same_origin {
+                return Err(refuse(
+                    "another origin: your headers and the session id stay with the one they were given for",
+                ));
+            }
+            if hop == MAX_REDIRECTS {
+                return Err(refuse("too many redirects"));
+            }
+            url = next.to_string();
+        }
+        unreachable!("the loop returns on its last hop")
+    }
+
+    /// Words for a request that got no HTTP answer, with curl's exit codes
+    /// for the same cases (the reference ran curl, and agents may match
+    /// on its codes).
+    pub(super) fn failed(&self, url: &str, err: ureq::Error, timeout: Duration) -> Error {
+        let unreachable = |code: &str, why: Option<String>| Error::Transport {
+            code: code.into(),
+            detail: match why {
+                Some(why) => format!("cannot reach the MCP server at {url} ({why})"),
+                None => format!("cannot reach the MCP server at {url}"),
+            },
+        };
+        let weird = |what: String| Error::Transport { code: "8".into(), detail: format!("the server at {url} {what}") };
+        if matches!(
+            err,
+            ureq::Error::HostNotFound | ureq::Error::ConnectionFailed | ureq::Error::Io(_) | ureq::Error::Timeout(_)
+        ) {
+            // The server may have moved: the next request looks it up again.
+            self.resolver.forget();
+        }
+        match err {
+            ureq::Error::Timeout(_) => Error::HttpTimeout { url: url.to_string(), seconds: seconds(timeout) },
+            // Our own, from `SlicedWire`: the session names the request.
+            ureq::Error::Io(e) if is_user_interrupt(&e) => Error::Interrupted { what: String::new() },
+            ureq::Error::HostNotFound => unreachable("6", None),
+            // A certificate problem is not a network problem: say which.
+            ureq::Error::Rustls(e) => unreachable("60", Some(format!("TLS: {e}"))),
+            ureq::Error::Tls(e) => unreachable("60", Some(format!("TLS: {e}"))),
+            // rustls reports a refused certificate through the I/O layer.
+            ureq::Error::Io(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                unreachable("60", Some(format!("TLS: {e}")))
+            }
+            ureq::Error::LargeResponseHeader(_, limit) => {
+                weird(format!("sent response headers over {limit} bytes, more than this client reads"))
+            }
+            ureq::Error::Protocol(ureq_proto::Error::HttpParseTooManyHeaders) => {
+                weird("sent more response headers than this client reads (128)".into())
+            }
+            ureq::Error::Protocol(e) => weird(format!("sent a reply that is not valid HTTP ({e})")),
+            _ => unreachable("7", None),
+        }
+    }
+
+    pub(super) fn post(&self, body: &[u8], headers: &PostHeaders, timeout: Duration) -> Result<Response<Body>> {
+        self.exchange(&self.agent, Verb::Post(body, headers), timeout)
+    }
+
+    pub(super) fn get_stream(&self, last_event_id: Option<&str>) -> Result<Response<Body>> {
+        self.exchange(&self.agent, Verb::Get { last_event_id }, self.options.timeout)
+    }
+
+    pub(super) fn url(&self) -> String {
+        self.options.url.clone()
+    }
+
+    /// A non-stream reply body: one message or a batch of them. A body
+    /// that is not JSON fails the request at once (a login page, a proxy's
+    /// notice): waiting would only end in a timeout.
+    pub(super) fn json_body(&self, status: u16, mut response: Response<Body>) -> Result<Vec<Incoming>> {
+        let content_type = header(&response, "content-type").unwrap_or("no content type").to_string();
+        let body = read_capped(&mut response, self.options.max_message_bytes)?;
+        let text = trim(&body);
+        if text.is_empty() {
+            // Nothing here: the reply may come on the server's stream.
+            return Ok(Vec::new());
+        }
+        match codec::decode_message(text) {
+            Ok(Json::Array(items)) => Ok(items.into_iter().map(Incoming::Message).collect()),
+            Ok(msg @ Json::Object(_)) => Ok(vec![Incoming::Message(msg)]),
+            Err(e) if e.is_too_deep() => {
+                // A POST's own body answers that POST: a method here would
+                // be a server talking out of turn, and is skipped.
+                let envelope = codec::peek_envelope(text);
+                if envelope.has_method {
+                    return Ok(Vec::new());
+                }
+                Ok(vec![Incoming::TooDeep(envelope.id.as_ref().and_then(id_key))])
+            }
+            _ => Err(Error::NotJson { status, url: self.url(), content_type, excerpt: excerpt(&body) }),
+        }
+    }
+
+    /// A 4xx or 5xx. A JSON-RPC error in the body is the reply to our
+    /// request `id` (it may carry a null id: it is ours all the same);
+    /// anything else becomes an error naming the status and the start of
+    /// the body.
+    pub(super) fn failure_body(
+        &self,
+        status: u16,
+        mut response: Response<Body>,
+        id: Option<&Json>,
+    ) -> Result<Vec<Incoming>> {
+        let www_authenticate = header(&response, "www-authenticate")
+            .map(|v| crate::server_text::quoted_str(v, crate::server_text::TEXT_CHARS));
+        // A refusal is about credentials when the server says so: a 401,
+        // or a 403 with a challenge. Any other 403 has its own reason (a
+        // Host header refused against DNS rebinding, an origin not
+        // allowed) and goes the way of every other failure, in the
+        // server's words.
+        if status == 401 || (status == 403 && www_authenticate.is_some()) {
+            let hint = match (self.options.login, lock(&self.options.bearer).is_some()) {
+                (true, _) => "the token the login gave was not accepted",
+                (false, true) => "the token in opts.auth.token was not accepted",
+                (false, false) => "it needs credentials: set opts.auth.token (or opts.headers.Authorization)",
+            };
+            let reason = match &www_authenticate {
+                Some(_) => None,
+                None => Some(read_capped(&mut response, ERROR_BODY_READ).map(|b| excerpt(&b)).unwrap_or_default())
+                    .filter(|r| !r.is_empty())
+                    .map(|r| self.without_credentials(r)),
+            };
+            return Err(Error::Unauthorized { status, url: self.url(), www_authenticate, reason, hint });
+        }
+        let body = read_capped(&mut response, self.options.max_message_bytes).unwrap_or_default();
+        if let (Ok(reply), Some(id)) = (codec::decode(trim(&body)), id) {
+            if matches!(reply.get("error"), Some(Json::Object(_))) {
+                let Json::Object(mut pairs) = reply else { unreachable!("has a field, so is an object") };
+                pairs.retain(|(k, _)| k != b"id");
+                pairs.push((b"id".to_vec(), id.clone()));
+                return Ok(vec![Incoming::Message(Json::Object(pairs))]);
+            }
+        }
+        let excerpt = excerpt(&body);
+        let detail = if excerpt.is_empty() { format!("HTTP {status}") } else { format!("HTTP {status}: {excerpt}") };
+        Err(Error::Transport { code: status.to_string(), detail })
+    }
+
+    /// `text` with the credentials this client sends blotted out: a
+    /// server may quote the token it refused ("invalid token: sk-...").
+    pub(super) fn without_credentials(&self, mut text: String) -> String {
+        let bearer = lock(&self.options.bearer).clone();
+        let headers = self.options.headers.iter().filter(|(name, _)| name.eq_ignore_ascii_case("authorization"));
+        let given =
+            headers.map(|(_, value)| value.trim_start_matches("Bearer ").trim_start_matches("Basic ").to_string());
+        for secret in bearer.into_iter().chain(given).filter(|s| s.len() >= 4) {
+            text = text.replace(&secret, "[credentials]");
+        }
+        text
+    }
+}
+
+/// The headers a POST's message calls for beyond the session's.
+#[derive(Default)]
+pub(super) struct PostHeaders {
+    /// The message is a modern one (its `_meta` names its version): no
+    /// session id, and its own version header.
+    pub(super) modern: bool,
+    pub(super) own: Vec<(String, String)>,
+    /// The message is `initialize`: its answer names the session.
+    pub(super) initialize: bool,
+}
+
+/// A modern session's message headers: `MCP-Protocol-Version` repeating
+/// its envelope's version (a server refuses a mismatch), `Mcp-Method`, and
+/// `Mcp-Name` for the requests that name something, plus the request's
+/// own (`Mcp-Param-*`). An older session's get only their own (the era
+/// probe's, sent before the era is known).
+pub(super) fn post_headers(message: &Json, own: &[(String, String)], modern: bool) -> PostHeaders {
+    let version = protocol::envelope_version(message).filter(|_| modern);
+    let initialize = message.get("method") == Some(&Json::str("initialize"));
+    let Some(version) = version else { return PostHeaders { modern: false, own: own.to_vec(), initialize } };
+    let mut headers = vec![("MCP-Protocol-Version".to_string(), String::from_utf8_lossy(version).into_owned())];
+    if let Some(Json::Str(method)) = message.get("method") {
+        headers.push(("Mcp-Method".into(), String::from_utf8_lossy(method).into_owned()));
+        let named = match method.as_slice() {
+            b"tools/call" | b"prompts/get" => message.get("params").and_then(|p| p.get("name")),
+            b"resources/read" => message.get("params").and_then(|p| p.get("uri")),
+            _ => None,
+        };
+        if let Some(Json::Str(name)) = named {
+            headers.push(("Mcp-Name".into(), header_value(&String::from_utf8_lossy(name))));
+        }
+    }
+    headers.extend(own.iter().cloned());
+    PostHeaders { modern: true, own: headers, initialize }
+}
+
+pub(super) fn is_cancellation(message: &Json) -> bool {
+    message.get("method") == Some(&Json::str("notifications/cancelled"))
+}
+
+pub(super) fn header<'a>(response: &'a Response<Body>, name: &str) -> Option<&'a str> {
+    // Any letter case: header names are case-insensitive.
+    response.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+/// How much of a refusal's body is read for its reason.
+pub(super) const ERROR_BODY_READ: usize = 64 << 10;
+
+/// The start of a body, for an error message.
+pub(super) fn excerpt(body: &[u8]) -> String {
+    let start: String = String::from_utf8_lossy(body).trim().chars().take(ERROR_EXCERPT).collect();
+    crate::server_text::printable(&start).into_owned()
+}
+
+pub(super) fn is_event_stream(response: &Response<Body>) -> bool {
+    response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"))
+}
+
+/// Reads the body of a reply nothing waits for (a 202 to a notification,
+/// the answer to our answer) to its end, so that the connection goes back
+/// to the pool; but for [`FOREGROUND_DRAIN`] at most: a body that is not
+/// there by then (a 202 without a length, a stream) is dropped with its
+/// connection rather than holding the thread.
+pub(super) fn drain_briefly(mut response: Response<Body>, limit: usize) {
+    let _ = pausing_at(Instant::now() + FOREGROUND_DRAIN, || read_capped(&mut response, limit));
+}
+
+pub(super) fn read_capped(response: &mut Response<Body>, limit: usize) -> Result<Vec<u8>> {
+    let mut body = Vec::new();
+    let reader = response.body_mut().as_reader();
+    reader.take(limit as u64 + 1).read_to_end(&mut body).map_err(|e| match is_user_interrupt(&e) {
+        true => Error::Interrupted { what: String::new() },
+        false => Error::Transport { code: "-1".into(), detail: format!("reading the reply: {e}") },
+    })?;
+    if body.len() > limit {
+        return Err(Error::MessageTooLarge { limit });
+    }
+    Ok(body)
+}
+
+pub(super) fn trim(s: &[u8]) -> &[u8] {
+    let start = s.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(s.len());
+    let end = s.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(start, |i| i + 1);
+    &s[start..end.max(start)]
+}
+
+/// Seconds as a user wrote them: "60", "0.5".
+pub(super) fn seconds(d: Duration) -> String {
+    codec::format_float(d.as_secs_f64())
+}
