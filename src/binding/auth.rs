@@ -8,19 +8,17 @@ use std::time::Duration;
 use mlua::{Function, IntoLuaMulti, MultiValue, Table, Value};
 
 use super::entry::Entry;
-use super::options::lua_type;
-use super::{call_lua, Cx, Outcome, Raise};
+use super::lua::{call_lua, lua_type, Cx, Outcome, Raise};
 use crate::auth::store::{FileStore, Store};
 use crate::auth::{assertion, Authorizer, Grant, IdentityProvider, Settings, User, DEFAULT_REDIRECT_URI};
 use crate::codec::{self, Json};
 use crate::error::Error;
-
 /// How long a user's login may take by default.
-const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
+pub(super) const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The options a login reads; anything else in `opts.auth` is refused,
 /// not ignored (a misspelt `client_secret` must not fail silently).
-const LOGIN_OPTIONS: [&str; 13] = [
+pub(super) const LOGIN_OPTIONS: [&str; 13] = [
     "assertion",
     "authorize",
     "client_id",
@@ -43,12 +41,12 @@ pub(super) struct Login {
     pub(super) file: Option<FileStore>,
 }
 
-fn bad(why: String) -> Raise {
+pub(super) fn bad(why: String) -> Raise {
     Raise::Mcp(Error::BadInput(why))
 }
 
 /// `opts.auth` as a table, or None.
-fn auth_table(opts: &Table) -> Outcome<Option<Table>> {
+pub(super) fn auth_table(opts: &Table) -> Outcome<Option<Table>> {
     match opts.get::<Value>("auth")? {
         Value::Nil => Ok(None),
         Value::Table(t) => Ok(Some(t)),
@@ -65,7 +63,7 @@ pub(super) fn auth_token(opts: &Table) -> Outcome<Value> {
     }
 }
 
-fn optional_text(auth: &Table, field: &str) -> Outcome<Option<String>> {
+pub(super) fn optional_text(auth: &Table, field: &str) -> Outcome<Option<String>> {
     match auth.get::<Value>(field)? {
         Value::Nil => Ok(None),
         Value::String(s) => Ok(Some(s.to_str()?.to_string())),

@@ -3,7 +3,6 @@
 use mlua::Value;
 
 use crate::codec::lua_float_text;
-
 /// The bytes Lua's `..` would use for a string or number; None otherwise.
 pub(super) fn concat_text(v: &Value) -> Option<Vec<u8>> {
     match v {

@@ -31,11 +31,9 @@
 use std::cell::Cell;
 use std::os::raw::c_int;
 
-use mlua::ffi;
-use mlua::{Lua, Value};
+use mlua::{ffi, Lua, Value};
 
 use crate::codec::{self, Build, Json, RawJson};
-
 thread_local! {
     static JSON_TYPES: Cell<bool> = const { Cell::new(false) };
 }
@@ -56,7 +54,7 @@ pub(super) fn with_json_types<T>(on: bool, body: impl FnOnce() -> T) -> T {
     body()
 }
 
-fn json_types() -> bool {
+pub(super) fn json_types() -> bool {
     JSON_TYPES.with(Cell::get)
 }
 
@@ -166,11 +164,11 @@ unsafe fn push_raw(state: *mut ffi::lua_State, raw: &RawJson) {
 
 /// Builds Lua values on the stack of `state`: each value read is pushed,
 /// and set into its container as soon as it is complete.
-struct LuaBuilder<'a> {
-    state: *mut ffi::lua_State,
+pub(super) struct LuaBuilder<'a> {
+    pub(super) state: *mut ffi::lua_State,
     /// Member counts of the containers, in the order they open.
-    sizes: &'a [u32],
-    next: usize,
+    pub(super) sizes: &'a [u32],
+    pub(super) next: usize,
 }
 
 impl LuaBuilder<'_> {

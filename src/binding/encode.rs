@@ -35,11 +35,10 @@ use std::ops::Deref;
 
 use mlua::{Table, Value};
 
-use super::{call_lua, Cx, Outcome, Raise};
+use super::lua::{call_lua, truthy, Cx, Outcome, Raise};
 use crate::codec::{self, encode_string, write_float, write_int, write_json_float, Json, RawJson};
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::input_shape::Place;
-
 /// A Lua value as JSON: scalars as themselves, a table as the text
 /// written for it. `root` names the value in a refusal.
 pub(super) fn encode_lua(lua: &Cx, root: &str, value: &Value) -> Outcome<Json> {
@@ -81,7 +80,7 @@ pub(super) fn encode_call_params(lua: &Cx, name: &Value, args: &Value, schema: O
         writer.run("name", |w| w.check_utf8(&s.as_bytes()))?;
     }
     writer.out.extend_from_slice(b"{\"arguments\":");
-    if super::truthy(args) {
+    if truthy(args) {
         writer.run("arguments", |w| w.value(args, Place::of(schema)))?;
     } else {
         writer.out.extend_from_slice(b"{}");
@@ -102,9 +101,9 @@ pub(super) fn encode_call_params(lua: &Cx, name: &Value, args: &Value, schema: O
 }
 
 /// A refused value: what it was, and the path to it, innermost first.
-struct Refusal {
-    what: String,
-    path: Vec<String>,
+pub(super) struct Refusal {
+    pub(super) what: String,
+    pub(super) path: Vec<String>,
 }
 
 impl Refusal {
@@ -118,7 +117,7 @@ impl Refusal {
     }
 }
 
-enum Fail {
+pub(super) enum Fail {
     Refused(Refusal),
     /// Lua itself failed, or a `__pairs` metamethod raised.
     Raised(Raise),
@@ -130,38 +129,38 @@ impl From<mlua::Error> for Fail {
     }
 }
 
-fn refused(what: impl Into<String>) -> Fail {
+pub(super) fn refused(what: impl Into<String>) -> Fail {
     Fail::Refused(Refusal::new(what))
 }
 
 /// Segments of a path shown before the rest is elided: a path 512 levels
 /// deep makes no better error message than its first few steps.
-const PATH_SEGMENTS_SHOWN: usize = 8;
+pub(super) const PATH_SEGMENTS_SHOWN: usize = 8;
 
 /// The output's first size: a small call's params fit, so the output is
 /// allocated once instead of four times over as it doubles.
-const OUTPUT_START: usize = 128;
+pub(super) const OUTPUT_START: usize = 128;
 
 /// Tables open on the way down kept without allocating, for the cycle
 /// check; deeper ones spill into a list.
-const SHALLOW: usize = 16;
+pub(super) const SHALLOW: usize = 16;
 
-struct Writer<'a, 'b> {
-    lua: &'a Cx<'b>,
-    out: Vec<u8>,
+pub(super) struct Writer<'a, 'b> {
+    pub(super) lua: &'a Cx<'b>,
+    pub(super) out: Vec<u8>,
     /// Tables on the way down from the root: meeting one again is a cycle.
     /// (A table shared by two branches is fine and encodes twice.)
-    shallow: [*const c_void; SHALLOW],
-    deep: Vec<*const c_void>,
-    depth: usize,
+    pub(super) shallow: [*const c_void; SHALLOW],
+    pub(super) deep: Vec<*const c_void>,
+    pub(super) depth: usize,
 }
 
 /// A table entry: its key, its value, and, in an object, the key's text.
-type Entry = (Value, Value, Option<KeyText>);
+pub(super) type Entry = (Value, Value, Option<KeyText>);
 
 /// A key's text as the reference writes it: a string's own bytes
 /// (borrowed from Lua), a number's `%d` or `%.14g`.
-enum KeyText {
+pub(super) enum KeyText {
     Lua(mlua::BorrowedBytes),
     Number(Vec<u8>),
 }
@@ -177,7 +176,7 @@ impl Deref for KeyText {
 }
 
 /// None for a key JSON cannot carry.
-fn key_text(key: &Value) -> Option<KeyText> {
+pub(super) fn key_text(key: &Value) -> Option<KeyText> {
     Some(match key {
         Value::String(s) => KeyText::Lua(s.as_bytes()),
         Value::Integer(i) => {
@@ -407,12 +406,12 @@ impl<'a, 'b> Writer<'a, 'b> {
 
 /// What a table's metatable says it is, in `__jsontype` (dkjson's name).
 #[derive(Clone, Copy, PartialEq)]
-enum Declared {
+pub(super) enum Declared {
     Array,
     Object,
 }
 
-fn declared_type(mt: &Table) -> Option<Declared> {
+pub(super) fn declared_type(mt: &Table) -> Option<Declared> {
     match mt.raw_get::<Value>("__jsontype").ok()? {
         Value::String(s) if s.as_bytes().as_ref() == b"array" => Some(Declared::Array),
         Value::String(s) if s.as_bytes().as_ref() == b"object" => Some(Declared::Object),
@@ -423,7 +422,7 @@ fn declared_type(mt: &Table) -> Option<Declared> {
 /// Whether two values index the same table slot: equal strings, or equal
 /// numbers whatever their subtype (a float with an integer value is
 /// normalised to that integer as a key).
-fn same_table_key(a: &Value, b: &Value) -> bool {
+pub(super) fn same_table_key(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::String(x), Value::String(y)) => x.as_bytes() == y.as_bytes(),
         (Value::Integer(x), Value::Integer(y)) => x == y,

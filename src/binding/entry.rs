@@ -7,37 +7,36 @@
 
 use mlua::{AnyUserData, Function, Table, Value};
 
-use super::{truthy, Cx, Outcome, Prelude};
-
+use super::lua::{truthy, Cx, Outcome, Prelude};
 /// The `ClientState` userdata.
-const STATE: i64 = 1;
+pub(super) const STATE: i64 = 1;
 /// `opts.on_notification`.
-const ON_NOTIFICATION: i64 = 2;
+pub(super) const ON_NOTIFICATION: i64 = 2;
 /// `opts.handlers`: method name -> function.
-const HANDLERS: i64 = 3;
+pub(super) const HANDLERS: i64 = 3;
 /// Handles whose `on_done` is still to run: handle -> on_done.
-const PENDING_ON_DONE: i64 = 4;
+pub(super) const PENDING_ON_DONE: i64 = 4;
 /// Set while dispatch runs its callbacks.
-const DISPATCHING: i64 = 5;
+pub(super) const DISPATCHING: i64 = 5;
 /// The callbacks for particular notifications (`on_log`,
 /// `on_resource_updated`, `on_list_changed`), by name.
-const CALLBACKS: i64 = 6;
+pub(super) const CALLBACKS: i64 = 6;
 /// Requests' `on_progress` callbacks, by progress token.
-const PROGRESS: i64 = 7;
+pub(super) const PROGRESS: i64 = 7;
 /// Watched mounts: a list of `{ registry, opts, names }`.
-const WATCHES: i64 = 8;
+pub(super) const WATCHES: i64 = 8;
 // (9 is no longer used.)
 /// `opts.auth.token` when it is a function.
-const AUTH_TOKEN: i64 = 10;
+pub(super) const AUTH_TOKEN: i64 = 10;
 /// `opts.auth.authorize`.
-const AUTH_AUTHORIZE: i64 = 11;
+pub(super) const AUTH_AUTHORIZE: i64 = 11;
 /// `opts.auth.store` when it is a table of `load` and `save`.
-const AUTH_STORE: i64 = 12;
+pub(super) const AUTH_STORE: i64 = 12;
 /// `opts.json_types` (see `decode`).
-const JSON_TYPES: i64 = 13;
+pub(super) const JSON_TYPES: i64 = 13;
 /// The process's count of settled requests when the pending `on_done`
 /// callbacks were last looked at in full (see `handles::run_on_done`).
-const SETTLED_COUNT_SEEN: i64 = 14;
+pub(super) const SETTLED_COUNT_SEEN: i64 = 14;
 
 /// A client's entry: its native state and its Lua callbacks.
 pub(super) struct Entry(Table);

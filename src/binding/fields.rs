@@ -9,13 +9,12 @@ use super::convert::concat_text;
 use super::decode::to_lua_opt;
 use super::encode::{encode_call_params, encode_lua};
 use super::entry::Entry;
+use super::lua::{Cx, Outcome};
 use super::options::ClientState;
-use super::{Cx, Outcome};
 use crate::client::{Request, Shape, TOOL_CALL};
 use crate::codec::Json;
 use crate::error::Error;
-use crate::protocol;
-
+use crate::protocol::{self};
 /// `client:id()`: the next request id, kept in the table's `next_id`.
 pub(super) fn next_id(client: &Table) -> Outcome<Json> {
     let next = match client.get::<Value>("next_id")? {

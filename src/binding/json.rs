@@ -7,11 +7,10 @@ use mlua::{MultiValue, Value};
 
 use super::decode::{to_lua, with_json_types};
 use super::encode::encode_lua;
-use super::options::{json_types_option, lua_type};
-use super::{arg, Cx, Outcome};
-use crate::codec;
+use super::lua::{arg, lua_type, Cx, Outcome};
+use super::options::json_types_option;
+use crate::codec::{self};
 use crate::error::Error;
-
 pub(super) fn json_decode(lua: &Cx, args: MultiValue) -> Outcome {
     let text = match arg(&args, 0) {
         Value::String(s) => s,

@@ -14,50 +14,49 @@ use std::thread::JoinHandle;
 use mlua::Table;
 
 use super::auth::{Login, LuaStore, LuaUser};
-use super::{Cx, Outcome, Raise};
+use super::lua::{Cx, Outcome, Raise};
 use crate::auth::store::Store;
 use crate::auth::User;
 use crate::codec::Json;
 use crate::error::{Error, Result};
 use crate::interrupt;
 use crate::transport::doorbell::Doorbell;
-
 /// `opts.auth`'s login: its flows, here while idle, on a thread while a
 /// login runs beside Lua.
 pub(super) struct LoginState {
-    idle: Option<Login>,
-    beside: Option<Beside>,
+    pub(super) idle: Option<Login>,
+    pub(super) beside: Option<Beside>,
 }
 
 /// What the thread asks of the Lua thread.
-enum Ask {
+pub(super) enum Ask {
     Authorize(String),
     Load(String),
     Save(String, Json),
 }
 
 /// The Lua thread's answer.
-enum Answer {
+pub(super) enum Answer {
     Url(Result<Option<String>>),
     Loaded(Result<Option<Json>>),
     Saved(Result<()>),
 }
 
 /// The login's thread, and the way to it.
-struct Beside {
-    thread: Option<JoinHandle<(Login, Result<bool>)>>,
-    asks: Receiver<Ask>,
-    answers: Sender<Answer>,
+pub(super) struct Beside {
+    pub(super) thread: Option<JoinHandle<(Login, Result<bool>)>>,
+    pub(super) asks: Receiver<Ask>,
+    pub(super) answers: Sender<Answer>,
     /// The client closed: the thread's waits end.
-    stop: Arc<AtomicBool>,
+    pub(super) stop: Arc<AtomicBool>,
     /// Questions the thread asked, and those answered: the client's
     /// descriptor stays readable while one waits (see `wants_lua`).
-    asked: Arc<AtomicUsize>,
-    answered: usize,
+    pub(super) asked: Arc<AtomicUsize>,
+    pub(super) answered: usize,
     /// The login has ended (set before the thread rings for it).
-    ended: Arc<AtomicBool>,
+    pub(super) ended: Arc<AtomicBool>,
     /// What a Lua callback raised, raised again once the login ends.
-    raised: Option<Raise>,
+    pub(super) raised: Option<Raise>,
 }
 
 /// What the thread needs to begin: the refusal's status and challenge.
@@ -165,13 +164,13 @@ impl Drop for Beside {
     }
 }
 
-fn join(beside: &mut Beside) -> Outcome<(Login, Result<bool>)> {
+pub(super) fn join(beside: &mut Beside) -> Outcome<(Login, Result<bool>)> {
     let thread = beside.thread.take().ok_or_else(|| Error::Internal("a login thread joined twice".into()))?;
     thread.join().map_err(|_| Raise::Mcp(Error::Internal("the login thread panicked".into())))
 }
 
 /// The login itself, on its thread.
-fn run(
+pub(super) fn run(
     login: &mut Login,
     status: u16,
     challenge: Option<String>,
@@ -191,12 +190,12 @@ fn run(
 }
 
 /// The thread's end of the channel.
-struct Asking {
-    ask: Sender<Ask>,
-    answered: Receiver<Answer>,
-    bell: Arc<Doorbell>,
-    stop: Arc<AtomicBool>,
-    asked: Arc<AtomicUsize>,
+pub(super) struct Asking {
+    pub(super) ask: Sender<Ask>,
+    pub(super) answered: Receiver<Answer>,
+    pub(super) bell: Arc<Doorbell>,
+    pub(super) stop: Arc<AtomicBool>,
+    pub(super) asked: Arc<AtomicUsize>,
 }
 
 impl Asking {
@@ -217,8 +216,8 @@ impl Asking {
     }
 }
 
-struct AskingUser<'a> {
-    asking: &'a Asking,
+pub(super) struct AskingUser<'a> {
+    pub(super) asking: &'a Asking,
 }
 
 impl User for AskingUser<'_> {
@@ -230,8 +229,8 @@ impl User for AskingUser<'_> {
     }
 }
 
-struct AskingStore<'a> {
-    asking: &'a Asking,
+pub(super) struct AskingStore<'a> {
+    pub(super) asking: &'a Asking,
 }
 
 impl Store for AskingStore<'_> {
@@ -252,7 +251,7 @@ impl Store for AskingStore<'_> {
 
 /// What the Lua thread answers, calling the caller's functions; what
 /// they raise is kept for the caller (and the thread hears of a failure).
-fn answer(
+pub(super) fn answer(
     lua: &Cx,
     ask: Ask,
     authorize: Option<mlua::Function>,

@@ -11,16 +11,15 @@ use mlua::{Table, UserData, Value};
 use super::auth::{auth_token, read_login};
 use super::convert::concat_text;
 use super::login::LoginState;
-use super::{Cx, Outcome, Raise};
+use super::lua::{lua_type, Cx, Outcome, Raise};
 use crate::client::{CacheBounds, Client, Ticket};
 use crate::codec::Json;
 use crate::era::EraChoice;
 use crate::error::Error;
-use crate::protocol;
+use crate::protocol::{self};
 use crate::transport::doorbell::Doorbell;
 use crate::transport::record::{open_for_recording, Recorded};
-use crate::transport::stdio;
-
+use crate::transport::stdio::{self};
 pub(super) struct ClientState {
     pub(super) options: TransportOptions,
     /// The session core: handshake, requests, pages, restarts.
@@ -81,19 +80,19 @@ pub(super) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 /// `mcp.new` rather than clamped: `timeout = math.maxinteger` once
 /// overflowed the deadline arithmetic and panicked; a silent clamp would
 /// hide the mistake instead.
-const TIMEOUT_RANGE: (f64, f64) = (0.001, 1e7);
-const MAX_MESSAGE_BYTES_LIMIT: f64 = (1u64 << 40) as f64;
+pub(super) const TIMEOUT_RANGE: (f64, f64) = (0.001, 1e7);
+pub(super) const MAX_MESSAGE_BYTES_LIMIT: f64 = (1u64 << 40) as f64;
 
 /// The longest header value a request sends by default: the per-field
 /// limit of nginx and Apache (8 KiB); node takes 16 KiB for all headers.
-const DEFAULT_MAX_HEADER_BYTES: usize = 8 << 10;
+pub(super) const DEFAULT_MAX_HEADER_BYTES: usize = 8 << 10;
 /// And at most: the HTTP client's own buffer for a request head is not
 /// much larger.
-const MAX_HEADER_BYTES_LIMIT: f64 = 65536.0;
+pub(super) const MAX_HEADER_BYTES_LIMIT: f64 = 65536.0;
 
 /// A number option in `[min, max]`: integers and floats alike (Lua 5.1 and
 /// LuaJIT have only floats), never NaN or infinite. None when absent.
-fn number_option(opts: &Table, field: &str, min: f64, max: f64, refusal: &str) -> Outcome<Option<f64>> {
+pub(super) fn number_option(opts: &Table, field: &str, min: f64, max: f64, refusal: &str) -> Outcome<Option<f64>> {
     let bad = || Raise::Mcp(Error::BadInput(format!("mcp.new: opts.{field} must be {refusal}")));
     let n = match opts.get::<Value>(field)? {
         Value::Nil => return Ok(None),
@@ -110,7 +109,7 @@ fn number_option(opts: &Table, field: &str, min: f64, max: f64, refusal: &str) -
 /// `opts.cache`: true (the default), false (keep nothing a modern server
 /// allows to be kept), or the cache's bounds, `{ max_entries = N,
 /// max_bytes = N }` (either may be left out).
-fn cache_option(opts: &Table, client: &mut Client) -> Outcome<()> {
+pub(super) fn cache_option(opts: &Table, client: &mut Client) -> Outcome<()> {
     let bounds = match opts.get::<Value>("cache")? {
         Value::Nil | Value::Boolean(true) => return Ok(()),
         Value::Boolean(false) => {
@@ -139,7 +138,7 @@ fn cache_option(opts: &Table, client: &mut Client) -> Outcome<()> {
 }
 
 /// `opts.era`: "auto" (the default), "legacy" or "modern".
-fn era_option(opts: &Table) -> Outcome<EraChoice> {
+pub(super) fn era_option(opts: &Table) -> Outcome<EraChoice> {
     let bad = || Error::BadInput("mcp.new: opts.era must be \"auto\", \"legacy\" or \"modern\"".into()).into();
     match opts.get::<Value>("era")? {
         Value::Nil => Ok(EraChoice::Auto),
@@ -298,7 +297,7 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
 }
 
 /// The methods named in `opts.handlers` (method name -> function).
-fn handler_methods(opts: &Table) -> Outcome<Vec<String>> {
+pub(super) fn handler_methods(opts: &Table) -> Outcome<Vec<String>> {
     let bad = || Raise::Mcp(Error::BadInput("mcp.new: opts.handlers must map method names to functions".into()));
     let mut methods = Vec::new();
     match opts.get::<Value>("handlers")? {
@@ -396,12 +395,4 @@ pub(super) fn callbacks_of(lua: &Cx, opts: &Table) -> Outcome<Table> {
         }
     }
     Ok(callbacks)
-}
-
-/// What Lua's `type` says of a value (mlua tells integers from floats).
-pub(super) fn lua_type(v: &Value) -> &'static str {
-    match v {
-        Value::Integer(_) | Value::Number(_) => "number",
-        other => other.type_name(),
-    }
 }

@@ -6,14 +6,13 @@ use mlua::{Function, MultiValue, Table, Value};
 use super::convert::concat_text;
 use super::entry::Entry;
 use super::fixture::deliver_notifications;
-use super::{arg, call_method, truthy, Cx, Outcome};
+use super::lua::{arg, call_method, truthy, Cx, Outcome};
 use crate::codec::Json;
 use crate::error::Error;
 use crate::mount;
-use crate::protocol;
-
+use crate::protocol::{self};
 /// How a registry is named when it lacks what mount needs of it.
-const REGISTRY: &str = "the registry (it needs get(name) and add(tool))";
+pub(super) const REGISTRY: &str = "the registry (it needs get(name) and add(tool))";
 
 pub(super) fn mount_tools(lua: &Cx, args: MultiValue) -> Outcome {
     let Value::Table(registry) = arg(&args, 0) else {
@@ -36,7 +35,7 @@ pub(super) fn mount_tools(lua: &Cx, args: MultiValue) -> Outcome {
 /// Mounts the client's tools into `registry` by the mount rules, leaving
 /// out the names in `kept` (already there, from an earlier mount that
 /// could not be undone); returns the names added.
-fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Table, kept: &[Vec<u8>]) -> Outcome<Table> {
+pub(super) fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Table, kept: &[Vec<u8>]) -> Outcome<Table> {
     let mut prefix: Value = opts.get("prefix")?;
     if !truthy(&prefix) {
         prefix = client.get("prefix")?;
@@ -88,7 +87,7 @@ fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Table, kept: &[
 }
 
 /// Keeps the mount in the client's entry, for [`resync_watches`].
-fn watch(lua: &Cx, client: &Table, registry: &Table, opts: &Table, mounted: &Table) -> Outcome<()> {
+pub(super) fn watch(lua: &Cx, client: &Table, registry: &Table, opts: &Table, mounted: &Table) -> Outcome<()> {
     let Some(entry) = Entry::of(lua, client)? else {
         return Err(Error::BadInput("mcp.mount: watch = true needs a client made by mcp.new".into()).into());
     };

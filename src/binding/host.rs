@@ -1,34 +1,28 @@
-//! Long-lived sessions, stdio and HTTP: started lazily, handshaken once,
-//! restarted when the transport dies or the HTTP session expires.
-
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use mlua::{Function, MultiValue, Table, Value};
+use mlua::{Function, Table, Value};
 
 use super::auth::{Login, LuaStore, LuaUser};
+use super::boundary::{callback_failed, listener_failed};
 use super::decode::{to_lua, to_lua_opt};
 use super::encode::encode_lua;
 use super::entry::Entry;
-use super::fields::{apply_initialize, call_params, client_info, initialize_request, next_id, tool_label};
-use super::fixture::{call_return, tools_of_page};
-use super::handles::{request_options, run_blocking};
+use super::fields::{apply_initialize, client_info, initialize_request, next_id};
 use super::login::Refusal;
-use super::options::{bearer_text, lua_type, ClientState, TransportOptions};
-use super::registry::resync_watches;
-use super::{call_lua, callback_failed, listener_failed, lua_tostring, truthy, Cx, Outcome, Raise};
+use super::lua::{call_lua, lua_tostring, truthy, Cx, Outcome, Raise};
+use super::options::TransportOptions;
 use crate::auth::store::Store;
-use crate::client::{warn_on_stderr, Client, Host, Listing, Request, Shape, Ticket};
+use crate::client::{warn_on_stderr, Host, Ticket};
 use crate::codec::Json;
 use crate::era::Verdict;
 use crate::error::Error;
-use crate::protocol;
+use crate::protocol::{self};
 use crate::session::Peer;
 use crate::transport::http::{self, Http};
 use crate::transport::record::{Recording, Replay};
 use crate::transport::stdio::{self, Launch, Stdio};
 use crate::transport::Transport;
-
 pub(super) fn launch_of(command: &Value) -> Outcome<Launch> {
     let bad = || Raise::Mcp(Error::BadInput("mcp: command must be a string or an array of strings".into()));
     match command {
@@ -58,7 +52,7 @@ pub(super) fn open_transport(client: &Table, options: &TransportOptions) -> Outc
     })
 }
 
-fn open_server(client: &Table, options: &TransportOptions) -> Outcome<Box<dyn Transport>> {
+pub(super) fn open_server(client: &Table, options: &TransportOptions) -> Outcome<Box<dyn Transport>> {
     if let Some(recorded) = &options.replay {
         return Ok(Box::new(Replay::new(recorded.clone(), Some(options.doorbell()?))));
     }
@@ -97,7 +91,7 @@ fn open_server(client: &Table, options: &TransportOptions) -> Outcome<Box<dyn Tr
 /// next: the command line with the environment and directory it is given
 /// (the same command may start another server elsewhere), or the URL. A
 /// replay names nothing: its era is whatever the recording holds.
-fn server_key(client: &Table, options: &TransportOptions) -> Outcome<Option<String>> {
+pub(super) fn server_key(client: &Table, options: &TransportOptions) -> Outcome<Option<String>> {
     if options.replay.is_some() {
         return Ok(None);
     }
@@ -113,118 +107,21 @@ fn server_key(client: &Table, options: &TransportOptions) -> Outcome<Option<Stri
     Ok(Some(format!("{command}\u{0}cwd {cwd}\u{0}env {}", env.join("\u{0}"))))
 }
 
-/// Runs `work` with the client core and the Lua side it talks to.
-pub(super) fn with_client<T>(
-    lua: &Cx,
-    client: &Table,
-    work: impl FnOnce(&mut Client, &mut LuaHost) -> Outcome<T>,
-) -> Outcome<T> {
-    let busy =
-        || Error::BadInput("MCP: the client is already busy (called again from on_notification or a handler?)".into());
-    borrow_client(lua, client, busy, work)
-}
-
-/// [`with_client`] for the async API, whose refusal names the call.
-pub(super) fn with_client_state<T>(
-    lua: &Cx,
-    client: &Table,
-    what: &str,
-    work: impl FnOnce(&mut Client, &mut LuaHost) -> Outcome<T>,
-) -> Outcome<T> {
-    borrow_client(lua, client, || Error::Reentered { what: what.to_string() }, work)
-}
-
-fn borrow_client<T>(
-    lua: &Cx,
-    client: &Table,
-    busy: impl FnOnce() -> Error,
-    work: impl FnOnce(&mut Client, &mut LuaHost) -> Outcome<T>,
-) -> Outcome<T> {
-    let Some(entry) = Entry::of(lua, client)? else {
-        return Err(Error::BadInput("MCP: this client was not made by mcp.new".into()).into());
-    };
-    let (state_ud, on_notification, handlers) = (entry.state()?, entry.on_notification()?, entry.handlers()?);
-    let (callbacks, progress) = (entry.callbacks()?, entry.progress()?);
-    // A token managed elsewhere is asked for before each call, before the
-    // client is borrowed (the function may look at the client).
-    let fresh_token = match entry.token_function()? {
-        Some(f) => match f.call::<Value>(())? {
-            Value::String(token) => Some(bearer_text(&token.to_str()?, "the opts.auth.token function's answer")?),
-            other => {
-                let why = format!("mcp: the opts.auth.token function must return a string, got {}", lua_type(&other));
-                return Err(Error::BadInput(why).into());
-            }
-        },
-        None => None,
-    };
-    let mut state = state_ud.borrow_mut::<ClientState>().map_err(|_| busy())?;
-    if let Some(token) = fresh_token {
-        state.client.present_token(&token);
-        *state.options.bearer.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
-    }
-    let ClientState { options, client: core, forgotten } = &mut *state;
-    if let Some(login) = options.login.as_ref().and_then(|l| l.try_borrow_mut().ok()) {
-        let mut login = login;
-        if let Some(idle) = login.idle() {
-            refresh_before_call(lua, &entry, idle)?;
-        }
-    }
-    // Handles collected since the last call: nobody takes their outcome.
-    let gone = std::mem::take(&mut *forgotten.borrow_mut());
-    for ticket in &gone {
-        core.forget(ticket);
-    }
-    let mut host = LuaHost {
-        lua,
-        table: client,
-        options,
-        forgotten,
-        on_notification,
-        handlers,
-        callbacks,
-        progress,
-        entry,
-        collected: None,
-        ran: 0,
-    };
-    let outcome = work(core, &mut host);
-    // The bell rang for whatever this call took itself (a handshake's
-    // reply, a blocking call's): an event loop woken for it would find
-    // nothing. It stays rung only for what is still there.
-    if let Some(bell) = options.doorbell.get().filter(|bell| bell.armed()) {
-        bell.clear();
-        let login_waits = options.login.as_ref().is_some_and(|l| l.try_borrow().is_ok_and(|l| l.wants_lua()));
-        let settled_quietly = core.take_settled_quietly();
-        if core.queued() || login_waits || settled_quietly {
-            bell.ring();
-        }
-        bell.ring_at(core.next_deadline());
-    }
-    let listing = core.take_listing();
-    drop(state);
-    // The tool list, listed by this call or by the client itself: shown
-    // once the client is free (a watched registry's callbacks may call it).
-    if let Some(listing) = listing {
-        show_tools(lua, client, listing)?;
-    }
-    outcome
-}
-
 /// The Lua side of a live client: its table (ids, fields, command or url),
 /// its options, and its callbacks for what the server starts.
 pub(super) struct LuaHost<'a, 'b> {
-    lua: &'a Cx<'b>,
-    table: &'a Table,
+    pub(super) lua: &'a Cx<'b>,
+    pub(super) table: &'a Table,
     pub(super) options: &'a TransportOptions,
     pub(super) forgotten: &'a Rc<RefCell<Vec<Ticket>>>,
-    on_notification: Option<Function>,
-    handlers: Option<Table>,
+    pub(super) on_notification: Option<Function>,
+    pub(super) handlers: Option<Table>,
     /// `on_log`, `on_resource_updated`, `on_list_changed`, by name.
-    callbacks: Option<Table>,
+    pub(super) callbacks: Option<Table>,
     /// Requests' `on_progress` callbacks, by progress token.
-    progress: Option<Table>,
+    pub(super) progress: Option<Table>,
     /// The client's entry (for the login's callbacks).
-    entry: Entry,
+    pub(super) entry: Entry,
     /// Notifications kept for the caller too (`client:exchange` returns
     /// them, as the reference does).
     pub(super) collected: Option<Vec<Json>>,
@@ -492,122 +389,9 @@ impl Peer for LuaHost<'_, '_> {
     }
 }
 
-/// What `discover` sends: the whole tool list, kept as `client.tools`.
-pub(super) fn tool_listing() -> Request {
-    Request::new("tools/list", Json::Object(vec![]), Rc::from("tools/list")).shape(Shape::Tools { refresh: false })
-}
-
-pub(super) fn discover_session(lua: &Cx, client: &Table) -> Outcome {
-    with_client(lua, client, |core, host| core.run(host, tool_listing()))?;
-    // (`with_client` has shown the listing as `client.tools`.)
-    Ok(MultiValue::from_vec(vec![client.get::<Value>("tools")?]))
-}
-
-/// A tool list the core listed, as `client.tools`, in the shape the
-/// reference gives it; a list the client listed again by itself also goes
-/// to every watched registry.
-fn show_tools(lua: &Cx, client: &Table, listing: Listing) -> Outcome<()> {
-    let pages = &listing.pages;
-    let tools = if pages.len() == 1 {
-        tools_of_page(lua, &to_lua(lua, &pages[0])?)?
-    } else {
-        Value::Table(joined_field(lua, pages, "tools")?)
-    };
-    if let Value::Table(tools) = &tools {
-        keep_safe_icons(tools)?;
-    }
-    client.set("tools", tools)?;
-    if listing.refreshed {
-        resync_watches(lua, client)?;
-    }
-    Ok(())
-}
-
-/// The array `field` of every page, joined into one table, in order; a
-/// page whose field is no array adds nothing. Each page goes to Lua
-/// whole, straight from its text, and its items are moved over from there.
-pub(super) fn joined_field(lua: &Cx, pages: &[Json], field: &str) -> Outcome<Table> {
-    let all = lua.create_table()?;
-    let mut n = 0;
-    for page in pages {
-        let Value::Table(page) = to_lua(lua, page)? else { continue };
-        // An object decodes to string keys only: its length is 0.
-        let Value::Table(items) = page.raw_get::<Value>(field)? else { continue };
-        for i in 1..=items.raw_len() {
-            n += 1;
-            all.raw_set(n, items.raw_get::<Value>(i)?)?;
-        }
-    }
-    Ok(all)
-}
-
-/// Drops the icons of each tool whose `src` is not an `https:` or `data:`
-/// URI: an agent or editor that shows icons would otherwise fetch `http:`,
-/// `file:` or `javascript:` addresses a server chose (the 2025-11-25
-/// revision asks clients for this). Done on the tool tables once they are
-/// in Lua, so the list needs no tree. A tool list that was a JSON object, or icons that were
-/// one, decode to tables with string keys only (length 0) and are left
-/// alone, as the tree's rule leaves anything but an array alone.
-fn keep_safe_icons(tools: &Table) -> Outcome<()> {
-    for i in 1..=tools.raw_len() {
-        let Value::Table(tool) = tools.raw_get::<Value>(i)? else { continue };
-        let Value::Table(icons) = tool.raw_get::<Value>("icons")? else { continue };
-        let count = icons.raw_len();
-        let mut kept = 0;
-        for at in 1..=count {
-            let icon: Value = icons.raw_get(at)?;
-            let safe = match &icon {
-                Value::Table(icon) => match icon.raw_get::<Value>("src")? {
-                    Value::String(src) => {
-                        let src = src.as_bytes();
-                        let lower: Vec<u8> = src.iter().take(6).map(u8::to_ascii_lowercase).collect();
-                        lower.starts_with(b"https:") || lower.starts_with(b"data:")
-                    }
-                    _ => false,
-                },
-                _ => false,
-            };
-            if safe {
-                kept += 1;
-                icons.raw_set(kept, icon)?;
-            }
-        }
-        for at in kept + 1..=count {
-            icons.raw_set(at, Value::Nil)?;
-        }
-    }
-    Ok(())
-}
-
-pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value, opts: &Value) -> Outcome {
-    let tool = tool_label(name)?;
-    let opts = request_options(lua, opts, "client:call")?;
-    let request = tool.request(call_params(lua, client, name, args)?);
-    let result = with_client(lua, client, |core, host| run_blocking(core, host, request, &opts))?;
-    call_return(lua, result)
-}
-
-/// Ends the client's session, if it has one, and lets go of everything
-/// it held: its server, its connections, and the descriptor behind
-/// `client:fd()` (a closed client kept in a table must not hold three
-/// descriptors until the collector comes). Only the Lua object stays; a
-/// later call starts afresh.
-pub(super) fn close_session(lua: &Cx, client: &Table) -> Outcome<()> {
-    if let Some(entry) = Entry::of(lua, client)? {
-        if let Ok(mut state) = entry.state()?.borrow_mut::<ClientState>() {
-            state.client.close();
-            if let Some(login) = &state.options.login {
-                login.borrow_mut().stop();
-            }
-            state.options.doorbell.take();
-        }
-    }
-    Ok(())
-}
-
 /// A token about to expire is refreshed before the call rather than
 /// refused during it (a refusal of an async request cannot be retried).
-fn refresh_before_call(lua: &Cx, entry: &Entry, login: &mut Login) -> Outcome<()> {
+pub(super) fn refresh_before_call(lua: &Cx, entry: &Entry, login: &mut Login) -> Outcome<()> {
     let Login { authorizer, file } = login;
     match (file.as_mut(), entry.store_table()?) {
         (Some(file), _) => authorizer.refresh_if_expiring(Some(file)),

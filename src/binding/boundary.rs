@@ -1,0 +1,196 @@
+use std::cell::{OnceCell, RefCell};
+use std::rc::Rc;
+
+use mlua::{Function, Lua, MultiValue, Value};
+
+use super::decode::with_json_types;
+use super::entry::Entry;
+use super::lua::{Cx, Outcome, Prelude, Raise};
+use crate::error::Error;
+use crate::interrupt;
+/// Wraps a native function in the `true, ...` / `false, err` convention
+/// the prelude turns into returns or raises.
+///
+/// This is the Lua boundary, so it is also where a panic stops: one that
+/// unwound into Lua would abort the host or leave the state broken. It
+/// becomes [`Error::Internal`]; whatever the call had borrowed was released
+/// on the way out, so the client can be called again.
+pub(super) fn export(
+    lua: &Lua,
+    cell: &Rc<OnceCell<Prelude>>,
+    f: fn(&Cx, MultiValue) -> Outcome,
+) -> mlua::Result<Function> {
+    let cell = cell.clone();
+    lua.create_function(move |lua, args: MultiValue| {
+        let mut out = MultiValue::new();
+        let result = match cell.get() {
+            Some(prelude) => {
+                let check = hook_watch(lua);
+                let outer = CALLBACK_ERROR.with(|slot| slot.take());
+                let typed = keeps_json_types(prelude, args.front());
+                let result =
+                    guarded(|| interrupt::watching(check, || with_json_types(typed, || f(&Cx { lua, prelude }, args))));
+                let raised = CALLBACK_ERROR.with(|slot| slot.replace(outer));
+                match raised {
+                    Some(v) => Err(Raise::Lua(v)),
+                    None => result,
+                }
+            }
+            None => Err(Raise::Mcp(Error::Lua("the module was not set up".into()))),
+        };
+        match result {
+            Ok(values) => {
+                out.push_back(Value::Boolean(true));
+                out.extend(values);
+            }
+            Err(Raise::Mcp(e)) => {
+                out.push_back(Value::Boolean(false));
+                out.push_back(Value::String(lua.create_string(e.to_string())?));
+            }
+            Err(Raise::Lua(v)) => {
+                out.push_back(Value::Boolean(false));
+                out.push_back(v);
+            }
+        }
+        Ok(out)
+    })
+}
+
+thread_local! {
+    /// The first error a Lua callback raised during the current export.
+    static CALLBACK_ERROR: RefCell<Option<Value>> = const { RefCell::new(None) };
+}
+
+/// A request's own callback (`on_done`, `on_progress`) raised `error`.
+/// Dropping it would drop the host's Ctrl-C too, which lua.c raises from
+/// inside whatever Lua code runs: so the wait in progress ends as Ctrl-C
+/// ends it (its request cancelled, the client's state kept whole), and
+/// the export raises the first such error instead of returning.
+pub(super) fn callback_failed(error: Value) {
+    CALLBACK_ERROR.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(error);
+        }
+    });
+    interrupt::request();
+}
+
+/// A client-wide listener (`on_notification`, `on_log`,
+/// `on_resource_updated`, `on_list_changed`, a handler) raised `error`.
+/// Listeners run during whichever request happens to be waiting, which
+/// their bug must not fail, so the error is dropped (a handler's answers
+/// the server); but the host's interrupt is never dropped.
+pub(super) fn listener_failed(error: Value) {
+    if is_interrupt(&error) {
+        callback_failed(error);
+    }
+}
+
+/// Whether a callback has raised during the current export: the callbacks
+/// still to run then wait for the next `dispatch` or `wait`.
+pub(super) fn callback_pending() -> bool {
+    CALLBACK_ERROR.with(|slot| slot.borrow().is_some())
+}
+
+/// Whether this callback's error is the host's interrupt (lua.c's and
+/// LuaJIT's hook raise "interrupted!", after the position if any).
+pub(super) fn is_interrupt(error: &Value) -> bool {
+    matches!(error, Value::String(s) if s.as_bytes().ends_with(b"interrupted!"))
+}
+
+/// Whether the call is on a client (or a handle of one) made with
+/// `json_types = true`: what it returns keeps `null` and empty arrays.
+pub(super) fn keeps_json_types(prelude: &Prelude, first: Option<&Value>) -> bool {
+    let Some(Value::Table(object)) = first else { return false };
+    let entry = match Entry::in_prelude(prelude, object) {
+        Ok(Some(entry)) => entry,
+        _ => match prelude.handle_clients.raw_get::<Value>(object.clone()) {
+            Ok(Value::Table(client)) => match Entry::in_prelude(prelude, &client) {
+                Ok(Some(entry)) => entry,
+                _ => return false,
+            },
+            _ => return false,
+        },
+    };
+    entry.json_types()
+}
+
+/// Runs `call`, turning a panic into [`Error::Internal`] with its message.
+pub(super) fn guarded(call: impl FnOnce() -> Outcome) -> Outcome {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into());
+        Err(Raise::Mcp(Error::Internal(what)))
+    })
+}
+
+/// How a wait notices that the host wants its thread back: lua5.4's Ctrl-C
+/// handler (and any host that interrupts a state the same way) sets a debug
+/// hook and waits for Lua code to run. A hook, mask or count that differs
+/// from the one in place when the call began means exactly that; the wait
+/// then returns, and the hook fires as soon as the prelude runs again.
+pub(super) fn hook_watch(lua: &Lua) -> Box<dyn Fn() -> bool> {
+    let mut states: [*mut mlua::ffi::lua_State; 2] = [std::ptr::null_mut(); 2];
+    // SAFETY: the closure records the running state and the main thread
+    // (lua.c sets its hook on the main thread; a call made from a
+    // coroutine runs on another), leaving the stack as it found it. The
+    // pointers are read (never written through) by the check below, and
+    // only while this call runs: `interrupt::watching` drops the check
+    // before the call returns. The main thread lives as long as the state.
+    let _ = unsafe {
+        lua.exec_raw::<()>((), |s| {
+            states[0] = s;
+            // Lua 5.1 and LuaJIT keep no reference to the main thread:
+            // there, only the running state is watched.
+            #[cfg(any(feature = "lua52", feature = "lua53", feature = "lua54"))]
+            {
+                mlua::ffi::lua_rawgeti(s, mlua::ffi::LUA_REGISTRYINDEX, mlua::ffi::LUA_RIDX_MAINTHREAD);
+                states[1] = mlua::ffi::lua_tothread(s, -1);
+                mlua::ffi::lua_pop(s, 1);
+            }
+        })
+    };
+    if states[0].is_null() {
+        return Box::new(|| false);
+    }
+    // SAFETY: reading the hook fields of live states, see above.
+    let hooks_of = move || {
+        states.map(|state| unsafe {
+            if state.is_null() {
+                return (0, 0, 0);
+            }
+            let hook = mlua::ffi::lua_gethook(state).map_or(0, |h| h as usize);
+            (hook, mlua::ffi::lua_gethookmask(state), mlua::ffi::lua_gethookcount(state))
+        })
+    };
+    let at_start = hooks_of();
+    // Latched: lua.c's hook clears itself when it fires, so once seen the
+    // request stays seen even if Lua code ran meanwhile.
+    let seen = std::cell::Cell::new(false);
+    Box::new(move || {
+        if !seen.get() && hooks_of() != at_start {
+            seen.set(true);
+        }
+        seen.get()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_an_error_and_the_next_call_works() {
+        let failed = guarded(|| panic!("index out of bounds"));
+        let Err(Raise::Mcp(err)) = failed else { panic!("the panic was not turned into an error") };
+        assert_eq!(
+            err.to_string(),
+            "MCP: internal error (index out of bounds); the call failed, the client can be used again. Please report this."
+        );
+        assert!(matches!(guarded(|| Ok(MultiValue::new())), Ok(v) if v.is_empty()));
+    }
+}

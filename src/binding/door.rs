@@ -1,0 +1,382 @@
+use std::time::{Duration, Instant};
+
+use mlua::{Function, MultiValue, Table, Value};
+
+use super::decode::to_lua;
+use super::encode::encode_lua;
+use super::entry::Entry;
+use super::host::{refresh_before_call, LuaHost};
+use super::lua::{arg, lua_type, Cx, Outcome};
+use super::options::{bearer_text, ClientState};
+use super::registry::resync_watches;
+use super::results::{joined_field, tools_of_page};
+use crate::client::{CacheMode, Client, Limits, Listing, Request};
+use crate::codec::Json;
+use crate::error::Error;
+/// Runs `work` with the client core and the Lua side it talks to.
+pub(super) fn with_client<T>(
+    lua: &Cx,
+    client: &Table,
+    work: impl FnOnce(&mut Client, &mut LuaHost) -> Outcome<T>,
+) -> Outcome<T> {
+    let busy =
+        || Error::BadInput("MCP: the client is already busy (called again from on_notification or a handler?)".into());
+    borrow_client(lua, client, busy, work)
+}
+
+/// [`with_client`] for the async API, whose refusal names the call.
+pub(super) fn with_client_state<T>(
+    lua: &Cx,
+    client: &Table,
+    what: &str,
+    work: impl FnOnce(&mut Client, &mut LuaHost) -> Outcome<T>,
+) -> Outcome<T> {
+    borrow_client(lua, client, || Error::Reentered { what: what.to_string() }, work)
+}
+
+pub(super) fn borrow_client<T>(
+    lua: &Cx,
+    client: &Table,
+    busy: impl FnOnce() -> Error,
+    work: impl FnOnce(&mut Client, &mut LuaHost) -> Outcome<T>,
+) -> Outcome<T> {
+    let Some(entry) = Entry::of(lua, client)? else {
+        return Err(Error::BadInput("MCP: this client was not made by mcp.new".into()).into());
+    };
+    let (state_ud, on_notification, handlers) = (entry.state()?, entry.on_notification()?, entry.handlers()?);
+    let (callbacks, progress) = (entry.callbacks()?, entry.progress()?);
+    // A token managed elsewhere is asked for before each call, before the
+    // client is borrowed (the function may look at the client).
+    let fresh_token = match entry.token_function()? {
+        Some(f) => match f.call::<Value>(())? {
+            Value::String(token) => Some(bearer_text(&token.to_str()?, "the opts.auth.token function's answer")?),
+            other => {
+                let why = format!("mcp: the opts.auth.token function must return a string, got {}", lua_type(&other));
+                return Err(Error::BadInput(why).into());
+            }
+        },
+        None => None,
+    };
+    let mut state = state_ud.borrow_mut::<ClientState>().map_err(|_| busy())?;
+    if let Some(token) = fresh_token {
+        state.client.present_token(&token);
+        *state.options.bearer.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
+    }
+    let ClientState { options, client: core, forgotten } = &mut *state;
+    if let Some(login) = options.login.as_ref().and_then(|l| l.try_borrow_mut().ok()) {
+        let mut login = login;
+        if let Some(idle) = login.idle() {
+            refresh_before_call(lua, &entry, idle)?;
+        }
+    }
+    // Handles collected since the last call: nobody takes their outcome.
+    let gone = std::mem::take(&mut *forgotten.borrow_mut());
+    for ticket in &gone {
+        core.forget(ticket);
+    }
+    let mut host = LuaHost {
+        lua,
+        table: client,
+        options,
+        forgotten,
+        on_notification,
+        handlers,
+        callbacks,
+        progress,
+        entry,
+        collected: None,
+        ran: 0,
+    };
+    let outcome = work(core, &mut host);
+    // The bell rang for whatever this call took itself (a handshake's
+    // reply, a blocking call's): an event loop woken for it would find
+    // nothing. It stays rung only for what is still there.
+    if let Some(bell) = options.doorbell.get().filter(|bell| bell.armed()) {
+        bell.clear();
+        let login_waits = options.login.as_ref().is_some_and(|l| l.try_borrow().is_ok_and(|l| l.wants_lua()));
+        let settled_quietly = core.take_settled_quietly();
+        if core.queued() || login_waits || settled_quietly {
+            bell.ring();
+        }
+        bell.ring_at(core.next_deadline());
+    }
+    let listing = core.take_listing();
+    drop(state);
+    // The tool list, listed by this call or by the client itself: shown
+    // once the client is free (a watched registry's callbacks may call it).
+    if let Some(listing) = listing {
+        show_tools(lua, client, listing)?;
+    }
+    outcome
+}
+
+/// A tool list the core listed, as `client.tools`, in the shape the
+/// reference gives it; a list the client listed again by itself also goes
+/// to every watched registry.
+pub(super) fn show_tools(lua: &Cx, client: &Table, listing: Listing) -> Outcome<()> {
+    let pages = &listing.pages;
+    let tools = if pages.len() == 1 {
+        tools_of_page(lua, &to_lua(lua, &pages[0])?)?
+    } else {
+        Value::Table(joined_field(lua, pages, "tools")?)
+    };
+    if let Value::Table(tools) = &tools {
+        keep_safe_icons(tools)?;
+    }
+    client.set("tools", tools)?;
+    if listing.refreshed {
+        resync_watches(lua, client)?;
+    }
+    Ok(())
+}
+
+/// Drops the icons of each tool whose `src` is not an `https:` or `data:`
+/// URI: an agent or editor that shows icons would otherwise fetch `http:`,
+/// `file:` or `javascript:` addresses a server chose (the 2025-11-25
+/// revision asks clients for this). Done on the tool tables once they are
+/// in Lua, so the list needs no tree. A tool list that was a JSON object, or icons that were
+/// one, decode to tables with string keys only (length 0) and are left
+/// alone, as the tree's rule leaves anything but an array alone.
+pub(super) fn keep_safe_icons(tools: &Table) -> Outcome<()> {
+    for i in 1..=tools.raw_len() {
+        let Value::Table(tool) = tools.raw_get::<Value>(i)? else { continue };
+        let Value::Table(icons) = tool.raw_get::<Value>("icons")? else { continue };
+        let count = icons.raw_len();
+        let mut kept = 0;
+        for at in 1..=count {
+            let icon: Value = icons.raw_get(at)?;
+            let safe = match &icon {
+                Value::Table(icon) => match icon.raw_get::<Value>("src")? {
+                    Value::String(src) => {
+                        let src = src.as_bytes();
+                        let lower: Vec<u8> = src.iter().take(6).map(u8::to_ascii_lowercase).collect();
+                        lower.starts_with(b"https:") || lower.starts_with(b"data:")
+                    }
+                    _ => false,
+                },
+                _ => false,
+            };
+            if safe {
+                kept += 1;
+                icons.raw_set(kept, icon)?;
+            }
+        }
+        for at in kept + 1..=count {
+            icons.raw_set(at, Value::Nil)?;
+        }
+    }
+    Ok(())
+}
+
+/// A request's own options: `timeout` (seconds, as `mcp.new`'s) and
+/// `on_done`.
+#[derive(Default)]
+pub(super) struct RequestOptions {
+    pub(super) timeout: Option<Duration>,
+    pub(super) max_total: Option<Duration>,
+    pub(super) on_progress: Option<Function>,
+    pub(super) on_done: Option<Function>,
+    /// `opts.input_required = "return"`: a modern server's request for
+    /// input is returned to the caller (who asks its user, perhaps across
+    /// turns) instead of going to `opts.handlers`.
+    pub(super) returns_input: bool,
+    /// `opts.input_responses` and `opts.request_state`: the caller goes on
+    /// from such a result with the answers it got.
+    pub(super) input_responses: Option<Json>,
+    pub(super) request_state: Option<Json>,
+    /// `opts.rpc_error = "return"` (client:request): a JSON-RPC error is
+    /// returned as `nil, {code, message, data}` rather than raised.
+    pub(super) returns_rpc_error: bool,
+    /// `opts.cache`: "refresh" (fetched, and kept) or "bypass" (neither
+    /// answered from nor kept in the cache).
+    pub(super) cache: CacheMode,
+    /// `opts.idempotent`: whether the request may be sent twice when its
+    /// reply is lost (see `client::request`).
+    pub(super) idempotent: Option<bool>,
+}
+
+impl RequestOptions {
+    pub(super) fn limits(&self) -> Limits {
+        Limits { timeout: self.timeout, max_total: self.max_total, progress: self.on_progress.is_some() }
+    }
+
+    /// `request` as these options ask for it.
+    pub(super) fn apply(&self, request: Request) -> Request {
+        let request = request
+            .limits(self.limits())
+            .continuing(self.input_responses.clone(), self.request_state.clone())
+            .cached(self.cache)
+            .idempotent(self.idempotent);
+        if self.returns_input {
+            request.returning_input()
+        } else {
+            request
+        }
+    }
+
+    /// Whether the request has limits of its own beyond the client's timeout.
+    pub(super) fn limited(&self) -> bool {
+        self.timeout.is_some() || self.max_total.is_some() || self.on_progress.is_some()
+    }
+}
+
+/// Seconds from 0.001 to 1e7, as `mcp.new`'s timeout.
+pub(super) fn seconds_option(opts: &Table, field: &str, what: &str) -> Outcome<Option<Duration>> {
+    match opts.get::<Value>(field)? {
+        Value::Nil => Ok(None),
+        Value::Integer(i) if (1..=10_000_000).contains(&i) => Ok(Some(Duration::from_secs(i as u64))),
+        Value::Number(n) if (0.001..=1e7).contains(&n) => Ok(Some(Duration::from_secs_f64(n))),
+        _ => Err(Error::BadInput(format!("{what}: opts.{field} must be a number of seconds from 0.001 to 1e7")).into()),
+    }
+}
+
+pub(super) fn function_option(opts: &Table, field: &str, what: &str) -> Outcome<Option<Function>> {
+    match opts.get::<Value>(field)? {
+        Value::Nil => Ok(None),
+        Value::Function(f) => Ok(Some(f)),
+        _ => Err(Error::BadInput(format!("{what}: opts.{field} must be a function")).into()),
+    }
+}
+
+pub(super) fn request_options(lua: &Cx, value: &Value, what: &str) -> Outcome<RequestOptions> {
+    let opts = match value {
+        Value::Nil => return Ok(RequestOptions::default()),
+        Value::Table(t) => t,
+        _ => return Err(Error::BadInput(format!("{what}: opts must be a table")).into()),
+    };
+    let input_responses = match opts.get::<Value>("input_responses")? {
+        Value::Nil => None,
+        v @ Value::Table(_) => Some(encode_lua(lua, "opts.input_responses", &v)?),
+        _ => return Err(Error::BadInput(format!("{what}: opts.input_responses must be a table")).into()),
+    };
+    let request_state = match opts.get::<Value>("request_state")? {
+        Value::Nil => None,
+        Value::String(s) => Some(Json::Str(s.as_bytes().to_vec())),
+        _ => return Err(Error::BadInput(format!("{what}: opts.request_state must be a string")).into()),
+    };
+    Ok(RequestOptions {
+        timeout: seconds_option(opts, "timeout", what)?,
+        max_total: seconds_option(opts, "max_total_timeout", what)?,
+        on_progress: function_option(opts, "on_progress", what)?,
+        on_done: function_option(opts, "on_done", what)?,
+        returns_input: word_option(opts, "input_required", "return", what)?,
+        input_responses,
+        request_state,
+        returns_rpc_error: word_option(opts, "rpc_error", "return", what)?,
+        cache: match opts.get::<Value>("cache")? {
+            Value::Nil => CacheMode::Use,
+            Value::String(s) if s.as_bytes().as_ref() == b"refresh" => CacheMode::Refresh,
+            Value::String(s) if s.as_bytes().as_ref() == b"bypass" => CacheMode::Bypass,
+            _ => return Err(Error::BadInput(format!("{what}: opts.cache must be \"refresh\" or \"bypass\"")).into()),
+        },
+        idempotent: match opts.get::<Value>("idempotent")? {
+            Value::Nil => None,
+            Value::Boolean(said) => Some(said),
+            _ => return Err(Error::BadInput(format!("{what}: opts.idempotent must be a boolean")).into()),
+        },
+    })
+}
+
+/// An option that is absent or the one word it may be.
+pub(super) fn word_option(opts: &Table, field: &str, word: &str, what: &str) -> Outcome<bool> {
+    match opts.get::<Value>(field)? {
+        Value::Nil => Ok(false),
+        Value::String(s) if s.as_bytes() == word.as_bytes() => Ok(true),
+        _ => Err(Error::BadInput(format!("{what}: opts.{field} must be \"{word}\" or nil")).into()),
+    }
+}
+
+/// A blocking request: the async path, waited for at once, its progress
+/// reported to `opts.on_progress` meanwhile.
+pub(super) fn run_blocking(
+    core: &mut Client,
+    host: &mut LuaHost,
+    request: Request,
+    opts: &RequestOptions,
+) -> Outcome<Json> {
+    // With limits of its own, the transport must not cut it off at the
+    // client's timeout: over HTTP its POST goes out as an async one does.
+    let request = if opts.limited() { request.detached() } else { request };
+    let mut op = core.start(host, opts.apply(request))?;
+    let token = op.progress_token().cloned();
+    if let (Some(on_progress), Some(token)) = (&opts.on_progress, &token) {
+        host.watch_progress(token, on_progress.clone())?;
+    }
+    let outcome = core.finish(host, &mut op);
+    if let Some(token) = &token {
+        host.forget_progress(token);
+    }
+    outcome
+}
+
+/// The method (a string) and params (a table or nil) of `request`.
+pub(super) fn request_args(lua: &Cx, client: &Table, args: &MultiValue, what: &str) -> Outcome<(String, Json)> {
+    if !Seam::of(client)?.is_live() {
+        return Err(Error::BadInput(format!(
+            "{what}: needs a command or url client (a fixture transport only runs discover and call)"
+        ))
+        .into());
+    }
+    let method = match arg(args, 1) {
+        Value::String(s) => s.to_str()?.to_string(),
+        other => {
+            return Err(Error::BadInput(format!("{what}: the method must be a string, got {}", lua_type(&other))).into())
+        }
+    };
+    let params = match arg(args, 2) {
+        Value::Nil => Json::Object(vec![]),
+        v @ Value::Table(_) => encode_lua(lua, "params", &v)?,
+        other => {
+            return Err(
+                Error::BadInput(format!("{what}: params must be a table or nil, got {}", lua_type(&other))).into()
+            )
+        }
+    };
+    Ok((method, params))
+}
+
+/// Routes what has already been received, without waiting: at most
+/// [`DRAIN_LIMIT`] messages, so that a server which writes faster than its
+/// callbacks run cannot keep an event loop's callback here. What is left
+/// keeps the descriptor readable for the next turn.
+pub(super) fn drain(core: &mut Client, host: &mut LuaHost) -> Outcome<()> {
+    for _ in 0..DRAIN_LIMIT {
+        if !core.pump(host, Instant::now())? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+pub(super) const DRAIN_LIMIT: usize = 256;
+
+/// Where a client's requests go, asked in this one place: the fixture
+/// seam (`opts.transport`: the reference's batched exchange, byte for
+/// byte, with a Lua function for a server) or a live session.
+pub(super) enum Seam {
+    /// The value of `client.transport`: a function, or something that
+    /// is not one, which each method refuses in its own words.
+    Fixture(Value),
+    Live,
+}
+
+impl Seam {
+    pub(super) fn of(client: &Table) -> Outcome<Seam> {
+        Ok(match client.get::<Value>("transport")? {
+            Value::Nil | Value::Boolean(false) => Seam::Live,
+            transport => Seam::Fixture(transport),
+        })
+    }
+
+    pub(super) fn is_live(&self) -> bool {
+        matches!(self, Seam::Live)
+    }
+
+    /// The fixture's function, for the methods the seam runs.
+    pub(super) fn fixture(transport: Value) -> Outcome<Function> {
+        match transport {
+            Value::Function(f) => Ok(f),
+            _ => Err(Error::BadInput("MCP: client.transport must be a function".into()).into()),
+        }
+    }
+}

@@ -1,0 +1,114 @@
+use mlua::{Function, IntoLuaMulti, Lua, MultiValue, Table, Value};
+
+use crate::error::Error;
+/// Why a native function did not return normally.
+pub(super) enum Raise {
+    /// One of our errors: raised as its message.
+    Mcp(Error),
+    /// A value user code raised: raised again as it is.
+    Lua(Value),
+}
+
+impl From<mlua::Error> for Raise {
+    fn from(e: mlua::Error) -> Self {
+        Raise::Mcp(Error::from(e))
+    }
+}
+
+pub(super) type Outcome<T = MultiValue> = std::result::Result<T, Raise>;
+
+/// What the prelude hands over once: the module's own tables and the Lua
+/// functions the binding must call un-overridden.
+pub(super) struct Prelude {
+    pub(super) module: Table,
+    pub(super) client_methods: Table,
+    pub(super) runner: Function,
+    pub(super) pcall: Function,
+    pub(super) tostring: Function,
+    /// Lua's own `pairs`, for tables with a `__pairs` metamethod.
+    pub(super) pairs: Function,
+    /// client table -> its [`Entry`], weak keys.
+    pub(super) states: Table,
+    /// The methods of a handle (its metatable).
+    pub(super) handle_methods: Table,
+    /// handle -> HandleState userdata, weak keys.
+    pub(super) handle_states: Table,
+    /// handle -> its client, weak both ways: a handle never keeps its
+    /// client alive.
+    pub(super) handle_clients: Table,
+}
+
+/// What every native function works with: the Lua state and what its
+/// prelude handed over.
+pub(super) struct Cx<'a> {
+    pub(super) lua: &'a Lua,
+    pub(super) prelude: &'a Prelude,
+}
+
+impl std::ops::Deref for Cx<'_> {
+    type Target = Lua;
+    fn deref(&self) -> &Lua {
+        self.lua
+    }
+}
+
+pub(super) fn arg(args: &MultiValue, i: usize) -> Value {
+    args.get(i).cloned().unwrap_or(Value::Nil)
+}
+
+pub(super) fn truthy(v: &Value) -> bool {
+    !matches!(v, Value::Nil | Value::Boolean(false))
+}
+
+/// Calls Lua code through `pcall`: its raised value comes back untouched.
+pub(super) fn call_lua(lua: &Cx, f: Function, args: impl IntoLuaMulti) -> Outcome {
+    let mut all = args.into_lua_multi(lua)?;
+    all.push_front(Value::Function(f));
+    let mut results: MultiValue = lua.prelude.pcall.call(all)?;
+    match results.pop_front() {
+        Some(Value::Boolean(true)) => Ok(results),
+        _ => Err(Raise::Lua(results.pop_front().unwrap_or(Value::Nil))),
+    }
+}
+
+/// `obj:name(...)`, looked up through the object's metatable as Lua would.
+/// `owner` names the object in the error when the method is missing.
+pub(super) fn call_method(lua: &Cx, obj: &Table, owner: &str, name: &str, args: impl IntoLuaMulti) -> Outcome {
+    let method: Value = obj.get(name)?;
+    let Value::Function(method) = method else {
+        return Err(Error::BadInput(format!("mcp.mount: {owner} has no method '{name}'")).into());
+    };
+    let mut all = args.into_lua_multi(lua)?;
+    all.push_front(Value::Table(obj.clone()));
+    call_lua(lua, method, all)
+}
+
+pub(super) fn lua_tostring(lua: &Cx, v: Value) -> Outcome<Vec<u8>> {
+    let f = lua.prelude.tostring.clone();
+    let out = call_lua(lua, f, v)?;
+    match out.front() {
+        Some(Value::String(s)) => Ok(s.as_bytes().to_vec()),
+        _ => Ok(b"nil".to_vec()),
+    }
+}
+
+pub(super) fn client_arg(args: &MultiValue, method: &str) -> Outcome<Table> {
+    match arg(args, 0) {
+        Value::Table(t) => Ok(t),
+        _ => Err(Error::BadInput(format!("MCP: call {method} with a colon, as client:{method}(...)")).into()),
+    }
+}
+
+/// What Lua's `type` says of a value (mlua tells integers from floats).
+pub(super) fn lua_type(v: &Value) -> &'static str {
+    match v {
+        Value::Integer(_) | Value::Number(_) => "number",
+        other => other.type_name(),
+    }
+}
+
+impl From<Error> for Raise {
+    fn from(e: Error) -> Self {
+        Raise::Mcp(e)
+    }
+}

@@ -1,0 +1,177 @@
+use std::rc::Rc;
+
+use mlua::{MultiValue, Table, Value};
+
+use super::decode::to_lua;
+use super::lua::{truthy, Cx, Outcome};
+use crate::client::{Request, Shape};
+use crate::codec::Json;
+use crate::error::Error;
+use crate::protocol::call_outcome;
+/// What `discover` sends: the whole tool list, kept as `client.tools`.
+pub(super) fn tool_listing() -> Request {
+    Request::new("tools/list", Json::Object(vec![]), Rc::from("tools/list")).shape(Shape::Tools { refresh: false })
+}
+
+/// The array `field` of every page, joined into one table, in order; a
+/// page whose field is no array adds nothing. Each page goes to Lua
+/// whole, straight from its text, and its items are moved over from there.
+pub(super) fn joined_field(lua: &Cx, pages: &[Json], field: &str) -> Outcome<Table> {
+    let all = lua.create_table()?;
+    let mut n = 0;
+    for page in pages {
+        let Value::Table(page) = to_lua(lua, page)? else { continue };
+        // An object decodes to string keys only: its length is 0.
+        let Value::Table(items) = page.raw_get::<Value>(field)? else { continue };
+        for i in 1..=items.raw_len() {
+            n += 1;
+            all.raw_set(n, items.raw_get::<Value>(i)?)?;
+        }
+    }
+    Ok(all)
+}
+
+/// A page's `tools` as the reference hands it on: the field as decoded
+/// when it is truthy, else an empty table.
+pub(super) fn tools_of_page(lua: &Cx, page: &Value) -> Outcome<Value> {
+    if let Value::Table(page) = page {
+        let tools: Value = page.raw_get("tools")?;
+        if truthy(&tools) {
+            return Ok(tools);
+        }
+    }
+    Ok(Value::Table(lua.create_table()?))
+}
+
+/// What `call` returns: the reference's text and is_error, and then the
+/// whole result (`content`, `structuredContent`, `isError`, `_meta`), which
+/// two-value callers never see.
+pub(super) fn call_return(lua: &Cx, result: Json) -> Outcome {
+    let whole = to_lua(lua, &result)?;
+    let (text, is_error) = match outcome_of_table(lua, &whole)? {
+        Some(outcome) => outcome,
+        None => {
+            let (text, is_error) = call_outcome(result);
+            (Value::String(lua.create_string(text)?), is_error)
+        }
+    };
+    Ok(MultiValue::from_vec(vec![text, Value::Boolean(is_error), whole]))
+}
+
+/// A text part of a call's outcome: a block's own Lua string (one text
+/// block, the usual reply, is returned as it is, with no copy), or bytes.
+pub(super) enum Part {
+    Lua(mlua::LuaString),
+    Bytes(Vec<u8>),
+}
+
+/// [`call_outcome`]'s rules, read off the result's Lua table: no tree is
+/// decoded for a result that went to Lua straight from its text. None
+/// when a block's `type` or `text` is neither a string nor absent: those
+/// are printed as the tree has them (a table as its JSON text, which its
+/// Lua table no longer knows; a number as Lua 5.4 prints it).
+pub(super) fn outcome_of_table(lua: &Cx, whole: &Value) -> Outcome<Option<(Value, bool)>> {
+    let Value::Table(result) = whole else { return Ok(None) };
+    let is_error = matches!(result.raw_get::<Value>("isError")?, Value::Boolean(true));
+    let mut first: Option<Part> = None;
+    let mut joined: Option<Vec<u8>> = None;
+    // A JSON object decodes to string keys only, so its length is 0: no
+    // blocks, as the tree's rule has it for anything but an array.
+    if let Value::Table(content) = result.raw_get::<Value>("content")? {
+        for i in 1..=content.raw_len() {
+            let Value::Table(block) = content.raw_get::<Value>(i)? else { continue };
+            let (kind, text) = (block.raw_get::<Value>("type")?, block.raw_get::<Value>("text")?);
+            let is_text = matches!(&kind, Value::String(k) if k.as_bytes() == b"text");
+            let part = match (kind, text) {
+                (_, Value::String(text)) if is_text => Part::Lua(text),
+                (_, text) if is_text && truthy(&text) => return Ok(None),
+                (Value::String(kind), _) => {
+                    Part::Bytes(format!("[{} content]", String::from_utf8_lossy(&kind.as_bytes())).into_bytes())
+                }
+                (kind, _) if truthy(&kind) => return Ok(None),
+                _ => continue,
+            };
+            match (&mut joined, first.take()) {
+                (Some(all), _) => {
+                    all.push(b'\n');
+                    append_part(all, &part);
+                }
+                (None, None) => first = Some(part),
+                (None, Some(earlier)) => {
+                    let mut all = Vec::new();
+                    append_part(&mut all, &earlier);
+                    all.push(b'\n');
+                    append_part(&mut all, &part);
+                    joined = Some(all);
+                }
+            }
+        }
+    }
+    let text = match (joined, first) {
+        (Some(all), _) if !all.is_empty() => Value::String(lua.create_string(all)?),
+        (None, Some(Part::Lua(text))) if !text.as_bytes().is_empty() => Value::String(text),
+        (None, Some(Part::Bytes(text))) => Value::String(lua.create_string(text)?),
+        _ => Value::String(lua.create_string("(no content)")?),
+    };
+    Ok(Some((text, is_error)))
+}
+
+pub(super) fn append_part(all: &mut Vec<u8>, part: &Part) {
+    match part {
+        Part::Lua(text) => all.extend_from_slice(&text.as_bytes()),
+        Part::Bytes(text) => all.extend_from_slice(text),
+    }
+}
+
+/// What a handle returns: like `call` (text, is_error, result), like
+/// `request` (the result table, or the one field the core took out of
+/// it), or the items of every page of a list (`list_resources` follows
+/// `nextCursor`, one request per page, and returns them all).
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum Kind {
+    Call,
+    Request,
+    Pages {
+        field: &'static str,
+    },
+    /// `discover_async`: the client's `tools`, as `discover` returns them.
+    Discover,
+}
+
+/// The list methods and the field each page keeps its items in.
+pub(super) fn list_field(method: &str) -> Option<&'static str> {
+    Some(match method {
+        "tools/list" => "tools",
+        "resources/list" => "resources",
+        "resources/templates/list" => "resourceTemplates",
+        "prompts/list" => "prompts",
+        _ => return None,
+    })
+}
+
+/// The result fields the one-field methods return.
+pub(super) fn result_field(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "contents" => "contents",
+        "completion" => "completion",
+        _ => return None,
+    })
+}
+
+/// The shape of the outcome `request_async` asks the core for, and the
+/// kind of handle it makes, when the prelude names a list to follow or a
+/// field to return (its fifth argument).
+pub(super) fn result_shape(method: &str, shape: &Value) -> Outcome<(Shape, Kind)> {
+    match shape {
+        Value::Nil => Ok((Shape::Whole, Kind::Request)),
+        Value::String(s) if s.as_bytes().as_ref() == b"pages" => match list_field(method) {
+            Some(field) => Ok((Shape::Pages, Kind::Pages { field })),
+            None => Err(Error::BadInput(format!("{method} is not a list method")).into()),
+        },
+        Value::String(s) => match result_field(&s.to_str()?) {
+            Some(field) => Ok((Shape::Field(field), Kind::Request)),
+            None => Err(Error::BadInput(format!("no result field {}", s.to_str()?)).into()),
+        },
+        _ => Err(Error::BadInput("the result shape must be a string".into()).into()),
+    }
+}
