@@ -320,3 +320,23 @@ describe('the documentation #docs', function()
     end
   end
 end)
+
+describe('docs/architecture.md', function()
+  it('lists every source file under src/, and none that is gone', function()
+    local listed = {}
+    for path in read('docs/architecture.md'):gmatch('\n(src/%S+)') do listed[path] = true end
+    local files = {}
+    local find = io.popen('cd ' .. H.ROOT .. " && find src -name '*.rs' -o -name '*.lua' | sort")
+    for path in find:lines() do files[#files + 1] = path end
+    find:close()
+    local missing, gone = {}, {}
+    for _, path in ipairs(files) do
+      if not listed[path] then missing[#missing + 1] = path end
+      listed[path] = nil
+    end
+    for path in pairs(listed) do gone[#gone + 1] = path end
+    table.sort(gone)
+    assert.same({}, missing, 'not in docs/architecture.md: ' .. table.concat(missing, ', '))
+    assert.same({}, gone, 'in docs/architecture.md but not in src/: ' .. table.concat(gone, ', '))
+  end)
+end)

@@ -1,3 +1,10 @@
+//! The Lua boundary: every native function is exported through
+//! [`export`], which packs what it returns as `true, ...` or `false, err`
+//! for the prelude to return or raise (errors reach Lua as plain strings,
+//! never as userdata), stops a panic before it unwinds into Lua, watches
+//! for the host's Ctrl-C while the call runs, and carries out the first
+//! error a Lua callback raised during it.
+
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 

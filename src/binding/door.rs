@@ -1,3 +1,10 @@
+//! The one door into the core. Every method that reaches a live client
+//! borrows it here (with the Lua side it talks to, see `host`), reads its
+//! per-request options here, and runs a blocking request here; and here
+//! alone is it asked whether a client is a fixture or a live one
+//! ([`Seam`]). A tool list the core listed meanwhile is shown as
+//! `client.tools` once the client is free again.
+
 use std::time::{Duration, Instant};
 
 use mlua::{Function, MultiValue, Table, Value};

@@ -1,5 +1,7 @@
-//! The async API: requests that return a handle at once, waits on one or
-//! many handles, and the descriptor an event loop watches.
+//! The async API: requests that return a handle at once (`call_async`,
+//! `request_async`, `discover_async`), what a handle holds until and after
+//! it settles, `done` and `cancel`, and its `on_done` callback (the waits
+//! are `waits`).
 //!
 //! A handle is a plain Lua table (its methods come from the prelude) with
 //! its state in a userdata kept beside it, as a client's is. It refers to

@@ -1,3 +1,8 @@
+//! What the core asks of Lua ([`LuaHost`], its `Host` and `Peer`): the
+//! client's ids and fields, its transports opened as the options say
+//! (stdio, HTTP, recorded or replayed), its handlers for server requests,
+//! its notification callbacks, and the login's callbacks and store.
+
 use std::cell::RefCell;
 use std::rc::Rc;
 

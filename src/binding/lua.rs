@@ -1,3 +1,8 @@
+//! What every native function works with: the Lua state and what the
+//! prelude handed over ([`Cx`]), how a call fails ([`Raise`]: one of our
+//! errors, or a value Lua code raised, passed on untouched), and calling
+//! Lua code through `pcall` so that its errors come back as values.
+
 use mlua::{Function, IntoLuaMulti, Lua, MultiValue, Table, Value};
 
 use crate::error::Error;

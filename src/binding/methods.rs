@@ -1,3 +1,9 @@
+//! The blocking methods of a client and the module's constructor:
+//! `mcp.new`, `discover`, `call`, `close`, `request`, the lists, `notify`,
+//! and the reference's low-level `id`, `initialize_msg`, `handshake` and
+//! `exchange`. Each asks the door which seam the client is on and goes
+//! that way; a live one's pending `on_done` callbacks run after it.
+
 use std::rc::Rc;
 
 use mlua::{MultiValue, Table, Value};

@@ -1,3 +1,8 @@
+//! What Lua receives: a tool call's returns as the reference makes them
+//! (text, is_error, result), lists joined page by page, the tool list as
+//! `client.tools` has it, and which field of a result each typed method
+//! returns.
+
 use std::rc::Rc;
 
 use mlua::{MultiValue, Table, Value};

@@ -1,3 +1,8 @@
+//! Waiting for handles and for an event loop: `handle:wait`,
+//! `mcp.wait_any`, `mcp.wait_all`, the descriptor behind `client:fd()` and
+//! `client:dispatch()`. A wait on one client waits on its session
+//! directly; on several, on their doorbells at once. Ctrl-C ends any wait.
+
 use std::time::{Duration, Instant};
 
 use mlua::{AnyUserData, MultiValue, Table, Value};
