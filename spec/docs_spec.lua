@@ -340,3 +340,36 @@ describe('docs/architecture.md', function()
     assert.same({}, gone, 'in docs/architecture.md but not in src/: ' .. table.concat(gone, ', '))
   end)
 end)
+
+describe('the unsafe code', function()
+  -- Each `unsafe` block (and `unsafe impl`) has a SAFETY comment of its
+  -- own right above it (or on its line), and each `unsafe fn` a
+  -- `# Safety` section in its doc comment: one comment shared by several
+  -- blocks says nothing of the later ones.
+  it('says why each unsafe block is sound, and what each unsafe fn needs', function()
+    local unexplained = {}
+    local find = io.popen('cd ' .. H.ROOT .. " && find src -name '*.rs' | sort")
+    for path in find:lines() do
+      local lines = {}
+      for line in io.lines(H.ROOT .. '/' .. path) do lines[#lines + 1] = line end
+      for i, line in ipairs(lines) do
+        local code = line:gsub('//.*', '')
+        local above = {}
+        local j = i - 1
+        while j >= 1 and (lines[j]:match('^%s*//') or lines[j]:match('^%s*#%[')) do
+          above[#above + 1] = lines[j]
+          j = j - 1
+        end
+        local said = table.concat(above, '\n') .. '\n' .. line
+        if (code:match('unsafe%s*{') or code:match('unsafe impl')) and not said:find('SAFETY', 1, true) then
+          unexplained[#unexplained + 1] = path .. ':' .. i
+        end
+        if code:match('unsafe fn') and not said:find('# Safety', 1, true) then
+          unexplained[#unexplained + 1] = path .. ':' .. i .. ' (unsafe fn)'
+        end
+      end
+    end
+    find:close()
+    assert.same({}, unexplained)
+  end)
+end)

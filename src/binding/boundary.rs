@@ -164,8 +164,8 @@ pub(super) fn hook_watch(lua: &Lua) -> Box<dyn Fn() -> bool> {
     if states[0].is_null() {
         return Box::new(|| false);
     }
-    // SAFETY: reading the hook fields of live states, see above.
     let hooks_of = move || {
+        // SAFETY: reading the hook fields of live states, see above.
         states.map(|state| unsafe {
             if state.is_null() {
                 return (0, 0, 0);

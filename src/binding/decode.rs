@@ -60,6 +60,9 @@ pub(super) fn json_types() -> bool {
 
 /// Pushes `null`: nil, or `mcp.null` with JSON types kept. True when it
 /// is a value an array keeps.
+///
+/// # Safety
+/// `state` is a live Lua state with room for one more value on its stack.
 unsafe fn push_null(state: *mut ffi::lua_State) -> bool {
     if json_types() {
         ffi::lua_pushlightuserdata(state, std::ptr::null_mut());
@@ -71,6 +74,10 @@ unsafe fn push_null(state: *mut ffi::lua_State) -> bool {
 
 /// Marks the array on top of the stack, if it is empty and JSON types are
 /// kept: Lua cannot otherwise tell it from an empty object.
+///
+/// # Safety
+/// `state` is a live Lua state whose top value is a table, with room for
+/// one more value on its stack.
 unsafe fn mark_empty_array(state: *mut ffi::lua_State, count: ffi::lua_Integer) {
     if count == 0 && json_types() {
         ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, ARRAY_METATABLE.as_ptr());
@@ -94,6 +101,12 @@ pub(super) fn to_lua(lua: &Lua, json: &Json) -> mlua::Result<Value> {
     unsafe { lua.exec_raw::<Value>((), |state| push_json(state, json)) }
 }
 
+/// Pushes `json` as one Lua value (see [`to_lua`]).
+///
+/// # Safety
+/// `state` is a live Lua state with room for one more value on its stack
+/// (containers check for the rest), inside a protected call: Lua may raise
+/// an allocation error, and nothing with a destructor is held meanwhile.
 pub(super) unsafe fn push_json(state: *mut ffi::lua_State, json: &Json) {
     match json {
         Json::Null => {
@@ -148,6 +161,9 @@ pub(super) fn to_lua_opt(lua: &Lua, json: Option<&Json>) -> mlua::Result<Value> 
 /// it did, the value is nil. An allocation error Lua raises in here leaks
 /// the member counts and the scratch buffer (a longjmp skips their drop)
 /// and nothing else.
+///
+/// # Safety
+/// As [`push_json`].
 unsafe fn push_raw(state: *mut ffi::lua_State, raw: &RawJson) {
     if let Some(tree) = raw.decoded() {
         return push_json(state, tree);
@@ -180,9 +196,10 @@ impl LuaBuilder<'_> {
     }
 }
 
-// SAFETY (every method): the builder only pushes values, and sets members
-// into the table it pushed for their container, which the reader's nesting
-// keeps just below them; stack room is checked at every container.
+// The builder only pushes values, and sets members into the table it
+// pushed for their container, which the reader's nesting keeps just below
+// them; stack room is checked at every container (each block says which
+// part of this it relies on).
 impl Build for LuaBuilder<'_> {
     /// Whether the value pushed is not nil: an array skips a nil.
     type Value = bool;
@@ -191,30 +208,38 @@ impl Build for LuaBuilder<'_> {
     type Object = ();
 
     fn null(&mut self) -> bool {
+        // SAFETY: one value pushed; the reader left room for it.
         unsafe { push_null(self.state) }
     }
     fn boolean(&mut self, b: bool) -> bool {
+        // SAFETY: one value pushed; the reader left room for it.
         unsafe { ffi::lua_pushboolean(self.state, c_int::from(b)) };
         true
     }
     fn integer(&mut self, i: i64) -> bool {
+        // SAFETY: one value pushed; the reader left room for it.
         unsafe { ffi::lua_pushinteger(self.state, i as ffi::lua_Integer) };
         true
     }
     fn float(&mut self, f: f64) -> bool {
+        // SAFETY: one value pushed; the reader left room for it.
         unsafe { ffi::lua_pushnumber(self.state, f) };
         true
     }
     fn string(&mut self, s: &[u8]) -> bool {
+        // SAFETY: one value pushed (Lua copies the bytes); the reader left
+        // room for it.
         unsafe { ffi::lua_pushlstring(self.state, s.as_ptr().cast(), s.len()) };
         true
     }
     fn raw(&mut self, raw: RawJson) -> bool {
+        // SAFETY: one value pushed, as push_raw promises.
         unsafe { push_raw(self.state, &raw) };
         true
     }
     fn begin_array(&mut self) -> ffi::lua_Integer {
         let size = self.next_size();
+        // SAFETY: room for the table and its next member is made first.
         unsafe {
             ffi::luaL_checkstack(self.state, 3, std::ptr::null());
             ffi::lua_createtable(self.state, size, 0);
@@ -222,6 +247,7 @@ impl Build for LuaBuilder<'_> {
         0
     }
     fn element(&mut self, set: &mut ffi::lua_Integer, pushed: bool) {
+        // SAFETY: the element is on top, its array just below it.
         unsafe {
             if pushed {
                 *set += 1;
@@ -232,21 +258,26 @@ impl Build for LuaBuilder<'_> {
         }
     }
     fn end_array(&mut self, set: ffi::lua_Integer) -> bool {
+        // SAFETY: the array is on top of the stack.
         unsafe { mark_empty_array(self.state, set) };
         true
     }
     fn begin_object(&mut self) {
         let size = self.next_size();
+        // SAFETY: room for the table, a key and a value is made first.
         unsafe {
             ffi::luaL_checkstack(self.state, 3, std::ptr::null());
             ffi::lua_createtable(self.state, 0, size);
         }
     }
     fn key(&mut self, _: &mut (), key: &[u8]) {
+        // SAFETY: the key is pushed above its object, which begin_object
+        // made room for.
         unsafe { ffi::lua_pushlstring(self.state, key.as_ptr().cast(), key.len()) };
     }
     fn member(&mut self, _: &mut (), _: bool) {
         // A null value assigns nil, as table assignment would.
+        // SAFETY: the value, its key and their object are the top three.
         unsafe { ffi::lua_rawset(self.state, -3) };
     }
     fn end_object(&mut self, _: ()) -> bool {

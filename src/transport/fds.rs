@@ -99,6 +99,9 @@ fn write_some(fd: RawFd, bytes: &[u8]) -> std::io::Result<usize> {
 }
 
 /// Takes a pending SIGPIPE, if there is one, without waiting.
+///
+/// # Safety
+/// `sigpipe` is a set holding SIGPIPE, blocked on this thread.
 #[cfg(any(target_os = "linux", target_os = "freebsd"))]
 unsafe fn take_pending(sigpipe: &libc::sigset_t) {
     let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -109,6 +112,9 @@ unsafe fn take_pending(sigpipe: &libc::sigset_t) {
 /// pending signal, and is only called for one. Another thread could take
 /// a process-wide SIGPIPE in between and leave sigwait waiting, but on
 /// macOS our descriptors refuse SIGPIPE, so none is raised to take.
+///
+/// # Safety
+/// As the other `take_pending`.
 #[cfg(not(any(target_os = "linux", target_os = "freebsd")))]
 unsafe fn take_pending(sigpipe: &libc::sigset_t) {
     let mut pending: libc::sigset_t = std::mem::zeroed();
@@ -129,6 +135,7 @@ mod tests {
         let err = write_without_sigpipe(write.as_raw_fd(), b"hello").unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::EPIPE));
         // The signal was taken back: nothing is left pending for the thread.
+        // SAFETY: an all-zero sigset_t is valid, and sigpending fills it.
         unsafe {
             let mut pending: libc::sigset_t = std::mem::zeroed();
             libc::sigpending(&mut pending);
@@ -149,6 +156,7 @@ mod tests {
     fn pipes_are_close_on_exec() {
         let (read, write) = nonblocking_pipe().unwrap();
         for fd in [read.as_raw_fd(), write.as_raw_fd()] {
+            // SAFETY: F_GETFD reads the flags of a descriptor we hold.
             let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
             assert_ne!(flags & libc::FD_CLOEXEC, 0);
         }

@@ -28,6 +28,7 @@ impl Bell {
         // SAFETY: kqueue(2) returns a new descriptor or -1; getpid(2) has
         // no preconditions.
         let queue = owned(unsafe { libc::kqueue() })?.into_raw_fd();
+        // SAFETY: getpid(2) has no preconditions.
         let bell = Bell { queue, owner: unsafe { libc::getpid() } };
         // EV_CLEAR: fetching the event (in `clear`) resets it.
         if bell.change(libc::EVFILT_USER, RUNG, libc::EV_ADD | libc::EV_CLEAR, 0, 0) != 0 {
@@ -64,6 +65,7 @@ impl Bell {
         // match, and a zero timeout makes the call return at once.
         let mut fetched: [libc::kevent; 2] = unsafe { std::mem::zeroed() };
         let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: the list and its length match; the queue is ours.
         unsafe { libc::kevent(self.queue, std::ptr::null(), 0, fetched.as_mut_ptr(), 2, &zero) };
     }
 

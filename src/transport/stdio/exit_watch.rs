@@ -65,6 +65,7 @@ fn pidfd(pid: libc::pid_t) -> Option<OwnedFd> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new
     // descriptor or -1; we own the descriptor it returns.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a descriptor pidfd_open just returned, owned by nobody else.
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
@@ -153,8 +154,10 @@ mod tests {
         let mut child = Command::new("sleep").arg("30").spawn().unwrap();
         let pid = child.id() as libc::pid_t;
         let (notice, waiter) = waiter_thread(pid).unwrap();
+        // SAFETY: kill has no memory preconditions; the pid is our child's.
         unsafe { libc::kill(pid, libc::SIGSTOP) };
         assert!(!readable(notice.as_raw_fd(), 200), "a stopped child has not exited");
+        // SAFETY: as above.
         unsafe { libc::kill(pid, libc::SIGKILL) };
         assert!(readable(notice.as_raw_fd(), 5000));
         waiter.join().unwrap();
