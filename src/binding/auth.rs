@@ -9,6 +9,7 @@ use mlua::{Function, IntoLuaMulti, MultiValue, Table, Value};
 
 use super::entry::Entry;
 use super::lua::{call_lua, lua_type, Cx, Outcome, Raise};
+use super::readers::Reader;
 use crate::auth::store::{FileStore, Store};
 use crate::auth::{assertion, Authorizer, Grant, IdentityProvider, Settings, User, DEFAULT_REDIRECT_URI};
 use crate::codec::{self, Json};
@@ -63,14 +64,6 @@ pub(super) fn auth_token(opts: &Table) -> Outcome<Value> {
     }
 }
 
-pub(super) fn optional_text(auth: &Table, field: &str) -> Outcome<Option<String>> {
-    match auth.get::<Value>(field)? {
-        Value::Nil => Ok(None),
-        Value::String(s) => Ok(Some(s.to_str()?.to_string())),
-        _ => Err(bad(format!("mcp.new: opts.auth.{field} must be a string"))),
-    }
-}
-
 /// The login `opts.auth` asks for, if any: every field but `token`
 /// belongs to one; with `token` none may stand.
 pub(super) fn read_login(
@@ -80,6 +73,7 @@ pub(super) fn read_login(
     bearer: &Arc<Mutex<Option<String>>>,
 ) -> Outcome<Option<Login>> {
     let Some(auth) = auth_table(opts)? else { return Ok(None) };
+    let read = Reader::new(&auth, "mcp.new", "opts.auth");
     let mut has_token = false;
     for pair in auth.pairs::<Value, Value>() {
         let (key, _) = pair?;
@@ -110,7 +104,7 @@ pub(super) fn read_login(
         Value::String(url) => url.to_str()?.to_string(),
         _ => return Err(bad("mcp.new: opts.auth logs in to an HTTP server; give it with opts.url".into())),
     };
-    let grant = match optional_text(&auth, "grant")?.as_deref() {
+    let grant = match read.text("grant")?.as_deref() {
         None | Some("authorization_code") => Grant::AuthorizationCode,
         Some("client_credentials") => Grant::ClientCredentials,
         Some("identity_assertion") => Grant::IdentityAssertion,
@@ -121,8 +115,8 @@ pub(super) fn read_login(
             )))
         }
     };
-    let assertion = optional_text(&auth, "assertion")?;
-    if grant == Grant::JwtBearer && (assertion.is_none() || optional_text(&auth, "client_id")?.is_none()) {
+    let assertion = read.text("assertion")?;
+    if grant == Grant::JwtBearer && (assertion.is_none() || read.text("client_id")?.is_none()) {
         return Err(bad(
             "mcp.new: opts.auth.grant = \"jwt_bearer\" needs opts.auth.client_id and opts.auth.assertion (the workload's identity token)".into(),
         ));
@@ -130,43 +124,32 @@ pub(super) fn read_login(
     let identity = match auth.get::<Value>("idp")? {
         Value::Nil => None,
         Value::Table(idp) => {
+            let read = Reader::new(&idp, "mcp.new", "opts.auth.idp");
             let need = |field: &str| -> Outcome<String> {
-                optional_text(&idp, field)?.ok_or_else(|| {
-                    bad(format!("mcp.new: opts.auth.idp.{field} must be a string (cross-app access needs it)"))
-                })
+                read.text(field)?.ok_or_else(|| read.refuse(field, "a string (cross-app access needs it)"))
             };
             Some(IdentityProvider {
                 token_endpoint: need("token_endpoint")?,
                 id_token: need("id_token")?,
-                client_id: optional_text(&idp, "client_id")?,
-                client_secret: optional_text(&idp, "client_secret")?,
+                client_id: read.text("client_id")?,
+                client_secret: read.text("client_secret")?,
             })
         }
         _ => return Err(bad("mcp.new: opts.auth.idp must be a table".into())),
     };
-    if grant == Grant::IdentityAssertion && (identity.is_none() || optional_text(&auth, "client_id")?.is_none()) {
+    if grant == Grant::IdentityAssertion && (identity.is_none() || read.text("client_id")?.is_none()) {
         return Err(bad(
             "mcp.new: opts.auth.grant = \"identity_assertion\" needs opts.auth.client_id and opts.auth.idp (token_endpoint, id_token)".into(),
         ));
     }
-    let signing_key = match optional_text(&auth, "private_key_pem")? {
+    let signing_key = match read.text("private_key_pem")? {
         Some(pem) => Some(assertion::signing_key(&pem)?),
         None => None,
     };
-    let login_timeout = match auth.get::<Value>("login_timeout")? {
-        Value::Nil => LOGIN_TIMEOUT,
-        Value::Integer(n) if n > 0 && n < 10_000_000 => Duration::from_secs(n as u64),
-        Value::Number(n) if n.is_finite() && n > 0.0 && n < 1e7 => Duration::from_secs_f64(n),
-        _ => {
-            return Err(
-                bad("mcp.new: opts.auth.login_timeout must be a number of seconds above 0 and below 1e7".into()),
-            )
-        }
-    };
-    match auth.get::<Value>("authorize")? {
-        Value::Nil | Value::Function(_) => {}
-        _ => return Err(bad("mcp.new: opts.auth.authorize must be a function".into())),
-    }
+    let login_timeout = read
+        .number("login_timeout", |n| n > 0.0 && n < 1e7, "a number of seconds above 0 and below 1e7")?
+        .map_or(LOGIN_TIMEOUT, Duration::from_secs_f64);
+    read.function("authorize")?;
     let file = match auth.get::<Value>("store")? {
         Value::Nil => None,
         Value::String(path) => Some(FileStore { path: path.to_str()?.to_string().into() }),
@@ -186,8 +169,8 @@ pub(super) fn read_login(
             ))
         }
     };
-    let client_id = optional_text(&auth, "client_id")?;
-    let client_secret = optional_text(&auth, "client_secret")?;
+    let client_id = read.text("client_id")?;
+    let client_secret = read.text("client_secret")?;
     if grant == Grant::ClientCredentials && (client_id.is_none() || (client_secret.is_none() && signing_key.is_none()))
     {
         return Err(bad(
@@ -197,14 +180,14 @@ pub(super) fn read_login(
     let settings = Settings {
         client_id,
         client_secret,
-        client_metadata_url: optional_text(&auth, "client_metadata_url")?,
-        client_name: optional_text(&auth, "client_name")?.unwrap_or_else(|| "lua-mcp".into()),
-        redirect_uri: optional_text(&auth, "redirect_uri")?.unwrap_or_else(|| DEFAULT_REDIRECT_URI.into()),
+        client_metadata_url: read.text("client_metadata_url")?,
+        client_name: read.text("client_name")?.unwrap_or_else(|| "lua-mcp".into()),
+        redirect_uri: read.text("redirect_uri")?.unwrap_or_else(|| DEFAULT_REDIRECT_URI.into()),
         grant,
         signing_key,
         identity,
         assertion,
-        issuer: optional_text(&auth, "issuer")?,
+        issuer: read.text("issuer")?,
         login_timeout,
         timeout,
         ca_pem: ca_pem.clone(),

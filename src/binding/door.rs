@@ -15,6 +15,7 @@ use super::entry::Entry;
 use super::host::{refresh_before_call, LuaHost};
 use super::lua::{arg, lua_type, Cx, Outcome};
 use super::options::{bearer_text, ClientState};
+use super::readers::Reader;
 use super::registry::resync_watches;
 use super::results::{joined_field, tools_of_page};
 use crate::client::{CacheMode, Client, Limits, Listing, Request};
@@ -227,30 +228,13 @@ impl RequestOptions {
     }
 }
 
-/// Seconds from 0.001 to 1e7, as `mcp.new`'s timeout.
-pub(super) fn seconds_option(opts: &Table, field: &str, what: &str) -> Outcome<Option<Duration>> {
-    match opts.get::<Value>(field)? {
-        Value::Nil => Ok(None),
-        Value::Integer(i) if (1..=10_000_000).contains(&i) => Ok(Some(Duration::from_secs(i as u64))),
-        Value::Number(n) if (0.001..=1e7).contains(&n) => Ok(Some(Duration::from_secs_f64(n))),
-        _ => Err(Error::BadInput(format!("{what}: opts.{field} must be a number of seconds from 0.001 to 1e7")).into()),
-    }
-}
-
-pub(super) fn function_option(opts: &Table, field: &str, what: &str) -> Outcome<Option<Function>> {
-    match opts.get::<Value>(field)? {
-        Value::Nil => Ok(None),
-        Value::Function(f) => Ok(Some(f)),
-        _ => Err(Error::BadInput(format!("{what}: opts.{field} must be a function")).into()),
-    }
-}
-
 pub(super) fn request_options(lua: &Cx, value: &Value, what: &str) -> Outcome<RequestOptions> {
     let opts = match value {
         Value::Nil => return Ok(RequestOptions::default()),
         Value::Table(t) => t,
         _ => return Err(Error::BadInput(format!("{what}: opts must be a table")).into()),
     };
+    let read = Reader::new(opts, what, "opts");
     let input_responses = match opts.get::<Value>("input_responses")? {
         Value::Nil => None,
         v @ Value::Table(_) => Some(encode_lua(lua, "opts.input_responses", &v)?),
@@ -262,14 +246,14 @@ pub(super) fn request_options(lua: &Cx, value: &Value, what: &str) -> Outcome<Re
         _ => return Err(Error::BadInput(format!("{what}: opts.request_state must be a string")).into()),
     };
     Ok(RequestOptions {
-        timeout: seconds_option(opts, "timeout", what)?,
-        max_total: seconds_option(opts, "max_total_timeout", what)?,
-        on_progress: function_option(opts, "on_progress", what)?,
-        on_done: function_option(opts, "on_done", what)?,
-        returns_input: word_option(opts, "input_required", "return", what)?,
+        timeout: read.seconds("timeout")?,
+        max_total: read.seconds("max_total_timeout")?,
+        on_progress: read.function("on_progress")?,
+        on_done: read.function("on_done")?,
+        returns_input: read.word("input_required", "return")?,
         input_responses,
         request_state,
-        returns_rpc_error: word_option(opts, "rpc_error", "return", what)?,
+        returns_rpc_error: read.word("rpc_error", "return")?,
         cache: match opts.get::<Value>("cache")? {
             Value::Nil => CacheMode::Use,
             Value::String(s) if s.as_bytes().as_ref() == b"refresh" => CacheMode::Refresh,
@@ -282,15 +266,6 @@ pub(super) fn request_options(lua: &Cx, value: &Value, what: &str) -> Outcome<Re
             _ => return Err(Error::BadInput(format!("{what}: opts.idempotent must be a boolean")).into()),
         },
     })
-}
-
-/// An option that is absent or the one word it may be.
-pub(super) fn word_option(opts: &Table, field: &str, word: &str, what: &str) -> Outcome<bool> {
-    match opts.get::<Value>(field)? {
-        Value::Nil => Ok(false),
-        Value::String(s) if s.as_bytes() == word.as_bytes() => Ok(true),
-        _ => Err(Error::BadInput(format!("{what}: opts.{field} must be \"{word}\" or nil")).into()),
-    }
 }
 
 /// A blocking request: the async path, waited for at once, its progress

@@ -43,6 +43,7 @@ mod login;
 mod lua;
 mod methods;
 mod options;
+mod readers;
 mod registry;
 mod results;
 mod waits;

@@ -12,6 +12,7 @@ use super::auth::{auth_token, read_login};
 use super::convert::concat_text;
 use super::login::LoginState;
 use super::lua::{lua_type, Cx, Outcome, Raise};
+use super::readers::Reader;
 use crate::client::{CacheBounds, Client, Ticket};
 use crate::codec::Json;
 use crate::era::EraChoice;
@@ -76,11 +77,10 @@ pub(super) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// measured here took 3.6 s (`uvx`) to 7.6 s (`npx -y`, empty cache).
 pub(super) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Bounds of the numeric options. A number outside them is refused at
-/// `mcp.new` rather than clamped: `timeout = math.maxinteger` once
-/// overflowed the deadline arithmetic and panicked; a silent clamp would
-/// hide the mistake instead.
-pub(super) const TIMEOUT_RANGE: (f64, f64) = (0.001, 1e7);
+/// Bounds of the numeric options (times are `readers::SECONDS`). A
+/// number outside them is refused at `mcp.new` rather than clamped:
+/// `timeout = math.maxinteger` once overflowed the deadline arithmetic
+/// and panicked; a silent clamp would hide the mistake instead.
 pub(super) const MAX_MESSAGE_BYTES_LIMIT: f64 = (1u64 << 40) as f64;
 
 /// The longest header value a request sends by default: the per-field
@@ -89,22 +89,6 @@ pub(super) const DEFAULT_MAX_HEADER_BYTES: usize = 8 << 10;
 /// And at most: the HTTP client's own buffer for a request head is not
 /// much larger.
 pub(super) const MAX_HEADER_BYTES_LIMIT: f64 = 65536.0;
-
-/// A number option in `[min, max]`: integers and floats alike (Lua 5.1 and
-/// LuaJIT have only floats), never NaN or infinite. None when absent.
-pub(super) fn number_option(opts: &Table, field: &str, min: f64, max: f64, refusal: &str) -> Outcome<Option<f64>> {
-    let bad = || Raise::Mcp(Error::BadInput(format!("mcp.new: opts.{field} must be {refusal}")));
-    let n = match opts.get::<Value>(field)? {
-        Value::Nil => return Ok(None),
-        Value::Integer(i) => i as f64,
-        Value::Number(f) => f,
-        _ => return Err(bad()),
-    };
-    if n.is_nan() || n < min || n > max {
-        return Err(bad());
-    }
-    Ok(Some(n))
-}
 
 /// `opts.cache`: true (the default), false (keep nothing a modern server
 /// allows to be kept), or the cache's bounds, `{ max_entries = N,
@@ -123,15 +107,13 @@ pub(super) fn cache_option(opts: &Table, client: &mut Client) -> Outcome<()> {
         }
     };
     let mut chosen = CacheBounds::default();
-    for (field, slot) in [("max_entries", &mut chosen.max_entries), ("max_bytes", &mut chosen.max_bytes)] {
-        let refusal = "a whole number from 0 to 2^40";
-        let bad = || Raise::Mcp(Error::BadInput(format!("mcp.new: opts.cache.{field} must be {refusal}")));
-        if let Some(n) = number_option(&bounds, field, 0.0, MAX_MESSAGE_BYTES_LIMIT, refusal).map_err(|_| bad())? {
-            if n.fract() != 0.0 {
-                return Err(bad());
-            }
-            *slot = n as usize;
-        }
+    let read = Reader::new(&bounds, "mcp.new", "opts.cache");
+    let must = "a whole number from 0 to 2^40";
+    if let Some(n) = read.whole("max_entries", 0.0, MAX_MESSAGE_BYTES_LIMIT, must)? {
+        chosen.max_entries = n as usize;
+    }
+    if let Some(n) = read.whole("max_bytes", 0.0, MAX_MESSAGE_BYTES_LIMIT, must)? {
+        chosen.max_bytes = n as usize;
     }
     client.bound_cache(chosen);
     Ok(())
@@ -153,39 +135,15 @@ pub(super) fn era_option(opts: &Table) -> Outcome<EraChoice> {
 }
 
 pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
-    let (low, high) = TIMEOUT_RANGE;
-    let timeout = number_option(opts, "timeout", low, high, "a number of seconds from 0.001 to 1e7")?
-        .map_or(DEFAULT_TIMEOUT, Duration::from_secs_f64);
-    let connect_timeout = number_option(opts, "connect_timeout", low, high, "a number of seconds from 0.001 to 1e7")?
-        .map_or(DEFAULT_CONNECT_TIMEOUT, Duration::from_secs_f64);
-    let max_message_bytes = match number_option(
-        opts,
-        "max_message_bytes",
-        1.0,
-        MAX_MESSAGE_BYTES_LIMIT,
-        "a whole number of bytes from 1 to 2^40",
-    )? {
-        None => stdio::DEFAULT_MAX_MESSAGE_BYTES,
-        Some(n) if n.fract() == 0.0 => n as usize,
-        Some(_) => {
-            let why = "mcp.new: opts.max_message_bytes must be a whole number of bytes from 1 to 2^40";
-            return Err(Error::BadInput(why.into()).into());
-        }
-    };
-    let max_header_bytes = match number_option(
-        opts,
-        "max_header_bytes",
-        1.0,
-        MAX_HEADER_BYTES_LIMIT,
-        "a whole number of bytes from 1 to 65536",
-    )? {
-        None => DEFAULT_MAX_HEADER_BYTES,
-        Some(n) if n.fract() == 0.0 => n as usize,
-        Some(_) => {
-            let why = "mcp.new: opts.max_header_bytes must be a whole number of bytes from 1 to 65536";
-            return Err(Error::BadInput(why.into()).into());
-        }
-    };
+    let read = Reader::new(opts, "mcp.new", "opts");
+    let timeout = read.seconds("timeout")?.unwrap_or(DEFAULT_TIMEOUT);
+    let connect_timeout = read.seconds("connect_timeout")?.unwrap_or(DEFAULT_CONNECT_TIMEOUT);
+    let max_message_bytes = read
+        .whole("max_message_bytes", 1.0, MAX_MESSAGE_BYTES_LIMIT, "a whole number of bytes from 1 to 2^40")?
+        .map_or(stdio::DEFAULT_MAX_MESSAGE_BYTES, |n| n as usize);
+    let max_header_bytes = read
+        .whole("max_header_bytes", 1.0, MAX_HEADER_BYTES_LIMIT, "a whole number of bytes from 1 to 65536")?
+        .map_or(DEFAULT_MAX_HEADER_BYTES, |n| n as usize);
     let cwd = match opts.get::<Value>("cwd")? {
         Value::Nil => None,
         Value::String(s) => Some(s.to_str()?.to_string()),

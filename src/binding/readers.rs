@@ -1,0 +1,91 @@
+//! One set of option readers: `mcp.new`'s options and the tables inside
+//! them (`opts.auth`, `opts.auth.idp`, `opts.cache`), and each request's
+//! own. Config files and the command-line tool hand theirs to `mcp.new`,
+//! so they meet the same rules. A refusal names who read the option and
+//! where it sits, `mcp.new: opts.auth.login_timeout must be ...`, and a
+//! range is written once: a time in seconds runs from 0.001 to 1e7
+//! wherever one is taken.
+
+use std::time::Duration;
+
+use mlua::{Function, Table, Value};
+
+use super::lua::{Outcome, Raise};
+use crate::error::Error;
+
+/// Seconds an option may give, as a refusal words them.
+pub(super) const SECONDS: &str = "a number of seconds from 0.001 to 1e7";
+const SECONDS_RANGE: (f64, f64) = (0.001, 1e7);
+
+/// The options in `table`, read by `who` ("mcp.new", "client:call"),
+/// found at `at` ("opts", "opts.auth").
+pub(super) struct Reader<'a> {
+    pub(super) table: &'a Table,
+    who: &'a str,
+    at: &'a str,
+}
+
+impl<'a> Reader<'a> {
+    pub(super) fn new(table: &'a Table, who: &'a str, at: &'a str) -> Reader<'a> {
+        Reader { table, who, at }
+    }
+
+    /// `field` is refused: it must be `must`.
+    pub(super) fn refuse(&self, field: &str, must: &str) -> Raise {
+        Raise::Mcp(Error::BadInput(format!("{}: {}.{field} must be {must}", self.who, self.at)))
+    }
+
+    /// A number `within` allows (NaN never is), or none.
+    pub(super) fn number(&self, field: &str, within: impl Fn(f64) -> bool, must: &str) -> Outcome<Option<f64>> {
+        let n = match self.table.get::<Value>(field)? {
+            Value::Nil => return Ok(None),
+            Value::Integer(i) => i as f64,
+            Value::Number(n) => n,
+            _ => return Err(self.refuse(field, must)),
+        };
+        if n.is_nan() || !within(n) {
+            return Err(self.refuse(field, must));
+        }
+        Ok(Some(n))
+    }
+
+    /// A whole number from `min` to `max`, or none.
+    pub(super) fn whole(&self, field: &str, min: f64, max: f64, must: &str) -> Outcome<Option<u64>> {
+        match self.number(field, |n| (min..=max).contains(&n), must)? {
+            Some(n) if n.fract() == 0.0 => Ok(Some(n as u64)),
+            Some(_) => Err(self.refuse(field, must)),
+            None => Ok(None),
+        }
+    }
+
+    /// A time in seconds (see [`SECONDS`]), or none.
+    pub(super) fn seconds(&self, field: &str) -> Outcome<Option<Duration>> {
+        let (low, high) = SECONDS_RANGE;
+        Ok(self.number(field, |n| (low..=high).contains(&n), SECONDS)?.map(Duration::from_secs_f64))
+    }
+
+    pub(super) fn text(&self, field: &str) -> Outcome<Option<String>> {
+        match self.table.get::<Value>(field)? {
+            Value::Nil => Ok(None),
+            Value::String(s) => Ok(Some(s.to_str()?.to_string())),
+            _ => Err(self.refuse(field, "a string")),
+        }
+    }
+
+    pub(super) fn function(&self, field: &str) -> Outcome<Option<Function>> {
+        match self.table.get::<Value>(field)? {
+            Value::Nil => Ok(None),
+            Value::Function(f) => Ok(Some(f)),
+            _ => Err(self.refuse(field, "a function")),
+        }
+    }
+
+    /// Whether the option is the one word it may be (absent: false).
+    pub(super) fn word(&self, field: &str, word: &str) -> Outcome<bool> {
+        match self.table.get::<Value>(field)? {
+            Value::Nil => Ok(false),
+            Value::String(s) if s.as_bytes() == word.as_bytes() => Ok(true),
+            _ => Err(self.refuse(field, &format!("\"{word}\" or nil"))),
+        }
+    }
+}
