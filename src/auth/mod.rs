@@ -347,3 +347,6 @@ impl Authorizer {
         self.tokens.as_ref().and_then(|t| t.scope.as_deref()).is_some_and(|s| s.split_whitespace().any(|g| g == scope))
     }
 }
+
+#[cfg(test)]
+mod tests;

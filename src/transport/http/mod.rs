@@ -82,6 +82,8 @@ mod exchange;
 mod send;
 mod sse;
 mod streams;
+#[cfg(test)]
+mod tests;
 
 use exchange::{drain_briefly, header, is_event_stream, trim, PostHeaders, Verb};
 use streams::{read_stream, ReplyStream, Step};
