@@ -20,7 +20,7 @@
 //! * `protocol`  JSON-RPC messages and reply matching; no I/O, no Lua.
 //! * `client`    a server's sessions over the client's life (handshake,
 //!   version check, restarts) and the one path every request takes
-//!   (`client/request.rs`: pages, the 404 restart, the resend after a
+//!   (`client/request/`: pages, the 404 restart, the resend after a
 //!   login, output schemas, the stale tool list); knows nothing of Lua.
 //! * `session`   one session: requests matched by id, time limits,
 //!   cancellation, Ctrl-C.

@@ -29,7 +29,6 @@ pub(super) fn export(
 ) -> mlua::Result<Function> {
     let cell = cell.clone();
     lua.create_function(move |lua, args: MultiValue| {
-        let mut out = MultiValue::new();
         let result = match cell.get() {
             Some(prelude) => {
                 let check = hook_watch(lua);
@@ -45,22 +44,31 @@ pub(super) fn export(
             }
             None => Err(Raise::Mcp(Error::Lua("the module was not set up".into()))),
         };
-        match result {
-            Ok(values) => {
-                out.push_back(Value::Boolean(true));
-                out.extend(values);
-            }
-            Err(Raise::Mcp(e)) => {
-                out.push_back(Value::Boolean(false));
-                out.push_back(Value::String(lua.create_string(e.to_string())?));
-            }
-            Err(Raise::Lua(v)) => {
-                out.push_back(Value::Boolean(false));
-                out.push_back(v);
-            }
-        }
-        Ok(out)
+        packed(lua, result)
     })
+}
+
+/// An outcome as Lua takes it, the way the reference's `pcall` gives it:
+/// `true, ...` or `false, err` (our errors as plain strings, a value Lua
+/// code raised as it was). The prelude raises the error of an export;
+/// `on_done` gets the pair as its arguments.
+pub(super) fn packed(lua: &Lua, outcome: Outcome) -> mlua::Result<MultiValue> {
+    let mut out = MultiValue::new();
+    match outcome {
+        Ok(values) => {
+            out.push_back(Value::Boolean(true));
+            out.extend(values);
+        }
+        Err(Raise::Mcp(e)) => {
+            out.push_back(Value::Boolean(false));
+            out.push_back(Value::String(lua.create_string(e.to_string())?));
+        }
+        Err(Raise::Lua(v)) => {
+            out.push_back(Value::Boolean(false));
+            out.push_back(v);
+        }
+    }
+    Ok(out)
 }
 
 thread_local! {

@@ -181,10 +181,10 @@ unsafe fn push_raw(state: *mut ffi::lua_State, raw: &RawJson) {
 /// Builds Lua values on the stack of `state`: each value read is pushed,
 /// and set into its container as soon as it is complete.
 pub(super) struct LuaBuilder<'a> {
-    pub(super) state: *mut ffi::lua_State,
+    state: *mut ffi::lua_State,
     /// Member counts of the containers, in the order they open.
-    pub(super) sizes: &'a [u32],
-    pub(super) next: usize,
+    sizes: &'a [u32],
+    next: usize,
 }
 
 impl LuaBuilder<'_> {

@@ -180,27 +180,27 @@ pub(super) fn keep_safe_icons(tools: &Table) -> Outcome<()> {
 /// `on_done`.
 #[derive(Default)]
 pub(super) struct RequestOptions {
-    pub(super) timeout: Option<Duration>,
-    pub(super) max_total: Option<Duration>,
+    timeout: Option<Duration>,
+    max_total: Option<Duration>,
     pub(super) on_progress: Option<Function>,
     pub(super) on_done: Option<Function>,
     /// `opts.input_required = "return"`: a modern server's request for
     /// input is returned to the caller (who asks its user, perhaps across
     /// turns) instead of going to `opts.handlers`.
-    pub(super) returns_input: bool,
+    returns_input: bool,
     /// `opts.input_responses` and `opts.request_state`: the caller goes on
     /// from such a result with the answers it got.
-    pub(super) input_responses: Option<Json>,
-    pub(super) request_state: Option<Json>,
+    input_responses: Option<Json>,
+    request_state: Option<Json>,
     /// `opts.rpc_error = "return"` (client:request): a JSON-RPC error is
     /// returned as `nil, {code, message, data}` rather than raised.
     pub(super) returns_rpc_error: bool,
     /// `opts.cache`: "refresh" (fetched, and kept) or "bypass" (neither
     /// answered from nor kept in the cache).
-    pub(super) cache: CacheMode,
+    cache: CacheMode,
     /// `opts.idempotent`: whether the request may be sent twice when its
     /// reply is lost (see `client::request`).
-    pub(super) idempotent: Option<bool>,
+    idempotent: Option<bool>,
 }
 
 impl RequestOptions {

@@ -102,8 +102,8 @@ pub(super) fn encode_call_params(lua: &Cx, name: &Value, args: &Value, schema: O
 
 /// A refused value: what it was, and the path to it, innermost first.
 pub(super) struct Refusal {
-    pub(super) what: String,
-    pub(super) path: Vec<String>,
+    what: String,
+    path: Vec<String>,
 }
 
 impl Refusal {
@@ -146,13 +146,13 @@ pub(super) const OUTPUT_START: usize = 128;
 pub(super) const SHALLOW: usize = 16;
 
 pub(super) struct Writer<'a, 'b> {
-    pub(super) lua: &'a Cx<'b>,
-    pub(super) out: Vec<u8>,
+    lua: &'a Cx<'b>,
+    out: Vec<u8>,
     /// Tables on the way down from the root: meeting one again is a cycle.
     /// (A table shared by two branches is fine and encodes twice.)
-    pub(super) shallow: [*const c_void; SHALLOW],
-    pub(super) deep: Vec<*const c_void>,
-    pub(super) depth: usize,
+    shallow: [*const c_void; SHALLOW],
+    deep: Vec<*const c_void>,
+    depth: usize,
 }
 
 /// A table entry: its key, its value, and, in an object, the key's text.

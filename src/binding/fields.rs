@@ -76,7 +76,7 @@ pub(super) struct ToolName {
     pub(super) label: Rc<str>,
     /// The name's bytes, kept apart only when they are not UTF-8 (the
     /// label then shows them replaced); otherwise they are the label's tail.
-    pub(super) not_utf8: Option<Vec<u8>>,
+    not_utf8: Option<Vec<u8>>,
 }
 
 impl ToolName {

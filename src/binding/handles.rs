@@ -20,7 +20,7 @@ use std::rc::Rc;
 
 use mlua::{AnyUserData, Function, MultiValue, Table, UserData, Value};
 
-use super::boundary::{callback_failed, callback_pending};
+use super::boundary::{callback_failed, callback_pending, packed};
 use super::decode::{to_lua, with_json_types};
 use super::door::{drain, request_args, request_options, with_client_state, RequestOptions, Seam};
 use super::entry::Entry;
@@ -45,14 +45,14 @@ pub(super) struct HandleState {
     /// The request on its way; none for a fixture's call, answered at
     /// once.
     pub(super) op: RefCell<Option<Operation>>,
-    pub(super) kind: Kind,
+    kind: Kind,
     pub(super) settled: RefCell<Option<Settled>>,
     /// Where its request stood in the order requests settled, read as its
     /// outcome was taken: `on_done` callbacks run in that order, whoever
     /// took the outcomes (a wait takes them in the order of its list).
-    pub(super) settled_as: Cell<u64>,
+    settled_as: Cell<u64>,
     /// Where an unsettled request goes when this handle is collected.
-    pub(super) forgotten: Option<Rc<RefCell<Vec<Ticket>>>>,
+    forgotten: Option<Rc<RefCell<Vec<Ticket>>>>,
 }
 
 impl HandleState {
@@ -257,21 +257,7 @@ pub(super) fn finish(lua: &Cx, handle: &Table, state: &HandleState, client: Opti
 }
 
 pub(super) fn call_on_done(lua: &Cx, on_done: Function, state: &HandleState, client: &Table) -> Outcome<()> {
-    let mut args = MultiValue::new();
-    match returns_of(lua, state, Some(client)) {
-        Ok(values) => {
-            args.push_back(Value::Boolean(true));
-            args.extend(values);
-        }
-        Err(Raise::Mcp(e)) => {
-            args.push_back(Value::Boolean(false));
-            args.push_back(Value::String(lua.create_string(e.to_string())?));
-        }
-        Err(Raise::Lua(v)) => {
-            args.push_back(Value::Boolean(false));
-            args.push_back(v);
-        }
-    }
+    let args = packed(lua, returns_of(lua, state, Some(client)))?;
     // Its error reaches whoever ran it (dispatch, wait, a call), once the
     // client is consistent: see `callback_failed`.
     if let Err(Raise::Lua(error)) = call_lua(lua, on_done, args) {

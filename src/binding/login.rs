@@ -24,8 +24,8 @@ use crate::transport::doorbell::Doorbell;
 /// `opts.auth`'s login: its flows, here while idle, on a thread while a
 /// login runs beside Lua.
 pub(super) struct LoginState {
-    pub(super) idle: Option<Login>,
-    pub(super) beside: Option<Beside>,
+    idle: Option<Login>,
+    beside: Option<Beside>,
 }
 
 /// What the thread asks of the Lua thread.
@@ -44,19 +44,19 @@ pub(super) enum Answer {
 
 /// The login's thread, and the way to it.
 pub(super) struct Beside {
-    pub(super) thread: Option<JoinHandle<(Login, Result<bool>)>>,
-    pub(super) asks: Receiver<Ask>,
-    pub(super) answers: Sender<Answer>,
+    thread: Option<JoinHandle<(Login, Result<bool>)>>,
+    asks: Receiver<Ask>,
+    answers: Sender<Answer>,
     /// The client closed: the thread's waits end.
-    pub(super) stop: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
     /// Questions the thread asked, and those answered: the client's
     /// descriptor stays readable while one waits (see `wants_lua`).
-    pub(super) asked: Arc<AtomicUsize>,
-    pub(super) answered: usize,
+    asked: Arc<AtomicUsize>,
+    answered: usize,
     /// The login has ended (set before the thread rings for it).
-    pub(super) ended: Arc<AtomicBool>,
+    ended: Arc<AtomicBool>,
     /// What a Lua callback raised, raised again once the login ends.
-    pub(super) raised: Option<Raise>,
+    raised: Option<Raise>,
 }
 
 /// What the thread needs to begin: the refusal's status and challenge.
@@ -191,11 +191,11 @@ pub(super) fn run(
 
 /// The thread's end of the channel.
 pub(super) struct Asking {
-    pub(super) ask: Sender<Ask>,
-    pub(super) answered: Receiver<Answer>,
-    pub(super) bell: Arc<Doorbell>,
-    pub(super) stop: Arc<AtomicBool>,
-    pub(super) asked: Arc<AtomicUsize>,
+    ask: Sender<Ask>,
+    answered: Receiver<Answer>,
+    bell: Arc<Doorbell>,
+    stop: Arc<AtomicBool>,
+    asked: Arc<AtomicUsize>,
 }
 
 impl Asking {
@@ -217,7 +217,7 @@ impl Asking {
 }
 
 pub(super) struct AskingUser<'a> {
-    pub(super) asking: &'a Asking,
+    asking: &'a Asking,
 }
 
 impl User for AskingUser<'_> {
@@ -230,7 +230,7 @@ impl User for AskingUser<'_> {
 }
 
 pub(super) struct AskingStore<'a> {
-    pub(super) asking: &'a Asking,
+    asking: &'a Asking,
 }
 
 impl Store for AskingStore<'_> {

@@ -20,7 +20,7 @@ const SECONDS_RANGE: (f64, f64) = (0.001, 1e7);
 /// The options in `table`, read by `who` ("mcp.new", "client:call"),
 /// found at `at` ("opts", "opts.auth").
 pub(super) struct Reader<'a> {
-    pub(super) table: &'a Table,
+    table: &'a Table,
     who: &'a str,
     at: &'a str,
 }

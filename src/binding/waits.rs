@@ -70,8 +70,8 @@ pub(super) fn wait(lua: &Cx, args: MultiValue) -> Outcome {
 /// values on the stack where Rust keeps its references, and a wait for
 /// 8,000 handles that held them all ran out of it.
 pub(super) struct HandleList {
-    pub(super) list: Table,
-    pub(super) len: usize,
+    list: Table,
+    len: usize,
 }
 
 impl HandleList {

@@ -34,15 +34,13 @@ mod cache;
 mod connect;
 mod listen;
 mod login;
-mod modern;
-mod operation;
 mod queue;
 mod request;
 #[cfg(test)]
 mod tests;
 
 pub use cache::{Bounds as CacheBounds, CacheMode};
-pub use operation::{Limits, Operation, Request, Shape, TOOL_CALL};
+pub use request::{Limits, Operation, Request, Shape, TOOL_CALL};
 
 /// What the client needs from whoever holds it. `Error` is the holder's
 /// own error type, so that a value a callback raised can travel back
@@ -172,7 +170,7 @@ pub struct Client {
     /// Probes sent: each has an id of its own, apart from `next_id`.
     probes: u64,
     /// When requests paused between rounds of input go on (see
-    /// `modern::answer_input`): an event loop's timer wakes for them.
+    /// `request::modern::answer_input`): an event loop's timer wakes for them.
     paused_until: Vec<Instant>,
     /// `client:set_log_level` on a modern server: every later request
     /// asks for log messages at this level, on this session and the next.

@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::operation::Operation;
+use super::request::Operation;
 use super::{Client, Host, Ticket};
 use crate::error::Error;
 

@@ -152,6 +152,14 @@ fn basic(id: &str, secret: &str) -> String {
     format!("Basic {}", STANDARD.encode(format!("{id}:{secret}")))
 }
 
+/// The record kept for the next run: the tokens and the registration.
+fn assert_saved(s: &Session, base: &str, access: &str, refresh: &str, client_id: &str) {
+    let saved = s.store.login(base);
+    assert_eq!(saved["access_token"], access);
+    assert_eq!(saved["refresh_token"], refresh);
+    assert_eq!(saved["client"]["client_id"], client_id);
+}
+
 /// A registration kept from an earlier run, with a stale token and no
 /// refresh token, so that the next login needs the user.
 fn saved_registration(base: &str, redirect_uri: &str) -> Value {
@@ -208,10 +216,7 @@ fn a_user_login_sends_the_pkce_verifier_whose_s256_challenge_went_to_the_browser
     assert_eq!(Some(pkce::s256(&verifier)), query(&url, "code_challenge"));
     assert_eq!(token.header("authorization"), Some(basic("client-1", "secret-1").as_str()));
     // Kept for the next run: the tokens and the registration.
-    let saved = s.store.login(&base);
-    assert_eq!(saved["access_token"], "at-1");
-    assert_eq!(saved["refresh_token"], "rt-1");
-    assert_eq!(saved["client"]["client_id"], "client-1");
+    assert_saved(&s, &base, "at-1", "rt-1", "client-1");
 }
 
 #[test]
@@ -424,10 +429,7 @@ fn a_refused_stored_token_is_refreshed_before_a_new_login() {
     assert_eq!(token.form("resource"), Some(format!("{base}/mcp")));
     assert_eq!(token.header("authorization"), Some(basic("old-client", "old-secret").as_str()));
     // The rotated refresh token replaces the spent one.
-    let saved = s.store.login(&base);
-    assert_eq!(saved["access_token"], "at-1");
-    assert_eq!(saved["refresh_token"], "rt-1");
-    assert_eq!(saved["client"]["client_id"], "old-client");
+    assert_saved(&s, &base, "at-1", "rt-1", "old-client");
 }
 
 #[test]

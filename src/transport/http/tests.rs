@@ -281,6 +281,14 @@ fn assert_nothing_to_read(http: &mut Http) {
 }
 
 /// The error `send` fails with; its success fails the test.
+/// What `initialize` posted to `url` fails with; the client is closed.
+fn initialize_refused(url: &str) -> Error {
+    let mut http = connect(url.to_string());
+    let err = send_error(&mut http, &request(1, "initialize"));
+    http.close();
+    err
+}
+
 fn send_error(http: &mut Http, msg: &Json) -> Error {
     match http.send(msg) {
         Err(e) => e,
@@ -358,8 +366,7 @@ fn a_401_with_a_challenge_is_unauthorized_with_the_hint_to_set_opts_auth_token()
         )
     });
     let url = server.url("/mcp");
-    let mut http = connect(url.clone());
-    let err = send_error(&mut http, &request(1, "initialize"));
+    let err = initialize_refused(&url);
     assert!(matches!(err, Error::Unauthorized { status: 401, .. }), "{err:?}");
     assert_eq!(
         err.to_string(),
@@ -369,7 +376,6 @@ fn a_401_with_a_challenge_is_unauthorized_with_the_hint_to_set_opts_auth_token()
              set opts.auth.token (or opts.headers.Authorization)"
         )
     );
-    http.close();
 }
 
 #[test]
@@ -380,21 +386,16 @@ fn a_403_without_a_challenge_is_the_servers_own_refusal_in_its_words() {
         // With a challenge, a 403 is about credentials after all.
         _ => Reply::status(403).header("WWW-Authenticate", r#"Bearer error="insufficient_scope""#),
     });
-    let mut http = connect(server.url("/origin"));
-    let err = send_error(&mut http, &request(1, "initialize"));
+    let err = initialize_refused(&server.url("/origin"));
     assert!(matches!(&err, Error::Transport { code, .. } if code == "403"), "{err:?}");
     assert_eq!(err.to_string(), "MCP transport failed (403): HTTP 403: Origin http://evil.example is not allowed");
-    http.close();
 
-    let mut http = connect(server.url("/bare"));
-    let err = send_error(&mut http, &request(1, "initialize"));
+    let err = initialize_refused(&server.url("/bare"));
     assert!(matches!(&err, Error::Transport { code, .. } if code == "403"), "{err:?}");
     assert_eq!(err.to_string(), "MCP transport failed (403): HTTP 403");
-    http.close();
 
     let url = server.url("/challenged");
-    let mut http = connect(url.clone());
-    let err = send_error(&mut http, &request(1, "initialize"));
+    let err = initialize_refused(&url);
     assert!(matches!(err, Error::Unauthorized { status: 403, .. }), "{err:?}");
     assert_eq!(
         err.to_string(),
@@ -403,7 +404,6 @@ fn a_403_without_a_challenge_is_the_servers_own_refusal_in_its_words() {
              error=\"insufficient_scope\"); it needs credentials: set opts.auth.token (or opts.headers.Authorization)"
         )
     );
-    http.close();
 }
 
 #[test]

@@ -6,9 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::cache::{self, CacheMode};
-use super::operation::{Operation, Shape};
-use super::{Client, Host};
+use super::super::cache::{self, CacheMode};
+use super::super::{Client, Host};
+use super::{Operation, Shape};
 use crate::codec::Json;
 use crate::error::Error;
 use crate::protocol::{self, ResultKind, MODERN_VERSIONS};
@@ -16,11 +16,11 @@ use crate::session::Session;
 use crate::tool_headers;
 
 /// How often a modern request whose reply stream broke is sent again.
-pub(super) const MAX_REISSUES: usize = 2;
+pub(in crate::client) const MAX_REISSUES: usize = 2;
 
 /// The methods that change nothing at the server: one whose reply was
 /// lost is sent again without asking anyone.
-pub(super) const CHANGE_NOTHING: &[&[u8]] = &[
+pub(in crate::client) const CHANGE_NOTHING: &[&[u8]] = &[
     b"server/discover",
     b"ping",
     b"tools/list",
@@ -39,14 +39,14 @@ pub const MAX_INPUT_ROUNDS: usize = 10;
 /// The pause before a round that carries only the server's state (no
 /// input was asked for: a server shedding load, or polling for work it
 /// started), so that such a server is not asked again at once.
-pub(super) const STATE_ONLY_PAUSE: Duration = Duration::from_millis(250);
+pub(in crate::client) const STATE_ONLY_PAUSE: Duration = Duration::from_millis(250);
 
 impl Client {
     /// Whether `op` may be sent a second time after its reply was lost:
     /// as its caller said (`opts.idempotent`), else when its method
     /// changes nothing, or, for a tool call, when the tool is annotated
     /// read-only or idempotent.
-    pub(super) fn may_repeat(&self, op: &Operation) -> bool {
+    pub(in crate::client) fn may_repeat(&self, op: &Operation) -> bool {
         if let Some(said) = op.request.idempotent {
             return said;
         }
@@ -63,7 +63,7 @@ impl Client {
     /// older session, whose version `initialize` fixed, is ended so that a
     /// new one finds the version again, when the list names another one
     /// this client speaks. True when the request is worth sending again.
-    pub(super) fn take_version_from(&mut self, op: &Operation, data: Option<&Json>) -> bool {
+    pub(in crate::client) fn take_version_from(&mut self, op: &Operation, data: Option<&Json>) -> bool {
         let supported: Vec<&[u8]> = data
             .and_then(|d| d.get("supported"))
             .map(|s| {
@@ -100,7 +100,11 @@ impl Client {
     /// every later request, which is where a modern server reads it; and
     /// a subscription joins the client's listen (see `listen`). True when
     /// `op` settled here.
-    pub(super) fn stand_in_for_removed<H: Host>(&mut self, host: &mut H, op: &mut Operation) -> Result<bool, H::Error> {
+    pub(in crate::client) fn stand_in_for_removed<H: Host>(
+        &mut self,
+        host: &mut H,
+        op: &mut Operation,
+    ) -> Result<bool, H::Error> {
         let method = op.request.method().to_vec();
         if let b"resources/subscribe" | b"resources/unsubscribe" = method.as_slice() {
             self.check_capability(&method)?;
@@ -138,7 +142,7 @@ impl Client {
     /// What kind of result a modern server sent (an older one's are all
     /// complete). Input may be asked for only on the requests the
     /// revision names.
-    pub(super) fn result_kind(&self, op: &Operation, result: Json) -> Result<(ResultKind, Json), Error> {
+    pub(in crate::client) fn result_kind(&self, op: &Operation, result: Json) -> Result<(ResultKind, Json), Error> {
         if self.envelope.is_none() || op.request.shape == Shape::Reply {
             return Ok((ResultKind::Complete, result));
         }
@@ -156,7 +160,7 @@ impl Client {
     /// request goes again on a new id with those answers and the server's
     /// state as they came. A round with no input asked for goes after
     /// [`STATE_ONLY_PAUSE`].
-    pub(super) fn answer_input<H: Host>(
+    pub(in crate::client) fn answer_input<H: Host>(
         &mut self,
         host: &mut H,
         op: &mut Operation,
@@ -191,7 +195,7 @@ impl Client {
     /// The `Mcp-Param-*` headers of a modern tool call, from the marks in
     /// the tool's listed `inputSchema` (a tool not listed yet has none: a
     /// server that needs them answers -32020, and the tools are listed).
-    pub(super) fn param_headers(&self, message: &Json) -> Vec<(String, String)> {
+    pub(in crate::client) fn param_headers(&self, message: &Json) -> Vec<(String, String)> {
         if self.envelope.is_none() || message.get("method") != Some(&Json::str("tools/call")) {
             return Vec::new();
         }
@@ -207,7 +211,7 @@ impl Client {
     /// mismatch): the tool's schema may have changed, so the tools are
     /// listed again and the call sent once more with the headers the new
     /// list asks for. True when that is under way.
-    pub(super) fn relist_for_headers<H: Host>(
+    pub(in crate::client) fn relist_for_headers<H: Host>(
         &mut self,
         host: &mut H,
         op: &mut Operation,
@@ -217,11 +221,10 @@ impl Client {
         if !header_mismatch
             || self.envelope.is_none()
             || !matches!(op.request.shape, Shape::ToolCall(_))
-            || op.retries.relisted
+            || !op.retries.relist()
         {
             return Ok(false);
         }
-        op.retries.relisted = true;
         self.tools.stale = true;
         self.begin_refresh(host)?;
         op.after_refresh = Some(self.tools.refreshes);
@@ -231,7 +234,7 @@ impl Client {
     /// Over HTTP a modern client must leave out of a tool list every tool
     /// whose `x-mcp-header` marks break the revision's rules (a gateway
     /// would read its headers wrong), and say which and why.
-    pub(super) fn leave_out_invalid_headers<H: Host>(&self, host: &mut H, pages: &mut [Json]) {
+    pub(in crate::client) fn leave_out_invalid_headers<H: Host>(&self, host: &mut H, pages: &mut [Json]) {
         if self.envelope.is_none() || !self.session.as_ref().is_some_and(Session::carries_headers) {
             return;
         }
@@ -267,7 +270,7 @@ impl Client {
     /// A request a fresh cache entry answers settles at once, with no id
     /// taken and nothing sent; a tool list so answered is learnt as a
     /// listed one is. True when it did.
-    pub(super) fn answer_from_cache(&mut self, op: &mut Operation) -> bool {
+    pub(in crate::client) fn answer_from_cache(&mut self, op: &mut Operation) -> bool {
         if self.envelope.is_none() || !self.cache.on {
             return false;
         }
@@ -285,7 +288,7 @@ impl Client {
 
     /// What a result allows, joined with what the request's other results
     /// (a list's pages) allowed.
-    pub(super) fn note_hints(&self, op: &mut Operation, result: &Json) {
+    pub(in crate::client) fn note_hints(&self, op: &mut Operation, result: &Json) {
         if op.cache_key.is_none() {
             return;
         }
@@ -298,7 +301,7 @@ impl Client {
 
     /// Keeps `op`'s outcome when every result allowed it. Never one that
     /// took rounds of input: its result answered that exchange alone.
-    pub(super) fn keep_outcome(&mut self, op: &Operation) {
+    pub(in crate::client) fn keep_outcome(&mut self, op: &Operation) {
         let (Some(key), Some(hints), Some(Ok(outcome))) = (&op.cache_key, op.hints, &op.outcome) else { return };
         // Kept for the credentials it was fetched with, and not at all if
         // they changed on the way (a login between two pages).
@@ -317,7 +320,7 @@ impl Client {
 /// Answers each of a server's input requests (`{KEY: {method, params}}`)
 /// through the holder's handlers: `{KEY: result}`, or why one could not
 /// be given (one failure fails the call, as it would in the older way).
-pub(super) fn gather_input<H: Host>(host: &mut H, asked: &Json, what: &str) -> Result<Json, Error> {
+pub(in crate::client) fn gather_input<H: Host>(host: &mut H, asked: &Json, what: &str) -> Result<Json, Error> {
     let mut asked = asked.clone();
     asked.materialize();
     let Json::Object(requests) = asked else {
@@ -353,7 +356,7 @@ pub(super) fn gather_input<H: Host>(host: &mut H, asked: &Json, what: &str) -> R
 /// The next round's params: the first round's, with this round's answers
 /// (none when none were asked for) and the server's state echoed as it
 /// came (none when it sent none).
-pub(super) fn set_input(message: &mut Json, answers: Option<Json>, state: Option<Json>) {
+pub(in crate::client) fn set_input(message: &mut Json, answers: Option<Json>, state: Option<Json>) {
     message.materialize();
     let Some(params) = message.get_mut("params") else { return };
     params.materialize();

@@ -23,11 +23,13 @@
 //! two drifted: a call with its own timeout failed on an expired session
 //! that a plain call survived.
 
-use std::rc::Rc;
-use std::time::Instant;
+mod modern;
+mod operation;
 
-use super::modern::MAX_REISSUES;
-use super::operation::{Operation, Request, Shape};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use super::cache::{CacheMode, Hints};
 use super::queue::Next;
 use super::{Client, Host, Listing, Ticket, MAX_AUTHORIZATIONS, MAX_PAGES, NEXT_CURSOR};
 use crate::codec::Json;
@@ -36,6 +38,132 @@ use crate::interrupt::far_future;
 use crate::protocol::{self, id_key, result_of, ResultKind};
 use crate::server_text;
 use crate::session::Limit;
+use modern::MAX_REISSUES;
+
+/// What a request may be given beyond its method and params.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Limits {
+    /// Replaces the client's timeout for this request.
+    pub timeout: Option<Duration>,
+    /// The hard cap when progress restarts the timeout (the spec's
+    /// maximum total timeout), counted from the start.
+    pub max_total: Option<Duration>,
+    /// Ask for progress notifications.
+    pub progress: bool,
+}
+
+/// What a request's outcome is made of.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Shape {
+    /// The result, as it came.
+    Whole,
+    /// One field of the result (`resources/read` gives its `contents`).
+    Field(&'static str),
+    /// Every page of a list, in order, each as it came.
+    Pages,
+    /// Every page of `tools/list`: the client learns the tools' schemas,
+    /// and the listing waits for the holder ([`Client::take_listing`]).
+    /// `refresh` when the client lists them again by itself.
+    Tools { refresh: bool },
+    /// A tool call: its result must keep the tool's output schema. The
+    /// tool is named by the end of the request's name ("tools/call
+    /// NAME"), or by these bytes when its name is not UTF-8 (the name in
+    /// errors then shows them replaced).
+    ToolCall(Option<Vec<u8>>),
+    /// A message the caller built with its own id: the whole reply, an
+    /// error reply included.
+    Reply,
+}
+
+/// How a tool call's name begins.
+pub const TOOL_CALL: &str = "tools/call ";
+
+/// One request, described once.
+pub struct Request {
+    /// Built once: a new try only changes the id, so the parameters (a
+    /// tool's arguments, perhaps megabytes) are never copied.
+    message: Json,
+    what: Rc<str>,
+    limits: Limits,
+    shape: Shape,
+    detached: bool,
+    /// Made by the async API: it never waits for a session or a login
+    /// (it is queued behind them, see `queue`).
+    asynchronous: bool,
+    /// An `input_required` result is the outcome, for a caller that asks
+    /// its user itself (across turns) and continues with the answers.
+    returns_input: bool,
+    /// What it does with what a modern server allows to be kept.
+    cache: CacheMode,
+    /// `opts.idempotent`: the caller says whether sending it twice is
+    /// safe; None leaves it to the method and the tool's annotations.
+    idempotent: Option<bool>,
+}
+
+/// The tries an operation has had beyond its first, each bounded: what
+/// `request::worth_again` asks before it sends one more. Each question
+/// takes the try it allows.
+#[derive(Default)]
+pub(in crate::client) struct Retries {
+    /// Sent again on a new session already (HTTP 404): once.
+    restarted: bool,
+    /// Logins run for it (401, 403).
+    authorizations: usize,
+    /// Sent again after the tools were listed anew (-32020): once.
+    relisted: bool,
+    /// Sent again on a new session after -32022: once.
+    version_retried: bool,
+    /// Sent again after its reply stream broke (see `Error::StreamEnded`).
+    reissued: usize,
+}
+
+/// A request on its way: what a handle (or a blocking call) holds until
+/// it settles.
+pub struct Operation {
+    request: Request,
+    /// The try in flight.
+    ticket: Option<Ticket>,
+    /// The session the last try went to.
+    session: u64,
+    /// The id the first try goes out with, taken when the operation
+    /// began (its progress token, when it asks for progress).
+    first_id: Option<Json>,
+    progress_token: Option<Json>,
+    /// Waiting for a stale tool list to be listed again: the count of
+    /// refreshes finished when it began.
+    after_refresh: Option<u64>,
+    /// The caller cancelled it after its reply had come: what came is
+    /// its outcome, with no further try or page.
+    stopped: bool,
+    /// What its tries so far have used up.
+    retries: Retries,
+    /// The client's credentials count when the last try went out.
+    credentials: u64,
+    /// A list's first params, its pages so far and the cursor that asked
+    /// for the last one.
+    first_params: Option<Json>,
+    pages: Vec<Json>,
+    cursor: Option<Json>,
+    /// Where its outcome is kept, when it may be: and what its results
+    /// allowed (all of them must, for a list).
+    cache_key: Option<Vec<u8>>,
+    hints: Option<Hints>,
+    unhinted: bool,
+    /// The credentials when it began: a result fetched under others is
+    /// not kept.
+    cached_under: u64,
+    /// Rounds of input answered so far.
+    input_rounds: usize,
+    /// A round that carries only the server's state goes out then.
+    resend_at: Option<Instant>,
+    /// A stand-in for the request queued under this number until its
+    /// session is ready (see `queue`).
+    queued: Option<u64>,
+    /// Where it stands in the order requests settled, when it settled in
+    /// the queue, with no session to count it.
+    settled_in_queue: Option<u64>,
+    outcome: Option<Result<Json, Error>>,
+}
 
 /// Messages routed before a request goes out, at most (see
 /// [`Client::route_queued`]).
@@ -471,8 +599,7 @@ impl Client {
             return Ok(false);
         }
         match failure {
-            Error::SessionExpired if !op.retries.restarted => {
-                op.retries.restarted = true;
+            Error::SessionExpired if op.retries.restart() => {
                 if op.session == self.session_number {
                     // Every request on it would meet the same 404: each
                     // gets the same one more try on the new session.
@@ -491,24 +618,20 @@ impl Client {
             // that is done, twice at most, only where a second run
             // changes nothing. A tool with effects ran three times for
             // one call before this rule.
-            Error::StreamEnded if op.request.shape != Shape::Reply && op.retries.reissued < MAX_REISSUES => {
-                if !self.may_repeat(op) {
-                    *failure = Error::OutcomeUnknown { what: op.what().to_string() };
-                    return Ok(false);
-                }
-                op.retries.reissued += 1;
-                Ok(true)
+            Error::StreamEnded if op.request.shape != Shape::Reply && !self.may_repeat(op) => {
+                *failure = Error::OutcomeUnknown { what: op.what().to_string() };
+                Ok(false)
             }
+            Error::StreamEnded if op.request.shape != Shape::Reply => Ok(op.retries.reissue(MAX_REISSUES)),
             // The server no longer takes the version the session speaks
             // (-32022: it was upgraded, or restarted as another release):
             // a new session finds the version again, once.
-            Error::Rpc { code, data, .. } if code == "-32022" && !op.retries.version_retried => {
-                op.retries.version_retried = true;
+            Error::Rpc { code, data, .. } if code == "-32022" && op.retries.retry_version() => {
                 Ok(self.take_version_from(op, data.as_deref()))
             }
-            Error::Unauthorized { .. } if op.retries.authorizations < MAX_AUTHORIZATIONS => {
-                let again = op.retries.authorizations > 0;
-                op.retries.authorizations += 1;
+            Error::Unauthorized { .. } => {
+                let Some(earlier) = op.retries.authorize(MAX_AUTHORIZATIONS) else { return Ok(false) };
+                let again = earlier > 0;
                 // An async request waits in the queue for a login that
                 // runs beside the holder (see `login`).
                 if op.request.asynchronous {
