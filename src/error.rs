@@ -1,9 +1,10 @@
 //! Every failure the module reports, as one enum.
 //!
 //! Each variant's text is what a Lua caller receives, raised as a plain
-//! string (see `binding.rs` for why never as userdata). Where the reference
-//! module (`lua/mcp.lua`) has a sentence for a case, the variant keeps it
-//! word for word: agent loops match on these and feed them to models.
+//! string (see `binding/prelude.lua` for why never as userdata). Where
+//! the reference module (`lua/mcp.lua`) has a sentence for a case, the
+//! variant keeps it word for word: agent loops match on these and feed
+//! them to models.
 
 use thiserror::Error;
 

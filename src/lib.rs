@@ -18,29 +18,43 @@
 //! * `codec`     JSON text <-> `Json`, to the reference codec's contract:
 //!   the value model, the reader and the writer.
 //! * `protocol`  JSON-RPC messages and reply matching; no I/O, no Lua.
-//! * `client`    a server's sessions over the client's life (handshake,
-//!   version check, restarts) and the one path every request takes
-//!   (`client/request/`: pages, the 404 restart, the resend after a
-//!   login, output schemas, the stale tool list); knows nothing of Lua.
+//! * `error`     every failure the module reports, in the reference's words.
+//! * `client`    a server's sessions over the client's life (started as
+//!   steps that never wait: the era probe, `initialize`, the version
+//!   check; restarted; async requests queued meanwhile, logins run beside
+//!   the holder) and the one path every request takes (`client/request/`:
+//!   pages, the 404 restart, the resend after a login, output schemas,
+//!   the stale tool list, the 2026-07-28 rules); knows nothing of Lua.
+//! * `era`       which revision a server speaks: the probe's answer read,
+//!   and the verdict remembered per server.
 //! * `session`   one session: requests matched by id, time limits,
 //!   cancellation, Ctrl-C.
 //! * `interrupt` waits in slices, and whether the host wants its thread back.
-//! * `transport` stdio (a child process: `stdio/child`, `stdio/pipes`) and
-//!   Streamable HTTP (`http/streams`, `http/sse`), and the bounded inbox
-//!   between their reader threads and Lua, which sorts what arrives.
+//! * `transport` stdio (a child process in a group of its own, and the
+//!   threads that serve its pipes) and Streamable HTTP (`http/exchange`,
+//!   `http/send`, `http/streams`, `http/sse`), recorded or replayed
+//!   (`record`), and the bounded inbox between their threads and Lua,
+//!   which sorts what arrives and rings the descriptor behind
+//!   `client:fd()` (`doorbell`).
 //! * `wire`      the HTTP connection every wait can interrupt, shared by the
 //!   transport and the login.
-//! * `auth`      OAuth: discovery, registration, the loopback redirect, tokens.
+//! * `auth`      OAuth: who issues the tokens, who the client is there, the
+//!   grants, the tokens kept and refreshed, the loopback redirect.
+//! * `tool_headers` tool arguments a schema marks, sent as `Mcp-Param-*`
+//!   headers, and the encoding of their values.
 //! * `mount`     the registry rules: descriptions, schemas, collisions.
-//! * `schema`    tool results checked against their `outputSchema`.
+//! * `schema`    tool results checked against their `outputSchema`, and
+//!   each tool's `inputSchema` kept for the encoder.
 //! * `private_file` files that hold secrets are ours alone.
 //! * `server_text` what a server wrote, bounded and inert before an error
 //!   quotes it.
 //! * `input_shape` where a tool's `inputSchema` wants an array, so that
 //!   an empty Lua table goes out as `[]` there.
-//! * `binding`   the only code that touches Lua (one file per concern): it
-//!   converts values, keeps handles and registries, and hands every
-//!   request to `client`.
+//! * `binding`   the only code that touches Lua, a file per job: the export
+//!   table (`mod`), the boundary (`boundary`, `lua`), the methods and the
+//!   async API (`methods`, `handles`, `waits`), the way into `client`
+//!   (`door`, `host`), values both ways (`encode`, `decode`, `results`),
+//!   options (`options`, `readers`), the fixture seam, mounts and logins.
 //!
 //! The fixture seam (`opts.transport`, a Lua function) bypasses `client`
 //! on purpose: it reproduces the reference's batched exchange byte for

@@ -6,7 +6,8 @@
 //! is kept for its own waiter, and a reply to one nobody waits for any more
 //! (cancelled on its timeout) is dropped. A timeout or a cancellation
 //! touches only its own request. The handshake and the Lua-facing fields
-//! are the client's business (`client.rs`); this layer only moves messages.
+//! are the client's business (`client`, the handshake's steps in
+//! `client::connect`); this layer only moves messages.
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};

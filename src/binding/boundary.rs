@@ -3,7 +3,8 @@
 //! for the prelude to return or raise (errors reach Lua as plain strings,
 //! never as userdata), stops a panic before it unwinds into Lua, watches
 //! for the host's Ctrl-C while the call runs, and carries out the first
-//! error a Lua callback raised during it.
+//! error a Lua callback raised during it. The same packing ([`packed`])
+//! gives `on_done` its arguments.
 
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;

@@ -1,4 +1,7 @@
-//! The client table's fields, read and written as the reference does.
+//! The client table's fields, read and written as the reference does:
+//! `next_id`, the `initialize` request and what its result leaves on the
+//! table, and a tool call's name and params (its arguments shaped by the
+//! tool's `inputSchema`).
 
 use std::cell::RefCell;
 use std::rc::Rc;

@@ -1,15 +1,31 @@
 //! The Lua binding: the only code that touches mlua.
 //!
+//! This file is only the export table: [`open`] hands `prelude.lua` the
+//! native functions (each wrapped by `boundary::export`), `mcp.null` and
+//! the JSON-type metatables, loads `config.lua`, and leaves a finaliser
+//! that joins the background shutdowns when the Lua state closes.
+//!
 //! The client is a plain Lua table with the reference's fields, so agents
 //! that read `client.tools` or set `client.prefix` keep working. What the
 //! table cannot hold (a live server process, an HTTP session, the native
-//! options) lives in a userdata kept in a weak-keyed table beside it: when
-//! the client is collected, so is its session, and the server is stopped.
+//! options) lives in a userdata kept in its entry, in a weak-keyed table
+//! beside it: when the client is collected, so is its session, and the
+//! server is stopped.
 //!
 //! User code (a fixture transport, a registry, `on_notification`) is called
 //! through Lua's own `pcall`, so an error it raises comes back as the very
 //! value it raised and is re-raised unchanged, as the reference would let
 //! it propagate.
+//!
+//! The rest, a file per job: `boundary` (what every export goes through)
+//! and `lua` (the state, how a call fails, calling Lua); `methods`
+//! (`mcp.new` and the blocking methods), `handles` (the async API) and
+//! `waits` (the waits, `fd`, `dispatch`); `door` (the one way into the
+//! core), `host` (what the core asks of Lua) and `results` (what Lua
+//! receives); `options`, `readers`, `entry` and `fields` (a client's
+//! options and state); `encode`, `decode`, `convert` and `json` (values
+//! both ways); `fixture` (the reference's batched exchange), `registry`
+//! (`mcp.mount`), `auth` and `login` (`opts.auth`, a login beside Lua).
 
 use std::cell::OnceCell;
 use std::rc::Rc;

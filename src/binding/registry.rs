@@ -1,5 +1,6 @@
 //! `mcp.mount`: a server's tools into the user's registry, by the rules in
-//! `crate::mount`.
+//! `crate::mount`; with `watch = true`, mounted again each time the
+//! server's tool list changes and the client lists it again.
 
 use mlua::{Function, MultiValue, Table, Value};
 

@@ -1,14 +1,19 @@
 //! The client: one server's session over its whole life. It starts the
-//! session lazily (transport, `initialize`, version check,
-//! `notifications/initialized`), and starts a new one when the old one
-//! died or, over HTTP, was forgotten by the server.
+//! session lazily (transport, era probe, `initialize`, version check,
+//! `notifications/initialized`, as steps that never wait: `connect`), and
+//! starts a new one when the old one died or, over HTTP, was forgotten by
+//! the server. Async requests made while a session starts or a login runs
+//! wait in `queue`; a login for an async request runs beside the holder
+//! (`login`).
 //!
-//! Every request takes one path (`request.rs`): described once (method,
+//! Every request takes one path (`request`): described once (method,
 //! params, name, limits, the shape of its outcome), started, then polled
 //! or waited for until it settles. What a request may need on the way
 //! happens there and only there, for blocking calls and async handles
 //! alike: the new session after a 404, the resend after a login, the next
-//! page, the output-schema check, the refresh of a stale tool list.
+//! page, the output-schema check, the refresh of a stale tool list, and
+//! the 2026-07-28 revision's rules, with a modern server's change
+//! notifications (`listen`) and the results it lets us keep (`cache`).
 //!
 //! It knows nothing of Lua. What belongs to the caller comes through
 //! [`Host`]: request ids (the Lua table's `next_id`, which agents may read

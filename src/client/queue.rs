@@ -1,10 +1,11 @@
-//! Async requests made while their session starts. Each waits in the
-//! client, in the order it was made, and its handle holds a stand-in
-//! (see [`Operation::queued_as`]) until the session is ready: then every
+//! Async requests made while their session starts, or while a login runs
+//! beside the holder (see `login`). Each waits in the client, in the
+//! order it was made, and its handle holds a stand-in (see
+//! [`Operation::queued_as`]) until the session is ready: then every
 //! queued request goes out at once, whether or not its handle is being
 //! looked at, and a handle takes its request back when next moved on. A
-//! handshake that fails settles them all with its error, the one a
-//! blocking call would raise.
+//! handshake or a login that fails settles them all with its error, the
+//! one a blocking call would raise; `close` settles them as closed.
 
 use std::collections::{HashMap, VecDeque};
 

@@ -1,4 +1,5 @@
-//! What the reader threads hand to the Lua thread, bounded.
+//! What our threads (the readers, and HTTP's posting threads) hand to the
+//! Lua thread, bounded.
 //!
 //! A server may write faster than Lua reads: 200 MB of log notifications
 //! while the agent thinks for a minute grew the host by over 100 MB when

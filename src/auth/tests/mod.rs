@@ -1,7 +1,5 @@
-//! The login against a canned authorization server: a small HTTP/1.1
-//! server on 127.0.0.1 that answers metadata, registration and token
-//! requests with fixed JSON, and notes every request it got, so that each
-//! rule of `recover` is pinned by what went over the wire.
+//! The login against the canned authorization server (`canned`), so
+//! that each rule of `recover` is pinned by what went over the wire.
 
 use std::collections::HashMap;
 use std::net::TcpListener;

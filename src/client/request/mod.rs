@@ -1,10 +1,11 @@
 //! The one path every request takes, blocking or async.
 //!
-//! The client turns a [`Request`] into an [`Operation`] (see `operation`)
-//! that is started at once and then polled (the async API) or waited for
-//! (a blocking call is start + wait) until it settles. Whatever a request
-//! may need between the two happens here, once each, before its outcome
-//! is handed over:
+//! The client turns a [`Request`] into an [`Operation`] that is started at
+//! once and then polled (the async API) or waited for (a blocking call is
+//! start + wait) until it settles. Both types are defined here, so that
+//! their fields are this path's alone; their methods are in `operation`.
+//! Whatever a request may need between start and outcome happens here,
+//! once each, before its outcome is handed over:
 //!
 //! - A server that forgot the session (HTTP 404) gets one new session and
 //!   the request once more; a listing then starts again from its first

@@ -1,20 +1,23 @@
 //! A file descriptor that an event loop can watch: readable whenever
-//! something waits for Lua (a message in the inbox, or an async request's
-//! time running out).
+//! something waits for Lua (a message in the inbox, a question from a
+//! login's thread, an async request's time running out).
 //!
 //! An editor's loop (Neovim's `vim.loop`, luv) cannot block in our waits,
 //! and it cannot run our threads' callbacks either: Lua may only be entered
 //! from its own thread. So the loop watches one descriptor and, when it is
 //! readable, calls `client:dispatch()` on its own thread. Behind that one
-//! number are two sources: a bell the reader threads ring after they queue
-//! a message, and a timer set to the earliest async deadline. Each system
-//! builds them from what it has (see [`Bell`]):
+//! number are two sources: a bell, rung after something is queued for Lua
+//! (by the inbox as our threads hand it messages, by a login's thread, by
+//! the binding for what settled with no message), and a timer set to the
+//! earliest async deadline. Each system builds them from what it has (see
+//! [`Bell`]):
 //!
 //! - Linux: an epoll set holding an eventfd and a timerfd;
 //! - macOS and FreeBSD: a kqueue with a user event and a timer event;
-//! - anywhere else (the other BSDs among them), and on Linux with the `portable` feature (so that this
-//!   logic is tested with a second kind of bell): a pipe, and a thread of
-//!   its own that writes to it when the deadline passes.
+//! - anywhere else (the other BSDs among them), and on Linux with the
+//!   `portable` feature (so that this logic is tested with a second kind
+//!   of bell): a pipe, and a thread of its own that writes to it when the
+//!   deadline passes.
 //!
 //! Ringing costs a system call, so the bell stays silent until someone
 //! asks for the descriptor (`arm`), and rings once per batch: a second

@@ -12,6 +12,13 @@
 //! one second at most: a server that accepts the GET and never answers it
 //! must not hold anything long (see `Shared::listen`).
 //!
+//! Here: what the Lua thread and the stream threads share, the transport
+//! itself, the server's own stream and the ending. Beside it, a file per
+//! job: `exchange` (one exchange: headers, redirects within the origin,
+//! what each status means), `send` (how a message goes out, and from
+//! which thread), `streams` (reply streams read, resumed, and read past
+//! their reply) and `sse` (the events read off a stream).
+//!
 //! READING ON THE WAITING THREAD
 //!
 //! A reply that comes as an SSE stream is read by the Lua thread that

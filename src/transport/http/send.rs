@@ -1,9 +1,10 @@
 //! How a message goes out: on the Lua thread and read there (a blocking
-//! request), from a thread of its own (an async request, `initialized`,
-//! Lua's answer to a question a stream thread read), or not at all (a
-//! modern cancellation closes the request's stream instead), each with
-//! its headers checked against `opts.max_header_bytes` and its time
-//! bounded by what is left of the handshake.
+//! request), from a thread of its own (an async request, Lua's answer to
+//! a question a stream thread read; `initialized` too, through the
+//! module's `send_notice`), or not at all (a modern cancellation closes
+//! the request's stream instead), each with its headers checked against
+//! `opts.max_header_bytes` and its time bounded by what is left of the
+//! handshake.
 
 use std::time::{Duration, Instant};
 

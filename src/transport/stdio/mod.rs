@@ -60,10 +60,14 @@ use crate::transport::{Received, Transport};
 mod child;
 mod exit_watch;
 mod pipes;
+mod reader;
+mod stderr;
 
 use child::{current_pid, exit_code, reap_in_background, spawn_in_group, stop_group};
 use exit_watch::ExitWatch;
-use pipes::{next_spin, stderr_excerpt, PipeLog, ReadSide, StdinPipe, Threads, WakePipe};
+use pipes::{next_spin, StdinPipe, Threads, WakePipe};
+use reader::ReadSide;
+use stderr::{stderr_excerpt, PipeLog};
 
 pub use child::join_reapers;
 
@@ -118,7 +122,7 @@ pub struct Stdio {
     /// Where requests are encoded, reused.
     out: Vec<u8>,
     /// How long a wait spins before it sleeps: about twice the time recent
-    /// replies took, when that is under [`MAX_SPIN`](pipes::MAX_SPIN); zero
+    /// replies took, when that is under [`MAX_SPIN`](reader::MAX_SPIN); zero
     /// otherwise.
     spin: Duration,
     max_message_bytes: usize,

@@ -1,33 +1,26 @@
 //! The server's three pipes and the threads that serve them: the writer
-//! for stdin, the reader for stdout (and the Lua call that takes its place
-//! while it waits), the drain for stderr. See the module's header.
+//! for stdin (here), the reader for stdout (`reader`, with the Lua call
+//! that takes its place while it waits), the drain for stderr (`stderr`).
+//! See the module's header.
 
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::process::ChildStdin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crate::codec::{self, Json};
-use crate::interrupt;
-use crate::server_text;
 use crate::transport::fds::{nonblocking_pipe, refuse_sigpipe, set_nonblocking, write_without_sigpipe};
-use crate::transport::inbox::{sort, Event, Inbox, Sorted};
+use crate::transport::inbox::Inbox;
 
 use super::exit_watch::{ExitWatch, EXIT_POLL_MS};
+use super::reader::{ReadSide, Reader, MAX_SPIN};
+use super::stderr::{drain_stderr, PipeLog};
 use super::Options;
 
-const STDERR_TAIL_BYTES: usize = 64 * 1024;
-/// How much of that a failure's message quotes: room for a traceback's
-/// last frames and its exception.
-const STDERR_EXCERPT_CHARS: usize = 600;
-/// Lines of non-JSON stdout kept for error messages.
-const NOISE_LINES: usize = 5;
 /// What is still read from stdout after the server exited: what it wrote
 /// last, not a stream a leftover helper keeps pouring.
-const DRAIN_AFTER_EXIT: usize = 4 << 20;
+pub(super) const DRAIN_AFTER_EXIT: usize = 4 << 20;
 
 /// What the transport keeps of the pipes once their threads run.
 pub(super) struct Pipes {
@@ -55,33 +48,9 @@ pub(super) fn start(
     let mut handles = Vec::new();
     let writer_pipe = pipe.clone();
     handles.push(thread::spawn(move || write_loop(&writer_pipe)));
-    let reader = Reader {
-        limit: options.max_message_bytes,
-        lua_handled: options.lua_handled.clone(),
-        inbox: inbox.clone(),
-        answers: pipe.clone(),
-        log: log.clone(),
-    };
     set_nonblocking(stdout.as_raw_fd());
-    let lines = Lines {
-        buf: vec![0u8; 64 * 1024],
-        line: Vec::new(),
-        oversized: false,
-        drained_after_exit: None,
-        finished: false,
-    };
-    let read_side = Arc::new(ReadSide {
-        reader,
-        stdout,
-        exit,
-        wake: wake.clone(),
-        lines: Mutex::new(lines),
-        lua_reading: AtomicBool::new(false),
-        released_ns: AtomicU64::new(0),
-        epoch: Instant::now(),
-        stopped: AtomicBool::new(false),
-        park: (Mutex::new(()), Condvar::new()),
-    });
+    let reader = Reader::new(options, inbox.clone(), pipe.clone(), log.clone());
+    let read_side = Arc::new(ReadSide::new(reader, stdout, exit, wake.clone()));
     let background = read_side.clone();
     handles.push(thread::spawn(move || background.run()));
     let (stderr_log, drain_wake) = (log.clone(), wake.clone());
@@ -197,7 +166,7 @@ pub(super) fn next_spin(spin: Duration, took: Duration) -> Duration {
 }
 
 /// What woke a reader.
-enum Readiness {
+pub(super) enum Readiness {
     Data,
     Exited,
     Stopped,
@@ -209,7 +178,12 @@ enum Readiness {
 
 /// Waits until `fd` has data (or EOF), the child exits, shutdown, or
 /// `within` passes (None: no limit).
-fn wait_readable(fd: RawFd, exit: Option<&ExitWatch>, wake: &WakePipe, within: Option<Duration>) -> Readiness {
+pub(super) fn wait_readable(
+    fd: RawFd,
+    exit: Option<&ExitWatch>,
+    wake: &WakePipe,
+    within: Option<Duration>,
+) -> Readiness {
     let deadline = within.map(|w| Instant::now() + w);
     loop {
         let mut fds = [
@@ -253,7 +227,7 @@ fn wait_readable(fd: RawFd, exit: Option<&ExitWatch>, wake: &WakePipe, within: O
 }
 
 /// What a read without blocking found.
-enum Chunk {
+pub(super) enum Chunk {
     Bytes(usize),
     /// Nothing there right now.
     Nothing,
@@ -261,7 +235,7 @@ enum Chunk {
     End,
 }
 
-fn read_now(fd: RawFd, buf: &mut [u8]) -> Chunk {
+pub(super) fn read_now(fd: RawFd, buf: &mut [u8]) -> Chunk {
     loop {
         // SAFETY: read(2) into a live, writable slice.
         let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
@@ -276,36 +250,6 @@ fn read_now(fd: RawFd, buf: &mut [u8]) -> Chunk {
             std::io::ErrorKind::WouldBlock => return Chunk::Nothing,
             _ => return Chunk::End,
         }
-    }
-}
-
-/// What the pipes have seen, shared with the threads that see it: what the
-/// server wrote on stderr, and on stdout besides its messages.
-#[derive(Default)]
-pub(super) struct PipeLog {
-    stderr: VecDeque<u8>,
-    pub(super) noise: VecDeque<String>,
-    pub(super) any_stdout: bool,
-    /// The stderr pipe reached EOF: the tail is complete.
-    pub(super) stderr_done: bool,
-}
-
-impl PipeLog {
-    /// Keeps what the server wrote on stderr, its last [`STDERR_TAIL_BYTES`].
-    fn keep_stderr(&mut self, bytes: &[u8]) {
-        self.stderr.extend(bytes);
-        let excess = self.stderr.len().saturating_sub(STDERR_TAIL_BYTES);
-        self.stderr.drain(..excess);
-    }
-
-    /// Not JSON-RPC: a banner or a stray log line. Keep a short memory
-    /// of it for the error message if the server then dies.
-    fn keep_noise(&mut self, line: &[u8]) {
-        if self.noise.len() == NOISE_LINES {
-            self.noise.pop_front();
-        }
-        let line = String::from_utf8_lossy(line);
-        self.noise.push_back(server_text::printable(head_chars(&line, 200)).into_owned());
     }
 }
 
@@ -376,401 +320,15 @@ fn write_loop(pipe: &StdinPipe) {
     }
 }
 
-/// The stdout reader: splits lines, answers what it can, queues the rest.
-struct Reader {
-    limit: usize,
-    /// See [`Options::lua_handled`].
-    lua_handled: Vec<String>,
-    inbox: Arc<Inbox>,
-    answers: Arc<StdinPipe>,
-    log: Arc<Mutex<PipeLog>>,
-}
-
-/// Where the line splitter is between two reads.
-struct Lines {
-    buf: Vec<u8>,
-    line: Vec<u8>,
-    oversized: bool,
-    /// The child exited: what is still in the pipe is read (up to
-    /// [`DRAIN_AFTER_EXIT`]), then the stream is over.
-    drained_after_exit: Option<usize>,
-    /// `Event::Ended` was queued: nothing more will be read.
-    finished: bool,
-}
-
-/// What one pass over the pipe found.
-enum Step {
-    Read,
-    Nothing,
-    Finished,
-}
-
-/// What [`split_lines`] found in a read.
-enum Piece<'a> {
-    /// A whole line, without its "\n".
-    Line(&'a [u8]),
-    /// A line grew past the limit: what it had is dropped, and the rest of
-    /// it up to its "\n" is skipped.
-    TooLarge,
-}
-
-/// Splits one read into lines. A line not finished in this read waits in
-/// `line` for the next; a line over `limit` is reported once (`oversized`
-/// remembers it across reads until its end).
-fn split_lines(
-    mut chunk: &[u8],
-    line: &mut Vec<u8>,
-    oversized: &mut bool,
-    limit: usize,
-    mut found: impl FnMut(Piece<'_>),
-) {
-    while !chunk.is_empty() {
-        let (used, complete) = match chunk.iter().position(|&b| b == b'\n') {
-            Some(i) => (i + 1, true),
-            None => (chunk.len(), false),
-        };
-        let piece = &chunk[..used - usize::from(complete)];
-        if !*oversized {
-            if line.len() + piece.len() > limit {
-                *oversized = true;
-                *line = Vec::new();
-                found(Piece::TooLarge);
-            } else {
-                line.extend_from_slice(piece);
-            }
-        }
-        chunk = &chunk[used..];
-        if complete {
-            if !*oversized {
-                found(Piece::Line(line.as_slice()));
-            }
-            line.clear();
-            // A one-off huge line must not pin its buffer for the session.
-            if line.capacity() > 1 << 20 {
-                *line = Vec::new();
-            }
-            *oversized = false;
-        }
-    }
-}
-
-/// A line as a message's text: without a byte order mark or a "\r" before
-/// its "\n"; None when it is blank.
-fn message_text(line: &[u8]) -> Option<&[u8]> {
-    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    (!line.iter().all(u8::is_ascii_whitespace)).then_some(line)
-}
-
-/// The server's stdout, read by whoever is waiting for it.
-///
-/// WHY THE WAITING THREAD READS
-///
-/// A reply read by a reader thread reaches Lua through a hand-off, which
-/// costs a thread wake-up: ~3 us on the same CPU, 20-150 us on the other
-/// one on this kind of VM, as much as the pipe round trip itself. So while
-/// a Lua call waits for a reply, the Lua thread reads the pipe itself and
-/// the reader thread stands aside (a leader/follower scheme: one line
-/// splitter, one queue, and whoever holds the reading role reads). The
-/// thread takes over again once no call has waited for [`LINGER`], so a
-/// server's ping is still answered within that while Lua is busy
-/// elsewhere, and notifications still queue up for the next call.
-pub(super) struct ReadSide {
-    reader: Reader,
-    stdout: std::process::ChildStdout,
-    exit: Arc<ExitWatch>,
-    wake: Arc<WakePipe>,
-    lines: Mutex<Lines>,
-    /// A Lua call is reading; the thread must not.
-    lua_reading: AtomicBool,
-    /// When the last Lua call stopped reading, in ns since `epoch`.
-    released_ns: AtomicU64,
-    epoch: Instant,
-    stopped: AtomicBool,
-    park: (Mutex<()>, Condvar),
-}
-
-/// How long the reader thread leaves the pipe to Lua after a call: calls
-/// in a burst then never wake it.
-const LINGER: Duration = Duration::from_millis(2);
-/// How often the standing-aside thread looks whether calls have stopped.
-const STANDBY: Duration = Duration::from_millis(20);
-/// The longest a waiting call spins (reading, yielding the CPU) before it
-/// sleeps, when replies have been coming that fast; slower servers get no
-/// spin at all.
-const MAX_SPIN: Duration = Duration::from_micros(100);
-
-impl ReadSide {
-    fn fd(&self) -> RawFd {
-        self.stdout.as_raw_fd()
-    }
-
-    fn lock_lines(&self) -> std::sync::MutexGuard<'_, Lines> {
-        self.lines.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Reads what the pipe holds now, splitting and handling lines; queues
-    /// `Event::Ended` when the stream is over. With `one_chunk`, stops after
-    /// one read: a Lua call takes what it read before it reads more, so a
-    /// server that keeps the pipe full cannot keep it here.
-    fn read_available(&self, lines: &mut Lines, one_chunk: bool) -> Step {
-        if lines.finished {
-            return Step::Finished;
-        }
-        let mut any = false;
-        loop {
-            let n = match read_now(self.fd(), &mut lines.buf) {
-                Chunk::Bytes(n) => n,
-                Chunk::End => break,
-                // Nothing there now: after an exit, that is the end of what
-                // the server wrote.
-                Chunk::Nothing if lines.drained_after_exit.is_some() => break,
-                Chunk::Nothing => return if any { Step::Read } else { Step::Nothing },
-            };
-            any = true;
-            if let Some(drained) = lines.drained_after_exit.as_mut() {
-                *drained += n;
-                if *drained > DRAIN_AFTER_EXIT {
-                    break;
-                }
-            }
-            self.split(lines, n);
-            if one_chunk && lines.drained_after_exit.is_none() {
-                return Step::Read;
-            }
-        }
-        if !lines.line.is_empty() && !lines.oversized {
-            let line = std::mem::take(&mut lines.line);
-            self.reader.handle_line(&line);
-        }
-        lines.finished = true;
-        self.reader.inbox.push(Event::Ended, 0);
-        Step::Finished
-    }
-
-    fn split(&self, lines: &mut Lines, n: usize) {
-        let Lines { buf, line, oversized, .. } = lines;
-        split_lines(&buf[..n], line, oversized, self.reader.limit, |piece| match piece {
-            Piece::Line(text) => self.reader.handle_line(text),
-            Piece::TooLarge => self.reader.inbox.push(Event::TooLarge(None), 0),
-        });
-    }
-
-    /// The child is gone: drain what it left, then end the stream.
-    fn exited(&self) {
-        let mut lines = self.lock_lines();
-        lines.drained_after_exit.get_or_insert(0);
-        self.read_available(&mut lines, false);
-    }
-
-    fn since_release(&self) -> Duration {
-        let released = Duration::from_nanos(self.released_ns.load(Ordering::SeqCst));
-        self.epoch.elapsed().saturating_sub(released)
-    }
-
-    /// The reader thread: reads whenever no Lua call does.
-    fn run(&self) {
-        loop {
-            // Stand aside while a call reads, and for a moment after.
-            loop {
-                if self.stopped.load(Ordering::SeqCst) {
-                    return;
-                }
-                let reading = self.lua_reading.load(Ordering::SeqCst);
-                let since = self.since_release();
-                if !reading && since >= LINGER {
-                    break;
-                }
-                // While a call reads, a nap long enough to cost nothing; the
-                // thread is back within it once calls stop.
-                let nap = if reading { STANDBY } else { LINGER - since };
-                let guard = self.park.0.lock().unwrap_or_else(|p| p.into_inner());
-                let _ = self.park.1.wait_timeout(guard, nap);
-            }
-            match wait_readable(self.fd(), Some(&self.exit), &self.wake, None) {
-                Readiness::Data => {}
-                Readiness::Idle => continue,
-                Readiness::Exited => {
-                    self.exited();
-                    return;
-                }
-                Readiness::Stopped => return,
-                // Reported as the end: the call fails with the status
-                // rather than waiting out its time.
-                Readiness::Failed => {
-                    self.exited();
-                    return;
-                }
-            }
-            let mut lines = self.lock_lines();
-            // Checked again under the lock: a call that began meanwhile
-            // reads for itself (see `Stdio::receive`).
-            if self.lua_reading.load(Ordering::SeqCst) {
-                continue;
-            }
-            if let Step::Finished = self.read_available(&mut lines, false) {
-                return;
-            }
-        }
-    }
-
-    /// A Lua call waits for what the server sends, until `deadline`: it
-    /// reads the pipe itself (see the type's comment), spinning up to
-    /// `spin` before it sleeps.
-    pub(super) fn wait_as_reader(&self, deadline: Instant, spin: Duration) -> Option<Event> {
-        self.lua_reading.store(true, Ordering::SeqCst);
-        let started = Instant::now();
-        let event = loop {
-            if let Some(event) = self.reader.inbox.try_pop() {
-                break Some(event);
-            }
-            // Under the lock: a read the thread began before we took the
-            // role is finished (and queued) before we look.
-            match self.read_available(&mut self.lock_lines(), true) {
-                Step::Read => continue,
-                // Its `Ended` is queued, or was taken by an earlier call.
-                Step::Finished => break self.reader.inbox.try_pop(),
-                Step::Nothing => {}
-            }
-            // The thread may have queued something just before we took the
-            // lines (it read under the lock before it saw our flag).
-            if let Some(event) = self.reader.inbox.try_pop() {
-                break Some(event);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                break None;
-            }
-            if now - started < spin {
-                // Lets a server on this CPU run; costs nothing otherwise.
-                thread::yield_now();
-                continue;
-            }
-            let within = deadline.min(now + interrupt::SLICE) - now;
-            match wait_readable(self.fd(), Some(&self.exit), &self.wake, Some(within)) {
-                Readiness::Data => {}
-                Readiness::Idle => {
-                    if interrupt::requested() || Instant::now() >= deadline {
-                        break self.reader.inbox.try_pop();
-                    }
-                }
-                Readiness::Exited | Readiness::Failed => self.exited(),
-                Readiness::Stopped => break self.reader.inbox.try_pop(),
-            }
-        };
-        self.released_ns.store(self.epoch.elapsed().as_nanos() as u64, Ordering::SeqCst);
-        self.lua_reading.store(false, Ordering::SeqCst);
-        event
-    }
-
-    fn stop(&self) {
-        self.stopped.store(true, Ordering::SeqCst);
-        self.park.1.notify_all();
-    }
-}
-
-impl Reader {
-    fn handle_line(&self, line: &[u8]) {
-        let Some(line) = message_text(line) else { return };
-        let sorted = sort(line, &self.lua_handled);
-        // On stdout only a JSON object is a message.
-        let noise = match &sorted {
-            Sorted::NotJson => true,
-            Sorted::Deliver(msg, _) => !matches!(msg, Json::Object(_)),
-            _ => false,
-        };
-        {
-            let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
-            if noise {
-                log.keep_noise(line);
-                return;
-            }
-            log.any_stdout = true;
-        }
-        match sorted {
-            Sorted::Deliver(msg, _) => self.inbox.push(Event::Message(msg), line.len()),
-            Sorted::TooDeep(id) => self.inbox.push(Event::TooDeep(id), line.len()),
-            Sorted::Answer(answer) | Sorted::Refuse(answer) => {
-                let mut bytes = codec::encode(&answer);
-                bytes.push(b'\n');
-                self.answers.send(&bytes);
-            }
-            Sorted::Skip | Sorted::NotJson => {}
-        }
-    }
-}
-
-fn drain_stderr(stderr: std::process::ChildStderr, log: Arc<Mutex<PipeLog>>, wake: &WakePipe) {
-    let fd = stderr.as_raw_fd();
-    set_nonblocking(fd);
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        match wait_readable(fd, None, wake, None) {
-            Readiness::Data => {}
-            Readiness::Exited | Readiness::Stopped | Readiness::Failed | Readiness::Idle => return,
-        }
-        match read_now(fd, &mut buf) {
-            Chunk::End => {
-                log.lock().unwrap_or_else(|p| p.into_inner()).stderr_done = true;
-                return;
-            }
-            Chunk::Bytes(n) => log.lock().unwrap_or_else(|p| p.into_inner()).keep_stderr(&buf[..n]),
-            Chunk::Nothing => continue,
-        }
-    }
-}
-
-/// The end of what the server wrote to stderr, for an error; None when
-/// it wrote nothing but white space.
-pub(super) fn stderr_excerpt(log: &PipeLog) -> Option<String> {
-    let stderr: Vec<u8> = log.stderr.iter().copied().collect();
-    let stderr = String::from_utf8_lossy(&stderr);
-    let stderr = stderr.trim_end();
-    (!stderr.is_empty()).then(|| server_text::printable(&last_lines(stderr, STDERR_EXCERPT_CHARS)).into_owned())
-}
-
-/// What a dead server said last, for the error: at most `n` characters,
-/// starting at a line where the cut allows, after "..." where it was cut.
-/// Python, Node and Rust all end a crash's output with the exception
-/// itself: `MCP server produced no output (...): Traceb...` was all a
-/// Python server's startup crash once left us. (The reference keeps the
-/// first 300 bytes.)
-fn last_lines(s: &str, n: usize) -> String {
-    let tail = tail_chars(s, n);
-    if tail.len() == s.len() {
-        return tail.to_string();
-    }
-    // A whole line, when one starts in the tail (not its last).
-    let start = tail.find('\n').filter(|&i| i + 1 < tail.len()).map_or(0, |i| i + 1);
-    format!("...{}{}", if start > 0 { "\n" } else { "" }, &tail[start..])
-}
-
-fn head_chars(s: &str, n: usize) -> &str {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
-}
-
-fn tail_chars(s: &str, n: usize) -> &str {
-    let count = s.chars().count();
-    if count <= n {
-        return s;
-    }
-    match s.char_indices().nth(count - n) {
-        Some((i, _)) => &s[i..],
-        None => s,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use super::{
-        last_lines, message_text, next_spin, split_lines, stderr_excerpt, Piece, PipeLog, MAX_SPIN, NOISE_LINES,
-        STDERR_EXCERPT_CHARS, STDERR_TAIL_BYTES,
+    use super::super::reader::{message_text, split_lines, Piece, MAX_SPIN};
+    use super::super::stderr::{
+        last_lines, stderr_excerpt, PipeLog, NOISE_LINES, STDERR_EXCERPT_CHARS, STDERR_TAIL_BYTES,
     };
+    use super::next_spin;
 
     /// Feeds `reads` to the line splitter one read at a time: the lines it
     /// found (None for one over the limit), and what it still holds.

@@ -1,0 +1,377 @@
+//! The reader of the server's stdout: lines split as they come (a
+//! message may span reads, and a read may hold many), each sorted into the
+//! inbox, on the reader thread or on the Lua call that takes its place
+//! while it waits for its own reply (see `ReadSide`).
+
+use std::os::fd::{AsRawFd, RawFd};
+use std::process::ChildStdout;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::codec::{self, Json};
+use crate::interrupt;
+use crate::transport::inbox::{sort, Event, Inbox, Sorted};
+
+use super::exit_watch::ExitWatch;
+use super::pipes::{read_now, wait_readable, Chunk, Readiness, StdinPipe, WakePipe, DRAIN_AFTER_EXIT};
+use super::stderr::PipeLog;
+use super::Options;
+
+/// The stdout reader: splits lines, answers what it can, queues the rest.
+pub(super) struct Reader {
+    limit: usize,
+    /// See [`Options::lua_handled`].
+    lua_handled: Vec<String>,
+    inbox: Arc<Inbox>,
+    answers: Arc<StdinPipe>,
+    log: Arc<Mutex<PipeLog>>,
+}
+
+/// Where the line splitter is between two reads.
+pub(super) struct Lines {
+    buf: Vec<u8>,
+    line: Vec<u8>,
+    oversized: bool,
+    /// The child exited: what is still in the pipe is read (up to
+    /// [`DRAIN_AFTER_EXIT`]), then the stream is over.
+    drained_after_exit: Option<usize>,
+    /// `Event::Ended` was queued: nothing more will be read.
+    finished: bool,
+}
+
+/// What one pass over the pipe found.
+pub(super) enum Step {
+    Read,
+    Nothing,
+    Finished,
+}
+
+/// What [`split_lines`] found in a read.
+pub(super) enum Piece<'a> {
+    /// A whole line, without its "\n".
+    Line(&'a [u8]),
+    /// A line grew past the limit: what it had is dropped, and the rest of
+    /// it up to its "\n" is skipped.
+    TooLarge,
+}
+
+/// Splits one read into lines. A line not finished in this read waits in
+/// `line` for the next; a line over `limit` is reported once (`oversized`
+/// remembers it across reads until its end).
+pub(super) fn split_lines(
+    mut chunk: &[u8],
+    line: &mut Vec<u8>,
+    oversized: &mut bool,
+    limit: usize,
+    mut found: impl FnMut(Piece<'_>),
+) {
+    while !chunk.is_empty() {
+        let (used, complete) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        let piece = &chunk[..used - usize::from(complete)];
+        if !*oversized {
+            if line.len() + piece.len() > limit {
+                *oversized = true;
+                *line = Vec::new();
+                found(Piece::TooLarge);
+            } else {
+                line.extend_from_slice(piece);
+            }
+        }
+        chunk = &chunk[used..];
+        if complete {
+            if !*oversized {
+                found(Piece::Line(line.as_slice()));
+            }
+            line.clear();
+            // A one-off huge line must not pin its buffer for the session.
+            if line.capacity() > 1 << 20 {
+                *line = Vec::new();
+            }
+            *oversized = false;
+        }
+    }
+}
+
+/// A line as a message's text: without a byte order mark or a "\r" before
+/// its "\n"; None when it is blank.
+pub(super) fn message_text(line: &[u8]) -> Option<&[u8]> {
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    (!line.iter().all(u8::is_ascii_whitespace)).then_some(line)
+}
+
+/// The server's stdout, read by whoever is waiting for it.
+///
+/// WHY THE WAITING THREAD READS
+///
+/// A reply read by a reader thread reaches Lua through a hand-off, which
+/// costs a thread wake-up: ~3 us on the same CPU, 20-150 us on the other
+/// one on this kind of VM, as much as the pipe round trip itself. So while
+/// a Lua call waits for a reply, the Lua thread reads the pipe itself and
+/// the reader thread stands aside (a leader/follower scheme: one line
+/// splitter, one queue, and whoever holds the reading role reads). The
+/// thread takes over again once no call has waited for [`LINGER`], so a
+/// server's ping is still answered within that while Lua is busy
+/// elsewhere, and notifications still queue up for the next call.
+pub(super) struct ReadSide {
+    reader: Reader,
+    stdout: ChildStdout,
+    exit: Arc<ExitWatch>,
+    wake: Arc<WakePipe>,
+    lines: Mutex<Lines>,
+    /// A Lua call is reading; the thread must not.
+    lua_reading: AtomicBool,
+    /// When the last Lua call stopped reading, in ns since `epoch`.
+    released_ns: AtomicU64,
+    epoch: Instant,
+    stopped: AtomicBool,
+    park: (Mutex<()>, Condvar),
+}
+
+/// How long the reader thread leaves the pipe to Lua after a call: calls
+/// in a burst then never wake it.
+pub(super) const LINGER: Duration = Duration::from_millis(2);
+
+/// How often the standing-aside thread looks whether calls have stopped.
+pub(super) const STANDBY: Duration = Duration::from_millis(20);
+
+/// The longest a waiting call spins (reading, yielding the CPU) before it
+/// sleeps, when replies have been coming that fast; slower servers get no
+/// spin at all.
+pub(super) const MAX_SPIN: Duration = Duration::from_micros(100);
+
+impl ReadSide {
+    pub(super) fn new(reader: Reader, stdout: ChildStdout, exit: Arc<ExitWatch>, wake: Arc<WakePipe>) -> ReadSide {
+        let lines = Lines {
+            buf: vec![0u8; 64 * 1024],
+            line: Vec::new(),
+            oversized: false,
+            drained_after_exit: None,
+            finished: false,
+        };
+        ReadSide {
+            reader,
+            stdout,
+            exit,
+            wake,
+            lines: Mutex::new(lines),
+            lua_reading: AtomicBool::new(false),
+            released_ns: AtomicU64::new(0),
+            epoch: Instant::now(),
+            stopped: AtomicBool::new(false),
+            park: (Mutex::new(()), Condvar::new()),
+        }
+    }
+
+    pub(super) fn fd(&self) -> RawFd {
+        self.stdout.as_raw_fd()
+    }
+
+    pub(super) fn lock_lines(&self) -> std::sync::MutexGuard<'_, Lines> {
+        self.lines.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reads what the pipe holds now, splitting and handling lines; queues
+    /// `Event::Ended` when the stream is over. With `one_chunk`, stops after
+    /// one read: a Lua call takes what it read before it reads more, so a
+    /// server that keeps the pipe full cannot keep it here.
+    pub(super) fn read_available(&self, lines: &mut Lines, one_chunk: bool) -> Step {
+        if lines.finished {
+            return Step::Finished;
+        }
+        let mut any = false;
+        loop {
+            let n = match read_now(self.fd(), &mut lines.buf) {
+                Chunk::Bytes(n) => n,
+                Chunk::End => break,
+                // Nothing there now: after an exit, that is the end of what
+                // the server wrote.
+                Chunk::Nothing if lines.drained_after_exit.is_some() => break,
+                Chunk::Nothing => return if any { Step::Read } else { Step::Nothing },
+            };
+            any = true;
+            if let Some(drained) = lines.drained_after_exit.as_mut() {
+                *drained += n;
+                if *drained > DRAIN_AFTER_EXIT {
+                    break;
+                }
+            }
+            self.split(lines, n);
+            if one_chunk && lines.drained_after_exit.is_none() {
+                return Step::Read;
+            }
+        }
+        if !lines.line.is_empty() && !lines.oversized {
+            let line = std::mem::take(&mut lines.line);
+            self.reader.handle_line(&line);
+        }
+        lines.finished = true;
+        self.reader.inbox.push(Event::Ended, 0);
+        Step::Finished
+    }
+
+    pub(super) fn split(&self, lines: &mut Lines, n: usize) {
+        let Lines { buf, line, oversized, .. } = lines;
+        split_lines(&buf[..n], line, oversized, self.reader.limit, |piece| match piece {
+            Piece::Line(text) => self.reader.handle_line(text),
+            Piece::TooLarge => self.reader.inbox.push(Event::TooLarge(None), 0),
+        });
+    }
+
+    /// The child is gone: drain what it left, then end the stream.
+    pub(super) fn exited(&self) {
+        let mut lines = self.lock_lines();
+        lines.drained_after_exit.get_or_insert(0);
+        self.read_available(&mut lines, false);
+    }
+
+    pub(super) fn since_release(&self) -> Duration {
+        let released = Duration::from_nanos(self.released_ns.load(Ordering::SeqCst));
+        self.epoch.elapsed().saturating_sub(released)
+    }
+
+    /// The reader thread: reads whenever no Lua call does.
+    pub(super) fn run(&self) {
+        loop {
+            // Stand aside while a call reads, and for a moment after.
+            loop {
+                if self.stopped.load(Ordering::SeqCst) {
+                    return;
+                }
+                let reading = self.lua_reading.load(Ordering::SeqCst);
+                let since = self.since_release();
+                if !reading && since >= LINGER {
+                    break;
+                }
+                // While a call reads, a nap long enough to cost nothing; the
+                // thread is back within it once calls stop.
+                let nap = if reading { STANDBY } else { LINGER - since };
+                let guard = self.park.0.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = self.park.1.wait_timeout(guard, nap);
+            }
+            match wait_readable(self.fd(), Some(&self.exit), &self.wake, None) {
+                Readiness::Data => {}
+                Readiness::Idle => continue,
+                Readiness::Exited => {
+                    self.exited();
+                    return;
+                }
+                Readiness::Stopped => return,
+                // Reported as the end: the call fails with the status
+                // rather than waiting out its time.
+                Readiness::Failed => {
+                    self.exited();
+                    return;
+                }
+            }
+            let mut lines = self.lock_lines();
+            // Checked again under the lock: a call that began meanwhile
+            // reads for itself (see `Stdio::receive`).
+            if self.lua_reading.load(Ordering::SeqCst) {
+                continue;
+            }
+            if let Step::Finished = self.read_available(&mut lines, false) {
+                return;
+            }
+        }
+    }
+
+    /// A Lua call waits for what the server sends, until `deadline`: it
+    /// reads the pipe itself (see the type's comment), spinning up to
+    /// `spin` before it sleeps.
+    pub(super) fn wait_as_reader(&self, deadline: Instant, spin: Duration) -> Option<Event> {
+        self.lua_reading.store(true, Ordering::SeqCst);
+        let started = Instant::now();
+        let event = loop {
+            if let Some(event) = self.reader.inbox.try_pop() {
+                break Some(event);
+            }
+            // Under the lock: a read the thread began before we took the
+            // role is finished (and queued) before we look.
+            match self.read_available(&mut self.lock_lines(), true) {
+                Step::Read => continue,
+                // Its `Ended` is queued, or was taken by an earlier call.
+                Step::Finished => break self.reader.inbox.try_pop(),
+                Step::Nothing => {}
+            }
+            // The thread may have queued something just before we took the
+            // lines (it read under the lock before it saw our flag).
+            if let Some(event) = self.reader.inbox.try_pop() {
+                break Some(event);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break None;
+            }
+            if now - started < spin {
+                // Lets a server on this CPU run; costs nothing otherwise.
+                thread::yield_now();
+                continue;
+            }
+            let within = deadline.min(now + interrupt::SLICE) - now;
+            match wait_readable(self.fd(), Some(&self.exit), &self.wake, Some(within)) {
+                Readiness::Data => {}
+                Readiness::Idle => {
+                    if interrupt::requested() || Instant::now() >= deadline {
+                        break self.reader.inbox.try_pop();
+                    }
+                }
+                Readiness::Exited | Readiness::Failed => self.exited(),
+                Readiness::Stopped => break self.reader.inbox.try_pop(),
+            }
+        };
+        self.released_ns.store(self.epoch.elapsed().as_nanos() as u64, Ordering::SeqCst);
+        self.lua_reading.store(false, Ordering::SeqCst);
+        event
+    }
+
+    pub(super) fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        self.park.1.notify_all();
+    }
+}
+
+impl Reader {
+    pub(super) fn new(
+        options: &Options,
+        inbox: Arc<Inbox>,
+        answers: Arc<StdinPipe>,
+        log: Arc<Mutex<PipeLog>>,
+    ) -> Reader {
+        Reader { limit: options.max_message_bytes, lua_handled: options.lua_handled.clone(), inbox, answers, log }
+    }
+
+    pub(super) fn handle_line(&self, line: &[u8]) {
+        let Some(line) = message_text(line) else { return };
+        let sorted = sort(line, &self.lua_handled);
+        // On stdout only a JSON object is a message.
+        let noise = match &sorted {
+            Sorted::NotJson => true,
+            Sorted::Deliver(msg, _) => !matches!(msg, Json::Object(_)),
+            _ => false,
+        };
+        {
+            let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+            if noise {
+                log.keep_noise(line);
+                return;
+            }
+            log.any_stdout = true;
+        }
+        match sorted {
+            Sorted::Deliver(msg, _) => self.inbox.push(Event::Message(msg), line.len()),
+            Sorted::TooDeep(id) => self.inbox.push(Event::TooDeep(id), line.len()),
+            Sorted::Answer(answer) | Sorted::Refuse(answer) => {
+                let mut bytes = codec::encode(&answer);
+                bytes.push(b'\n');
+                self.answers.send(&bytes);
+            }
+            Sorted::Skip | Sorted::NotJson => {}
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! What the server said besides its messages: its stderr, drained so it
+//! never blocks on a full pipe and its tail kept for errors, and the
+//! non-JSON lines of its stdout; both quoted when it dies.
+
+use std::collections::VecDeque;
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex};
+
+use crate::server_text;
+use crate::transport::fds::set_nonblocking;
+
+use super::pipes::{read_now, wait_readable, Chunk, Readiness, WakePipe};
+
+/// What the pipes have seen, shared with the threads that see it: what the
+/// server wrote on stderr, and on stdout besides its messages.
+#[derive(Default)]
+pub(super) struct PipeLog {
+    pub(super) stderr: VecDeque<u8>,
+    pub(super) noise: VecDeque<String>,
+    pub(super) any_stdout: bool,
+    /// The stderr pipe reached EOF: the tail is complete.
+    pub(super) stderr_done: bool,
+}
+
+impl PipeLog {
+    /// Keeps what the server wrote on stderr, its last [`STDERR_TAIL_BYTES`].
+    pub(super) fn keep_stderr(&mut self, bytes: &[u8]) {
+        self.stderr.extend(bytes);
+        let excess = self.stderr.len().saturating_sub(STDERR_TAIL_BYTES);
+        self.stderr.drain(..excess);
+    }
+
+    /// Not JSON-RPC: a banner or a stray log line. Keep a short memory
+    /// of it for the error message if the server then dies.
+    pub(super) fn keep_noise(&mut self, line: &[u8]) {
+        if self.noise.len() == NOISE_LINES {
+            self.noise.pop_front();
+        }
+        let line = String::from_utf8_lossy(line);
+        self.noise.push_back(server_text::printable(head_chars(&line, 200)).into_owned());
+    }
+}
+
+pub(super) fn drain_stderr(stderr: std::process::ChildStderr, log: Arc<Mutex<PipeLog>>, wake: &WakePipe) {
+    let fd = stderr.as_raw_fd();
+    set_nonblocking(fd);
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match wait_readable(fd, None, wake, None) {
+            Readiness::Data => {}
+            Readiness::Exited | Readiness::Stopped | Readiness::Failed | Readiness::Idle => return,
+        }
+        match read_now(fd, &mut buf) {
+            Chunk::End => {
+                log.lock().unwrap_or_else(|p| p.into_inner()).stderr_done = true;
+                return;
+            }
+            Chunk::Bytes(n) => log.lock().unwrap_or_else(|p| p.into_inner()).keep_stderr(&buf[..n]),
+            Chunk::Nothing => continue,
+        }
+    }
+}
+
+/// The end of what the server wrote to stderr, for an error; None when
+/// it wrote nothing but white space.
+pub(super) fn stderr_excerpt(log: &PipeLog) -> Option<String> {
+    let stderr: Vec<u8> = log.stderr.iter().copied().collect();
+    let stderr = String::from_utf8_lossy(&stderr);
+    let stderr = stderr.trim_end();
+    (!stderr.is_empty()).then(|| server_text::printable(&last_lines(stderr, STDERR_EXCERPT_CHARS)).into_owned())
+}
+
+/// What a dead server said last, for the error: at most `n` characters,
+/// starting at a line where the cut allows, after "..." where it was cut.
+/// Python, Node and Rust all end a crash's output with the exception
+/// itself: `MCP server produced no output (...): Traceb...` was all a
+/// Python server's startup crash once left us. (The reference keeps the
+/// first 300 bytes.)
+pub(super) fn last_lines(s: &str, n: usize) -> String {
+    let tail = tail_chars(s, n);
+    if tail.len() == s.len() {
+        return tail.to_string();
+    }
+    // A whole line, when one starts in the tail (not its last).
+    let start = tail.find('\n').filter(|&i| i + 1 < tail.len()).map_or(0, |i| i + 1);
+    format!("...{}{}", if start > 0 { "\n" } else { "" }, &tail[start..])
+}
+
+pub(super) fn head_chars(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+pub(super) fn tail_chars(s: &str, n: usize) -> &str {
+    let count = s.chars().count();
+    if count <= n {
+        return s;
+    }
+    match s.char_indices().nth(count - n) {
+        Some((i, _)) => &s[i..],
+        None => s,
+    }
+}
+
+pub(super) const STDERR_TAIL_BYTES: usize = 64 * 1024;
+
+/// How much of that a failure's message quotes: room for a traceback's
+/// last frames and its exception.
+pub(super) const STDERR_EXCERPT_CHARS: usize = 600;
+
+/// Lines of non-JSON stdout kept for error messages.
+pub(super) const NOISE_LINES: usize = 5;
