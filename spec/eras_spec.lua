@@ -126,19 +126,20 @@ describe('the era probe', function()
   end)
 end)
 
+-- Runs `source` in a Lua process of its own with its own cache
+-- directory: what the module remembers in the process and in the file.
+local function run(cache, source)
+  local path = H.tmpname() .. '.lua'
+  local f = assert(io.open(path, 'w'))
+  f:write('package.cpath = ' .. string.format('%q', H.ROOT .. '/?.so;') .. ' .. package.cpath\n')
+  f:write(source)
+  f:close()
+  local out = H.command('cd ' .. H.ROOT .. ' && XDG_CACHE_HOME=' .. cache .. ' timeout 60 ' .. H.LUA .. ' ' .. path)
+  os.remove(path)
+  return out
+end
+
 describe('remembered eras', function()
-  -- A process of its own with its own cache directory: what the module
-  -- remembers in the process and in the file.
-  local function run(cache, source)
-    local path = H.tmpname() .. '.lua'
-    local f = assert(io.open(path, 'w'))
-    f:write('package.cpath = ' .. string.format('%q', H.ROOT .. '/?.so;') .. ' .. package.cpath\n')
-    f:write(source)
-    f:close()
-    local out = H.command('cd ' .. H.ROOT .. ' && XDG_CACHE_HOME=' .. cache .. ' timeout 60 ' .. H.LUA .. ' ' .. path)
-    os.remove(path)
-    return out
-  end
 
   it('a legacy verdict skips the probe in the next client and the next process; the file is its owner\'s', function()
     local cache = H.tmpname()
@@ -211,16 +212,6 @@ describe('remembered eras', function()
 end)
 
 describe('the era cache file is trusted as the token store is', function()
-  local function run(cache, source)
-    local path = H.tmpname() .. '.lua'
-    local f = assert(io.open(path, 'w'))
-    f:write('package.cpath = ' .. string.format('%q', H.ROOT .. '/?.so;') .. ' .. package.cpath\n')
-    f:write(source)
-    f:close()
-    local out = H.command('cd ' .. H.ROOT .. ' && XDG_CACHE_HOME=' .. cache .. ' timeout 60 ' .. H.LUA .. ' ' .. path)
-    os.remove(path)
-    return out
-  end
 
   -- The first method the server saw: server/discover when the client
   -- probed, initialize when a remembered verdict spared the probe.
