@@ -26,7 +26,7 @@ local mcp = {}
 ---@field env? table<string, string>   Added to the server's environment (stdio).
 ---@field cwd? string                  The server's working directory (stdio).
 ---@field max_message_bytes? integer   Largest reply accepted (default 64 MiB; at most 2^40).
----@field max_header_bytes? integer    Longest header a request sends, Mcp-Param-* included (default 8 KiB; at most 64 KiB).
+---@field max_header_bytes? integer    Longest Mcp-Param-* or Mcp-Name header a request sends (default 8 KiB; at most 64 KiB).
 ---@field headers? table<string, string>  Sent on every HTTP request.
 ---@field auth? mcp.Auth                 Credentials for HTTP: a token, a user's login, or a machine's (docs/authorization.md).
 ---@field ca_file? string              PEM certificates to trust instead of Mozilla's roots (HTTPS).
