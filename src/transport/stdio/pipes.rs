@@ -14,7 +14,8 @@ use crate::transport::fds::{nonblocking_pipe, refuse_sigpipe, set_nonblocking, w
 use crate::transport::inbox::Inbox;
 
 use super::exit_watch::{ExitWatch, EXIT_POLL_MS};
-use super::reader::{ReadSide, Reader, MAX_SPIN};
+use super::lines::Reader;
+use super::reader::{ReadSide, MAX_SPIN};
 use super::stderr::{drain_stderr, PipeLog};
 use super::Options;
 
@@ -324,7 +325,8 @@ fn write_loop(pipe: &StdinPipe) {
 mod tests {
     use std::time::Duration;
 
-    use super::super::reader::{message_text, split_lines, Piece, MAX_SPIN};
+    use super::super::lines::{message_text, split_lines, Piece};
+    use super::super::reader::MAX_SPIN;
     use super::super::stderr::{
         last_lines, stderr_excerpt, PipeLog, NOISE_LINES, STDERR_EXCERPT_CHARS, STDERR_TAIL_BYTES,
     };
