@@ -94,7 +94,7 @@ fn luaopen(lua: &mlua::Lua) -> mlua::Result<mlua::Table> {
 /// closed: `transport::stdio`) and, at worst, a thread still ending. Tying
 /// the hook to the library instead needs the C runtime's start files,
 /// which a module linked by zig (FreeBSD's from `make cross`) lacks.
-#[cfg(feature = "module")]
+#[cfg(all(feature = "module", unix))]
 fn stay_loaded() {
     // SAFETY: dladdr reads the address of a function of ours; dlopen with
     // RTLD_NOLOAD only takes one more reference to a library already
@@ -105,4 +105,23 @@ fn stay_loaded() {
             libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE);
         }
     }
+}
+
+/// As on Unix: the library pinned, so that the threads ending after the
+/// Lua state closed never run unloaded code.
+#[cfg(all(feature = "module", windows))]
+fn stay_loaded() {
+    use windows_sys::Win32::System::LibraryLoader::{
+        GetModuleHandleExW, GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS, GET_MODULE_HANDLE_EX_FLAG_PIN,
+    };
+    let mut module = 0;
+    // SAFETY: looks up the module holding one of our functions, and pins
+    // it; the handle written needs no closing.
+    unsafe {
+        GetModuleHandleExW(
+            GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_PIN,
+            stay_loaded as *const u16,
+            &mut module,
+        )
+    };
 }

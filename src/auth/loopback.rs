@@ -16,7 +16,10 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
+#[cfg(unix)]
 use std::os::unix::io::AsRawFd;
+#[cfg(windows)]
+use std::os::windows::io::AsRawSocket;
 use std::time::{Duration, Instant};
 
 use url::Url;
@@ -24,6 +27,7 @@ use url::Url;
 use crate::auth::plain_http::is_loopback;
 use crate::error::{Error, Result};
 use crate::interrupt;
+#[cfg(unix)]
 use crate::transport::fds::refuse_sigpipe;
 
 /// A browser's request is small; anything longer is not one.
@@ -140,6 +144,7 @@ impl Listener {
                     // std's writes to a socket it connected never raise
                     // SIGPIPE; on macOS one it accepted may (a browser
                     // that hung up before our reply).
+                    #[cfg(unix)]
                     refuse_sigpipe(stream.as_raw_fd());
                     if incoming.len() >= MAX_CONNECTIONS {
                         // The oldest that has sent nothing goes first: a
@@ -160,6 +165,7 @@ impl Listener {
 
     /// Sleeps until the listener or a connection has something to read,
     /// or `timeout`.
+    #[cfg(unix)]
     fn poll(&self, incoming: &[Incoming], timeout: Duration) {
         let mut fds: Vec<libc::pollfd> = std::iter::once(self.socket.as_raw_fd())
             .chain(incoming.iter().map(|c| c.stream.as_raw_fd()))
@@ -168,6 +174,19 @@ impl Listener {
         // SAFETY: `fds` is a valid array of its length, and every
         // descriptor in it stays open for the call.
         unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout.as_millis() as libc::c_int) };
+    }
+
+    /// Sleeps until the listener or a connection has something to read,
+    /// or `timeout`.
+    #[cfg(windows)]
+    fn poll(&self, incoming: &[Incoming], timeout: Duration) {
+        use windows_sys::Win32::Networking::WinSock::{WSAPoll, POLLRDNORM, WSAPOLLFD};
+        let mut fds: Vec<WSAPOLLFD> = std::iter::once(self.socket.as_raw_socket())
+            .chain(incoming.iter().map(|c| c.stream.as_raw_socket()))
+            .map(|s| WSAPOLLFD { fd: s as usize, events: POLLRDNORM, revents: 0 })
+            .collect();
+        // SAFETY: as above, with Winsock's poll.
+        unsafe { WSAPoll(fds.as_mut_ptr(), fds.len() as u32, timeout.as_millis() as i32) };
     }
 
     /// Reads what a connection has sent so far; once its request head is

@@ -18,15 +18,14 @@
 //! holds the registration and which issuer a secret goes to), so a file
 //! someone else could have written is refused, as ssh refuses such keys.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::io::{ErrorKind, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
-use crate::private_file::{check_trusted, lock_beside, LockFailure, Untrusted};
+use crate::private_file::{self, check_trusted, lock_beside, LockFailure, Untrusted};
 
 /// How long a save waits for another process's save to finish: a save
 /// takes milliseconds, so a lock held this long belongs to a process
@@ -70,12 +69,12 @@ impl FileStore {
         // Opened once, and the checks made on what was opened: a path
         // checked and then read again could be swapped in between. Not
         // blocking: a FIFO planted there would hold the login for ever.
-        let mut file = match OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&self.path) {
+        let mut file = match private_file::open_to_read(&self.path, true) {
             Ok(file) => file,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(cannot(e)),
         };
-        self.check_owner(&file.metadata().map_err(cannot)?)?;
+        self.check_owner(&file)?;
         let mut text = Vec::new();
         file.read_to_end(&mut text).map_err(cannot)?;
         match codec::decode(&text) {
@@ -91,16 +90,17 @@ impl FileStore {
 impl FileStore {
     /// Refuses a store that is not a file, or that another user owns or
     /// could have written.
-    fn check_owner(&self, metadata: &fs::Metadata) -> Result<()> {
+    fn check_owner(&self, file: &File) -> Result<()> {
         let path = self.describe();
-        let why = match check_trusted(metadata) {
+        let why = match check_trusted(file) {
             Ok(()) => return Ok(()),
             Err(Untrusted::NotAFile) => format!("mcp: the token store {path} is not a regular file; set opts.auth.store to a file's path"),
-            Err(Untrusted::OwnedByAnother(uid)) => format!(
-                "mcp: the token store {path} belongs to another user (uid {uid}), who could steer every login through it; use a store of your own (opts.auth.store) or chown it"
+            Err(Untrusted::OwnedByAnother(owner)) => format!(
+                "mcp: the token store {path} belongs to another user ({owner}), who could steer every login through it; use a store of your own (opts.auth.store) or chown it"
             ),
-            Err(Untrusted::WritableByOthers(mode)) => format!(
-                "mcp: the token store {path} can be written by others (mode {mode:03o}), who could steer every login through it; run chmod 600 {path}"
+            Err(Untrusted::WritableByOthers(rights)) => format!(
+                "mcp: the token store {path} can be written by others ({rights}), who could steer every login through it; {}",
+                private_file::writable_fix(&path)
             ),
         };
         Err(Error::BadInput(why))
@@ -145,6 +145,7 @@ impl Store for FileStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
     use std::os::unix::fs::PermissionsExt;
     use std::thread;
 

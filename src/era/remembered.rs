@@ -3,7 +3,7 @@
 //! the next process asks a legacy server nothing it does not know.
 //!
 //! The file is `$XDG_CACHE_HOME/lua-mcp/eras.json` (else
-//! `~/.cache/lua-mcp/eras.json`): a JSON array of `[server, verdict]`
+//! `~/.cache/lua-mcp/eras.json`; on Windows `%LOCALAPPDATA%\lua-mcp\eras.json`): a JSON array of `[server, verdict]`
 //! pairs, most recent last, at most [`KEPT`] of them, where a verdict is
 //! `"legacy"` or the modern version spoken. A server is named there by the
 //! SHA-256 of its name: command lines, their environment and URLs may
@@ -22,10 +22,8 @@
 //! silent server) in the next process.
 
 use std::collections::HashMap;
-use std::fs::{self, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -81,6 +79,14 @@ pub fn remember(server: &str, verdict: Option<Verdict>) {
     }
 }
 
+#[cfg(windows)]
+fn path() -> Option<PathBuf> {
+    // Per user and per machine, as caches are on Windows.
+    let base = PathBuf::from(std::env::var_os("LOCALAPPDATA")?);
+    base.is_absolute().then(|| base.join("lua-mcp").join("eras.json"))
+}
+
+#[cfg(unix)]
 fn path() -> Option<PathBuf> {
     // XDG asks that a relative XDG_CACHE_HOME be ignored.
     let base = match std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from) {
@@ -94,13 +100,12 @@ fn read_file() -> Vec<(String, Verdict)> {
     path().map(|p| read_pairs(&p)).unwrap_or_default()
 }
 
-fn read_pairs(path: &PathBuf) -> Vec<(String, Verdict)> {
+fn read_pairs(path: &Path) -> Vec<(String, Verdict)> {
     // Not blocking on a FIFO planted at the path, never through a link.
-    let Ok(mut file) = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW).open(path)
-    else {
+    let Ok(mut file) = private_file::open_to_read(path, false) else {
         return Vec::new();
     };
-    let believed = file.metadata().is_ok_and(|m| check_trusted(&m).is_ok());
+    let believed = check_trusted(&file).is_ok();
     let mut text = Vec::new();
     // One byte past the bound tells a file that is too large.
     if !believed || (&mut file).take(MAX_BYTES + 1).read_to_end(&mut text).is_err() || text.len() as u64 > MAX_BYTES {
@@ -126,7 +131,7 @@ fn entry(pair: &Json) -> Option<(String, Verdict)> {
 fn write_file(server: &str, verdict: Option<&Verdict>) {
     let Some(path) = path() else { return };
     let Some(dir) = path.parent() else { return };
-    if fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).is_err() {
+    if private_file::create_private_dir(dir).is_err() {
         return;
     }
     let Ok(_lock) = private_file::lock_beside(&path, LOCK_WAIT) else { return };
@@ -150,6 +155,7 @@ fn write_file(server: &str, verdict: Option<&Verdict>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn verdicts_survive_in_the_file_most_recent_last() {

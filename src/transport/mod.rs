@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::protocol::IdKey;
 
 pub mod doorbell;
+#[cfg(unix)]
 pub mod fds;
 pub mod http;
 pub mod inbox;

@@ -25,14 +25,13 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::time::{Duration, Instant};
 
 use std::sync::{Arc, Mutex};
 
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
-use crate::private_file::owned_by_me;
+use crate::private_file;
 use crate::protocol::{classify, IdKey, Kind};
 use crate::transport::doorbell::Doorbell;
 use crate::transport::{Received, Transport};
@@ -53,27 +52,22 @@ pub struct Recording {
 /// check is made on what was opened, not on the path.
 pub fn open_for_recording(path: &str) -> Result<File> {
     let fail = |why: String| Error::BadInput(format!("mcp.new: cannot open opts.record {path}: {why}"));
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => fail("it is a symbolic link; give the file's own path".into()),
-            _ => fail(e.to_string()),
-        })?;
+    let file = private_file::open_for_append(std::path::Path::new(path)).map_err(|e| {
+        if private_file::is_link_refused(&e) {
+            fail("it is a symbolic link; give the file's own path".into())
+        } else {
+            fail(e.to_string())
+        }
+    })?;
     let metadata = file.metadata().map_err(|e| fail(e.to_string()))?;
     if !metadata.file_type().is_file() {
         return Err(fail("it is not a regular file".into()));
     }
-    if !owned_by_me(&metadata) {
-        return Err(fail(format!("it belongs to another user (uid {})", metadata.uid())));
+    if let Some(owner) = private_file::other_owner(&file) {
+        return Err(fail(format!("it belongs to another user ({owner})")));
     }
     // One made before (by hand, or by an older version) is ours to close.
-    if metadata.mode() & 0o077 != 0 {
-        file.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(|e| fail(e.to_string()))?;
-    }
+    private_file::make_private(&file).map_err(|e| fail(e.to_string()))?;
     Ok(file)
 }
 

@@ -17,13 +17,14 @@
 //! - anywhere else (the other BSDs among them), and on Linux with the
 //!   `portable` feature (so that this logic is tested with a second kind
 //!   of bell): a pipe, and a thread of its own that writes to it when the
-//!   deadline passes.
+//!   deadline passes;
+//! - Windows: a pair of loopback sockets (what libuv can watch there),
+//!   with the same thread for the deadline.
 //!
 //! Ringing costs a system call, so the bell stays silent until someone
 //! asks for the descriptor (`arm`), and rings once per batch: a second
 //! message queued before Lua looked finds it already rung.
 
-use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -33,14 +34,36 @@ mod bell;
 #[cfg(any(target_os = "macos", target_os = "ios", target_os = "freebsd"))]
 #[path = "kqueue.rs"]
 mod bell;
-#[cfg(not(any(
-    all(target_os = "linux", not(feature = "portable")),
-    target_os = "macos",
-    target_os = "ios",
-    target_os = "freebsd"
-)))]
+#[cfg(all(
+    unix,
+    not(any(
+        all(target_os = "linux", not(feature = "portable")),
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "freebsd"
+    ))
+))]
 #[path = "pipe.rs"]
 mod bell;
+#[cfg(windows)]
+#[path = "socket.rs"]
+mod bell;
+#[cfg(any(
+    windows,
+    not(any(
+        all(target_os = "linux", not(feature = "portable")),
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "freebsd"
+    ))
+))]
+mod deadline_thread;
+
+/// What `client:fd()` returns: a descriptor on Unix, a socket on Windows.
+#[cfg(unix)]
+pub type Descriptor = std::os::fd::RawFd;
+#[cfg(windows)]
+pub type Descriptor = usize;
 
 /// One readable descriptor with the two sources behind it. Each
 /// implementation provides `new`, `fd`, `ring` (make it readable),
@@ -63,7 +86,7 @@ impl Doorbell {
     }
 
     /// The descriptor to watch; from now on the bell rings.
-    pub fn arm(&self) -> RawFd {
+    pub fn arm(&self) -> Descriptor {
         self.armed.store(true, Ordering::SeqCst);
         self.bell.fd()
     }
@@ -107,12 +130,24 @@ impl Doorbell {
     }
 
     /// Waits until one of `bells` is readable, for `within` at most.
+    #[cfg(unix)]
     pub fn wait_any(bells: &[&Doorbell], within: Duration) {
         let mut fds: Vec<libc::pollfd> =
             bells.iter().map(|b| libc::pollfd { fd: b.bell.fd(), events: libc::POLLIN, revents: 0 }).collect();
         let ms = within.as_millis().min(i32::MAX as u128) as libc::c_int;
         // SAFETY: `fds` is a live array of the length passed.
         unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    }
+
+    /// Waits until one of `bells` is readable, for `within` at most.
+    #[cfg(windows)]
+    pub fn wait_any(bells: &[&Doorbell], within: Duration) {
+        use windows_sys::Win32::Networking::WinSock::{WSAPoll, POLLRDNORM, WSAPOLLFD};
+        let mut fds: Vec<WSAPOLLFD> =
+            bells.iter().map(|b| WSAPOLLFD { fd: b.bell.fd(), events: POLLRDNORM, revents: 0 }).collect();
+        let ms = within.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: `fds` is a live array of the length passed.
+        unsafe { WSAPoll(fds.as_mut_ptr(), fds.len() as u32, ms) };
     }
 }
 

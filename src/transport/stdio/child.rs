@@ -5,7 +5,7 @@
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio as Pipe};
 use std::sync::{Mutex, Once};
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use super::exit_watch::ExitWatch;
@@ -41,24 +41,6 @@ pub(super) fn spawn_in_group(options: &Options) -> std::io::Result<Child> {
     let child = command.spawn()?;
     remember_group(child.id() as libc::pid_t);
     Ok(child)
-}
-
-static REAPERS: Mutex<Vec<JoinHandle<()>>> = Mutex::new(Vec::new());
-
-/// Runs a shutdown on a thread of its own, for [`join_reapers`] to wait for.
-pub(super) fn reap_in_background(shutdown: impl FnOnce() + Send + 'static) {
-    let reaper = thread::spawn(shutdown);
-    REAPERS.lock().unwrap_or_else(|p| p.into_inner()).push(reaper);
-}
-
-/// Waits for every shutdown handed to the background. Called when the Lua
-/// state closes, before the module's code is unloaded; each one ends within
-/// the bounded shutdown sequence.
-pub fn join_reapers() {
-    let reapers = std::mem::take(&mut *REAPERS.lock().unwrap_or_else(|p| p.into_inner()));
-    for r in reapers {
-        let _ = r.join();
-    }
 }
 
 /// Process groups of servers still running, for the exit hook, with the

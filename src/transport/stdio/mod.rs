@@ -59,6 +59,7 @@ mod lines;
 mod pipes;
 #[cfg(unix)]
 mod reader;
+mod reapers;
 mod stderr;
 #[cfg(unix)]
 mod unix;
@@ -66,15 +67,14 @@ mod unix;
 mod windows;
 
 #[cfg(unix)]
-pub use child::join_reapers;
-#[cfg(unix)]
 use pipes::StdinPipe;
+pub use reapers::join_reapers;
 #[cfg(unix)]
 pub use unix::Stdio;
 #[cfg(windows)]
 use windows::StdinPipe;
 #[cfg(windows)]
-pub use windows::{join_reapers, Stdio};
+pub use windows::Stdio;
 
 /// How to start the server.
 #[derive(Clone, Debug)]
@@ -86,7 +86,7 @@ pub enum Launch {
 }
 
 impl Launch {
-    fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         match self {
             Launch::Shell(line) => line.clone(),
             Launch::Argv(argv) => argv.join(" "),

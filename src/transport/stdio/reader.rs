@@ -266,4 +266,3 @@ impl ReadSide {
         self.park.1.notify_all();
     }
 }
-

@@ -3,13 +3,21 @@
 //! non-JSON lines of its stdout; both quoted when it dies.
 
 use std::collections::VecDeque;
+#[cfg(unix)]
 use std::os::fd::AsRawFd;
-use std::sync::{Arc, Mutex};
+#[cfg(unix)]
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use crate::server_text;
+#[cfg(unix)]
 use crate::transport::fds::set_nonblocking;
 
+#[cfg(unix)]
 use super::pipes::{read_now, wait_readable, Chunk, Readiness, WakePipe};
+use super::Launch;
 
 /// What the pipes have seen, shared with the threads that see it: what the
 /// server wrote on stderr, and on stdout besides its messages.
@@ -41,6 +49,7 @@ impl PipeLog {
     }
 }
 
+#[cfg(unix)]
 pub(super) fn drain_stderr(stderr: std::process::ChildStderr, log: Arc<Mutex<PipeLog>>, wake: &WakePipe) {
     let fd = stderr.as_raw_fd();
     set_nonblocking(fd);
@@ -59,6 +68,33 @@ pub(super) fn drain_stderr(stderr: std::process::ChildStderr, log: Arc<Mutex<Pip
             Chunk::Nothing => continue,
         }
     }
+}
+
+/// What an error says of a server that ended: whether it spoke at all,
+/// its command, the end of its stderr, and its stdout's noise when it
+/// never sent a message.
+pub(super) fn ended_detail(log: &Mutex<PipeLog>, launch: &Launch) -> String {
+    // stdout and stderr close together, but are read separately: give
+    // stderr's reading a moment to catch up, so the message quotes what
+    // the server said last. (A helper the server left behind may hold
+    // stderr open: hence the bound.)
+    let settle = Instant::now() + Duration::from_millis(200);
+    while !log.lock().unwrap_or_else(|p| p.into_inner()).stderr_done && Instant::now() < settle {
+        thread::sleep(Duration::from_millis(2));
+    }
+    let log = log.lock().unwrap_or_else(|p| p.into_inner());
+    let what = if log.any_stdout { "MCP server exited" } else { "MCP server produced no output" };
+    let mut detail = format!("{what} ({})", launch.describe());
+    if let Some(said) = stderr_excerpt(&log) {
+        detail.push_str(": ");
+        detail.push_str(&said);
+    }
+    if !log.noise.is_empty() && !log.any_stdout {
+        detail.push_str(" (stdout: ");
+        detail.push_str(&log.noise.iter().cloned().collect::<Vec<_>>().join(" | "));
+        detail.push(')');
+    }
+    detail
 }
 
 /// The end of what the server wrote to stderr, for an error; None when

@@ -3,7 +3,6 @@
 
 use std::process::Child;
 use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::codec::{self, Json};
@@ -11,11 +10,12 @@ use crate::error::{Error, Result};
 use crate::transport::inbox::{Event, Inbox};
 use crate::transport::{Received, Transport};
 
-use super::child::{current_pid, exit_code, reap_in_background, spawn_in_group, stop_group};
+use super::child::{current_pid, exit_code, spawn_in_group, stop_group};
 use super::exit_watch::ExitWatch;
 use super::pipes::{next_spin, StdinPipe, Threads, WakePipe};
 use super::reader::ReadSide;
-use super::stderr::{stderr_excerpt, PipeLog};
+use super::reapers::reap_in_background;
+use super::stderr::{ended_detail, stderr_excerpt, PipeLog};
 
 use super::{Launch, Options};
 
@@ -84,26 +84,7 @@ impl Stdio {
         if self.failure.is_none() {
             let pid = self.child.as_ref().map(|c| c.id() as libc::pid_t);
             let code = exit_code(pid, Duration::from_secs(1));
-            // stdout and stderr close together, but are read by different
-            // threads: give the stderr drain a moment to catch up, so the
-            // message quotes what the server said last. (A helper the
-            // server left behind may hold stderr open: hence the bound.)
-            let settle = Instant::now() + Duration::from_millis(200);
-            while !self.log.lock().unwrap_or_else(|p| p.into_inner()).stderr_done && Instant::now() < settle {
-                thread::sleep(Duration::from_millis(2));
-            }
-            let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
-            let what = if log.any_stdout { "MCP server exited" } else { "MCP server produced no output" };
-            let mut detail = format!("{what} ({})", self.launch.describe());
-            if let Some(said) = stderr_excerpt(&log) {
-                detail.push_str(": ");
-                detail.push_str(&said);
-            }
-            if !log.noise.is_empty() && !log.any_stdout {
-                detail.push_str(" (stdout: ");
-                detail.push_str(&log.noise.iter().cloned().collect::<Vec<_>>().join(" | "));
-                detail.push(')');
-            }
+            let detail = ended_detail(&self.log, &self.launch);
             self.failure = Some((code, detail));
         }
         let (code, detail) = self.failure.clone().unwrap_or_default();

@@ -4,11 +4,26 @@
 //! could write them could steer a login, read what was recorded, or make
 //! every client speak to a server the wrong way. Several processes update
 //! the same file: each update takes the lock beside it.
+//!
+//! What "owns" and "can write" mean, and how a file is made private,
+//! differ by system: owner and permission bits on Unix (`unix.rs`), the
+//! owner's SID and the access list on Windows (`windows.rs`).
 
-use std::fs::{self, File, Metadata, OpenOptions};
-use std::io::{ErrorKind, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::os::unix::io::AsRawFd;
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+use unix as system;
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+use windows as system;
+
+pub use system::{
+    create_private_dir, is_link_refused, make_private, open_for_append, open_to_read, other_owner, writable_fix,
+};
+
+use std::fs::{self, File, TryLockError};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -19,26 +34,21 @@ use crate::interrupt;
 #[derive(Debug, PartialEq)]
 pub enum Untrusted {
     NotAFile,
-    /// Another user owns it (their uid).
-    OwnedByAnother(u32),
-    /// Others can write it (its permission bits).
-    WritableByOthers(u32),
+    /// Another user owns it: who, as the system names them ("uid 1001",
+    /// a SID).
+    OwnedByAnother(String),
+    /// Others can write it: what lets them ("mode 664", an access rule).
+    WritableByOthers(String),
 }
 
-/// Whether the file `metadata` describes may be believed: a regular
-/// file of this user's that no one else can write.
-pub fn check_trusted(metadata: &Metadata) -> Result<(), Untrusted> {
-    if !metadata.file_type().is_file() {
+/// Whether the open `file` may be believed: a regular file of this
+/// user's that no one else can write. Checked on what was opened, not on
+/// the path, which could be swapped in between.
+pub fn check_trusted(file: &File) -> Result<(), Untrusted> {
+    if !file.metadata().is_ok_and(|m| m.file_type().is_file()) {
         return Err(Untrusted::NotAFile);
     }
-    if !owned_by_me(metadata) {
-        return Err(Untrusted::OwnedByAnother(metadata.uid()));
-    }
-    let mode = metadata.mode() & 0o777;
-    if mode & 0o022 != 0 {
-        return Err(Untrusted::WritableByOthers(mode));
-    }
-    Ok(())
+    system::check_owner_and_writers(file)
 }
 
 /// Why the lock beside a file could not be had.
@@ -52,7 +62,7 @@ pub enum LockFailure {
     Failed(String),
 }
 
-/// Takes the advisory lock beside `path` (`flock` on `PATH.lock`), held
+/// Takes the advisory lock beside `path` (on `PATH.lock`), held
 /// until the file returned drops: waits for another process's update at
 /// most `wait`, giving way to Ctrl-C. The lock file is opened read-only,
 /// never through a link, and never blocking on a FIFO planted there.
@@ -60,24 +70,18 @@ pub fn lock_beside(path: &Path, wait: Duration) -> Result<File, LockFailure> {
     let mut lock = path.as_os_str().to_os_string();
     lock.push(".lock");
     let lock = PathBuf::from(lock);
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CREAT)
-        .mode(0o600)
-        .open(&lock)
-        .map_err(|e| LockFailure::Failed(format!("{e} ({})", lock.display())))?;
+    let file = system::open_lock_file(&lock).map_err(|e| LockFailure::Failed(format!("{e} ({})", lock.display())))?;
     if !file.metadata().is_ok_and(|m| m.file_type().is_file()) {
         return Err(LockFailure::Failed(format!("{} is not a regular file", lock.display())));
     }
     let deadline = Instant::now() + wait;
     loop {
-        // SAFETY: the descriptor is open for as long as `file` lives.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            return Ok(file);
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != ErrorKind::WouldBlock && e.kind() != ErrorKind::Interrupted {
-            return Err(LockFailure::Failed(e.to_string()));
+        // flock(2) on Unix, LockFileEx on Windows.
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(TryLockError::WouldBlock) => {}
+            Err(TryLockError::Error(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(TryLockError::Error(e)) => return Err(LockFailure::Failed(e.to_string())),
         }
         if interrupt::requested() {
             return Err(LockFailure::Interrupted);
@@ -87,12 +91,6 @@ pub fn lock_beside(path: &Path, wait: Duration) -> Result<File, LockFailure> {
         }
         thread::sleep(Duration::from_millis(5));
     }
-}
-
-/// Whether the file `metadata` describes belongs to this process's user.
-pub fn owned_by_me(metadata: &Metadata) -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    metadata.uid() == unsafe { libc::geteuid() }
 }
 
 /// Replaces `path` with a file of `text` that only this user can read:
@@ -107,12 +105,7 @@ pub fn replace(path: &Path, text: &[u8], sync: bool) -> std::io::Result<()> {
     temporary.push(format!(".{suffix}.tmp"));
     let temporary = std::path::PathBuf::from(temporary);
     let written = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&temporary)?;
+        let mut file = system::create_new_private(&temporary)?;
         file.write_all(text)?;
         if sync {
             file.sync_all()?;
