@@ -12,8 +12,12 @@ if [ "${1:-test}" != demo ]; then
   # lua5.1, lua5.3 and luajit: the suite runs on each (busted and luv
   # from Debian serve them all); lua-luv: the event-loop specs; neovim:
   # its smoke spec; luarocks: the install spec; file and llvm (llvm-nm):
-  # `make cross` checks the macOS and FreeBSD modules with them.
+  # `make cross` checks the macOS and FreeBSD modules with them; mingw-w64
+  # and Wine (64-bit): the Windows module, Lua, LuaJIT and busted's C
+  # parts are built with the one and run under the other
+  # (scripts/windows.sh).
   want+=(liblua5.4-dev lua-busted lua-luv lua5.1 lua5.3 luajit neovim luarocks pkg-config openssl file llvm)
+  want+=(gcc-mingw-w64-x86-64-posix wine wine64)
 fi
 if [ "${1:-test}" = bench ]; then
   # gcc builds the minimal echo server and the pipe floor; curl is what the
@@ -29,7 +33,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -ne 0 ] && sudo=sudo
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 command -v cargo >/dev/null || { echo "cargo is needed: install Rust from https://rustup.rs" >&2; exit 1; }

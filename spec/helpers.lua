@@ -5,6 +5,11 @@ local trace = require('trace')
 
 local H = {}
 
+-- Whether the suite runs on Windows (the Windows pass, under Wine here).
+H.WINDOWS = package.config:sub(1, 1) == '\\'
+-- The native module's file: ./mcp.so, or ./mcp.dll on Windows.
+H.MODULE_FILE = H.WINDOWS and 'mcp.dll' or 'mcp.so'
+
 -- The interpreter running the suite (the Makefile sets it for each
 -- runtime): servers and helper processes run under the same one.
 H.LUA = os.getenv('MCP_LUA') or 'lua5.4'
@@ -101,7 +106,7 @@ end
 
 -- The native module, also fresh: each load has its own glue.
 function H.native()
-  local open = assert(package.loadlib(H.ROOT .. '/mcp.so', 'luaopen_mcp'))
+  local open = assert(package.loadlib(H.ROOT .. '/' .. H.MODULE_FILE, 'luaopen_mcp'))
   return open()
 end
 

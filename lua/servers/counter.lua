@@ -5,7 +5,7 @@
 -- every time.
 --
 --   lua5.4 lua/servers/counter.lua   (speaks MCP on stdin/stdout)
-local dir = arg[0]:match('^(.*)/[^/]*$') or '.'
+local dir = arg[0]:match('^(.*)[/\\][^/\\]*$') or '.'
 package.path = dir .. '/?.lua;' .. dir .. '/../?.lua;' .. package.path
 local server = require('stdio_server')
 

@@ -12,7 +12,7 @@
 -- A `notifications/cancelled` stops its sleeper, which then never answers;
 -- with $CANCEL_LOG set, each is written there ("cancelled ID REASON"), so
 -- that a caller can see the server heard it.
-local dir = arg[0]:match('^(.*)/[^/]*$') or '.'
+local dir = arg[0]:match('^(.*)[/\\][^/\\]*$') or '.'
 package.path = dir .. '/?.lua;' .. dir .. '/../?.lua;' .. package.path
 local uv = require('luv')
 local server = require('stdio_server')

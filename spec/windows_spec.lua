@@ -1,0 +1,157 @@
+-- What only Windows does: commands found and run as cmd.exe would, the
+-- server's process tree held in a Job Object, one pump thread per server,
+-- client:fd() as a socket. Runs in the Windows pass (scripts/windows-pass.sh,
+-- the Windows lua.exe and luajit.exe under Wine); elsewhere it has nothing
+-- to test.
+local H = require('helpers')
+if not H.WINDOWS then return end
+
+local mcp = H.native()
+local SPEC = H.ROOT .. '\\spec\\windows'
+local COUNTER = H.ROOT .. '\\lua\\servers\\counter.lua'
+local TREE = { H.LUA, SPEC .. '\\tree.lua' }
+
+local function size(path)
+  local f = io.open(path, 'rb')
+  if not f then return 0 end
+  local n = f:seek('end')
+  f:close()
+  return n
+end
+
+local function pause(seconds)
+  local t = mcp.clock()
+  while mcp.clock() - t < seconds do end
+end
+
+-- Whether the heartbeat at `file` stopped: no growth over half a second.
+local function stopped_beating(file)
+  pause(0.2)
+  local before = size(file)
+  pause(0.5)
+  return size(file) == before
+end
+
+local function heartbeat_file()
+  local file = os.tmpname()
+  os.remove(file)
+  return file
+end
+
+describe('on Windows', function()
+  it('a server started from an argv (lua.exe found on PATH) keeps its state between calls', function()
+    local client = mcp.new({ command = { H.LUA, COUNTER } })
+    assert.equal('2', (client:call('increment', { by = 2 })))
+    assert.equal('5', (client:call('increment', { by = 3 })))
+    client:close()
+  end)
+
+  it('a string command runs through cmd.exe, as the reference\'s os.execute does', function()
+    local client = mcp.new({ command = H.LUA .. ' "' .. COUNTER .. '"' })
+    assert.equal(3, #client:discover())
+    assert.equal('1', (client:call('increment')))
+    client:close()
+  end)
+
+  it('an npm-style .cmd wrapper is found through PATHEXT and run with its arguments', function()
+    local client = mcp.new({
+      command = { 'counter' },
+      env = { PATH = SPEC .. ';' .. os.getenv('PATH'), MCP_LUA_EXE = H.LUA },
+    })
+    assert.equal('4', (client:call('increment', { by = 4 })))
+    client:close()
+  end)
+
+  it('a .cmd wrapper gets cmd.exe\'s special characters as plain text, and a line break is refused', function()
+    local env = { PATH = SPEC .. ';' .. os.getenv('PATH'), MCP_LUA_EXE = H.LUA }
+    -- Quoted for cmd.exe: "a&calc" starts no calculator, "%PATH%" is not expanded.
+    local client = mcp.new({ command = { 'counter', 'a&calc', '%PATH%', 'x^y' }, env = env })
+    assert.equal('1', (client:call('increment')))
+    client:close()
+    client = mcp.new({ command = { 'counter', 'a\nb' }, env = env })
+    local ok, err = pcall(client.discover, client)
+    assert.is_false(ok)
+    assert.equal('MCP transport failed (127): MCP server produced no output (counter a\nb): batch file arguments are invalid', err)
+  end)
+
+  it('a program found nowhere says where it was looked for', function()
+    local ok, err = pcall(function() return mcp.new({ command = { 'no-such-server' } }):discover() end)
+    assert.is_false(ok)
+    assert.equal('MCP transport failed (127): MCP server produced no output (no-such-server): no-such-server was not found in the working directory or on PATH (with PATHEXT\'s extensions)', err)
+  end)
+
+  it('close ends the whole tree: a grandchild started through cmd.exe stops with it', function()
+    local file = heartbeat_file()
+    local client = mcp.new({ command = TREE })
+    assert.equal('beating', (client:call('heartbeat', { file = file })))
+    pause(0.5)
+    assert.is_false(stopped_beating(file), 'the grandchild runs while the client does')
+    client:close()
+    assert.is_true(stopped_beating(file), 'the grandchild outlived close')
+    os.remove(file)
+  end)
+
+  it('the garbage collector ends a dropped client\'s tree', function()
+    local file = heartbeat_file()
+    local client = mcp.new({ command = TREE })
+    client:call('heartbeat', { file = file })
+    pause(0.5)
+    client = nil
+    collectgarbage()
+    collectgarbage()
+    local deadline = mcp.clock() + 5
+    repeat until stopped_beating(file) or mcp.clock() > deadline
+    assert.is_true(stopped_beating(file), 'the grandchild outlived the collected client')
+    os.remove(file)
+  end)
+
+  it('a server that dies is noticed at once, and its stderr quoted', function()
+    local client = mcp.new({ command = TREE })
+    client:discover()
+    local started = mcp.clock()
+    local ok, err = pcall(client.call, client, 'die')
+    assert.is_false(ok)
+    assert.is_true(mcp.clock() - started < 5)
+    assert.equal('MCP transport failed (3): MCP server exited (' .. table.concat(TREE, ' ') .. '): tree: giving up', err)
+    client:close()
+  end)
+
+  it('a slow reply times out, the server is kept, and close is bounded', function()
+    local client = mcp.new({ command = TREE, timeout = 1 })
+    client:discover()
+    local ok, err = pcall(client.call, client, 'slow', { seconds = 3 })
+    assert.is_false(ok)
+    assert.equal('MCP tools/call slow timed out after 1 s', err)
+    local started = mcp.clock()
+    client:close()
+    assert.is_true(mcp.clock() - started < 4, 'close took ' .. (mcp.clock() - started) .. ' s')
+  end)
+
+  it('cwd takes a Windows path with a drive letter and backslashes', function()
+    local client = mcp.new({ command = TREE, cwd = SPEC })
+    assert.equal(SPEC, (client:call('cwd')))
+    client:close()
+  end)
+
+  it('async calls to two servers settle, and client:fd() is a socket an event loop can watch', function()
+    local a, b = mcp.new({ command = { H.LUA, COUNTER } }), mcp.new({ command = TREE })
+    local fd = a:fd()
+    assert.equal('number', type(fd))
+    assert.is_true(fd > 0)
+    local handles = { a:call_async('increment', { by = 7 }), b:call_async('echo', { message = 'hi' }) }
+    assert.is_true(mcp.wait_all(handles, 20))
+    assert.equal('7', (handles[1]:wait()))
+    assert.equal('Echo: hi', (handles[2]:wait()))
+    a:close()
+    b:close()
+  end)
+
+  it('server-everything on the Windows node: discover and echo #peer', function()
+    local client = mcp.new({ command = { 'node', H.EVERYTHING, 'stdio' }, timeout = 60 })
+    local names = {}
+    for _, tool in ipairs(client:discover()) do names[tool.name] = true end
+    assert.is_true(names.echo)
+    assert.equal('Echo: hello from Windows', (client:call('echo', { message = 'hello from Windows' })))
+    client:close()
+  end)
+end)
