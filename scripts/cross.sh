@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Builds the loadable module for macOS (Apple silicon and Intel) and
-# FreeBSD from this Linux machine, and checks that each is what Lua there
-# can load: a shared library of the right format and architecture that
-# exports luaopen_mcp, whose other undefined symbols are the Lua C API
-# (the host's) and the system's C library.
+# Builds the loadable module for macOS (Apple silicon and Intel), FreeBSD
+# and Windows from this Linux machine, and checks that each is what Lua
+# there can load: a shared library of the right format and architecture
+# that exports luaopen_mcp, whose other undefined symbols are the Lua C
+# API (the host's) and the system's C library; on Windows, a DLL that
+# imports the Lua DLL by name (lua54.dll) and otherwise only system DLLs.
+# The Windows module is then run under Wine by scripts/windows-pass.sh.
 #
 # The toolchain installs itself the first time and is kept: rustup's
 # targets, and zig (the cross linker, with the systems' C library stubs)
@@ -12,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGETS=(aarch64-apple-darwin x86_64-apple-darwin x86_64-unknown-freebsd)
+TARGETS=(aarch64-apple-darwin x86_64-apple-darwin x86_64-unknown-freebsd x86_64-pc-windows-gnu)
 TOOLS=target/tools/zig
 ZIGLANG=0.17.1
 CARGO_ZIGBUILD=0.24.1
@@ -80,8 +82,42 @@ check() {
   echo "cross: $target: $kind; exports ${prefix}luaopen_mcp; leaves $lua Lua API (and standard library) and $system system symbols to the host"
 }
 
+# The DLLs a Windows module may import besides the Lua DLL: Windows' own
+# (the API sets among them) and the C runtime mingw links.
+WINDOWS_DLLS="kernel32.dll ntdll.dll advapi32.dll bcrypt.dll bcryptprimitives.dll userenv.dll ws2_32.dll msvcrt.dll shell32.dll"
+
+check_windows() {
+  local file=$1 kind dump
+  kind=$(file -b "$file")
+  [[ "$kind" == "PE32+ executable (DLL)"*"x86-64"*"MS Windows"* ]] || fail "$file is \"$kind\", not a 64-bit Windows DLL"
+  dump=$(x86_64-w64-mingw32-objdump -p "$file")
+  grep -qE '^\s+\[ *[0-9]+\] luaopen_mcp$' <<<"$dump" || fail "$file does not export luaopen_mcp"
+  local lua=0 system=0 dll
+  while read -r dll; do
+    dll=${dll,,}
+    if [ "$dll" = lua54.dll ]; then
+      lua=$((lua + 1))
+    elif [[ " $WINDOWS_DLLS " == *" $dll "* || "$dll" == api-ms-win-* ]]; then
+      system=$((system + 1))
+    else
+      fail "$file imports $dll, which is neither Lua's nor Windows'"
+    fi
+  done < <(sed -n 's/^\s*DLL Name: //p' <<<"$dump" | sort -u)
+  [ "$lua" -eq 1 ] || fail "$file does not import the Lua C API from lua54.dll"
+  echo "cross: x86_64-pc-windows-gnu: $kind; exports luaopen_mcp; imports lua54.dll and $system system DLLs"
+}
+
 for t in "${TARGETS[@]}"; do
   started=$SECONDS
+  if [ "$t" = x86_64-pc-windows-gnu ]; then
+    # mingw-w64 links it; no zig needed.
+    nice cargo clippy --quiet --profile cross-check --locked --target "$t" \
+      --no-default-features --features lua54,module -- -D warnings
+    nice cargo build --quiet --profile cross-check --locked --target "$t" --no-default-features --features lua54,module
+    check_windows "target/$t/cross-check/mcp.dll"
+    echo "cross: $t built and checked in $((SECONDS - started)) s"
+    continue
+  fi
   # Clippy first, for what only that system compiles (the kqueue bell, the
   # exit hook), with warnings as errors as for Linux.
   nice cargo-zigbuild clippy --quiet --profile cross-check --locked --target "$t" \

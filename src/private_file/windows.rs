@@ -63,7 +63,8 @@ fn my_sid() -> std::io::Result<String> {
     sid.ok_or_else(|| std::io::Error::other("this user's SID could not be read"))
 }
 
-/// SAFETY: `sid` must point to a valid SID.
+/// # Safety
+/// `sid` must point to a valid SID.
 unsafe fn sid_string(sid: PSID) -> Option<String> {
     let mut text: *mut u16 = std::ptr::null_mut();
     if ConvertSidToStringSidW(sid, &mut text) == 0 {
@@ -103,7 +104,8 @@ fn owner_and_writers(file: &File) -> std::io::Result<(String, Option<Vec<String>
     }
 }
 
-/// SAFETY: `dacl` must point to a valid access list.
+/// # Safety
+/// `dacl` must point to a valid access list.
 unsafe fn writers(dacl: *mut ACL) -> Vec<String> {
     let mut size: ACL_SIZE_INFORMATION = std::mem::zeroed();
     let info_len = std::mem::size_of::<ACL_SIZE_INFORMATION>() as u32;
