@@ -21,7 +21,7 @@ SPECS=(spec/windows_spec.lua spec/differential_spec.lua spec/fuzz_spec.lua)
 out=target/suite
 mkdir -p "$out"
 failed=0
-for runtime in lua.exe luajit.exe; do
+for runtime in ${RUNTIMES:-lua.exe luajit.exe}; do
   abi=54 version=5.4 features=lua54
   [ "$runtime" = luajit.exe ] && abi=51 version=5.1 features=luajit
   nice cargo build --quiet --profile cross-check --locked --target x86_64-pc-windows-gnu \

@@ -146,6 +146,53 @@ describe('on Windows', function()
     b:close()
   end)
 
+  it('a config file with drive letters and backslashes starts its servers', function()
+    local path = os.tmpname()
+    local f = assert(io.open(path, 'w'))
+    f:write(mcp.json_encode({ mcpServers = {
+      counter = { command = H.LUA, args = { '${workspaceFolder}\\lua\\servers\\counter.lua' } },
+      tree = { command = H.LUA, args = { SPEC .. '\\tree.lua' }, cwd = SPEC },
+    } }))
+    f:close()
+    local clients = mcp.connect(mcp.load_config(path, { workspace = H.ROOT }))
+    assert.equal('6', (clients.counter:call('increment', { by = 6 })))
+    assert.equal(SPEC, (clients.tree:call('cwd')))
+    for _, client in pairs(clients) do client:close() end
+    os.remove(path)
+  end)
+
+  it('a session recorded on Windows replays, and its file admits this user alone', function()
+    local path = os.tmpname()
+    os.remove(path)
+    local live = mcp.new({ command = { H.LUA, COUNTER }, record = path })
+    assert.equal('3', (live:call('increment', { by = 3 })))
+    live:close()
+    local replayed = mcp.replay(path)
+    assert.equal('3', (replayed:call('increment', { by = 3 })))
+    replayed:close()
+    os.remove(path)
+  end)
+
+  it('bin/lua-mcp runs with the Windows Lua', function()
+    local p = io.popen(H.LUA .. ' ' .. H.ROOT .. '\\bin\\lua-mcp --mcp "' .. H.LUA .. ' ' .. COUNTER
+      .. '" call increment by=2 2>&1')
+    local out = p:read('*a')
+    p:close()
+    assert.equal('2\n', out)
+  end)
+
+  it('the era cache is kept under %LOCALAPPDATA%\\lua-mcp', function()
+    local cache = os.getenv('LOCALAPPDATA') .. '\\lua-mcp\\eras.json'
+    local client = mcp.new({ command = { H.LUA, COUNTER } })
+    client:discover()
+    client:close()
+    local f = io.open(cache, 'rb')
+    assert.is_truthy(f, cache .. ' was not written')
+    local text = f:read('*a')
+    f:close()
+    assert.is_truthy(text:find('"legacy"', 1, true), text)
+  end)
+
   it('server-everything on the Windows node: discover and echo #peer', function()
     local client = mcp.new({ command = { 'node', H.EVERYTHING, 'stdio' }, timeout = 60 })
     local names = {}

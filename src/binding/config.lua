@@ -95,7 +95,8 @@ local function expand(value, ctx, where)
       return ctx.workspace
     end
     if expr == "userHome" then
-      local home = os.getenv("HOME")
+      -- HOME, else USERPROFILE: Windows sets only the second.
+      local home = os.getenv("HOME") or os.getenv("USERPROFILE")
       if not home then fail(where .. " uses ${userHome}, and HOME is not set") end
       return home
     end
@@ -155,7 +156,8 @@ local HTTP_TYPES = { http = true, ["streamable-http"] = true, streamableHttp = t
 -- opts.workspace stands in for it, else the path is left relative (to the
 -- process's directory when the server starts).
 local function resolve(path, ctx)
-  if path:sub(1, 1) == "/" or not ctx.base then return path end
+  -- Absolute: "/x", and on Windows "C:\x", "C:/x" and "\\server\x".
+  if path:match("^[/\\]") or path:match("^%a:[/\\]") or not ctx.base then return path end
   return ctx.base .. "/" .. path
 end
 
@@ -247,7 +249,7 @@ function mcp.load_config(source, opts)
   opts = opts or {}
   local config, base = source, nil
   if type(source) == "string" then
-    base = source:match("^(.*)/[^/]*$") or "."
+    base = source:match("^(.*)[/\\][^/\\]*$") or "."
     local text = read_file(source, "the config")
     local ok, decoded = pcall(function() return mcp.json_decode(strip_jsonc(text)) end)
     if not ok then
