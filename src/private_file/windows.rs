@@ -178,29 +178,50 @@ pub fn is_link_refused(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::InvalidInput && e.to_string() == LINK_REFUSED
 }
 
-/// A file opened (made private if new) with `access`, never through a link.
-fn create_private(path: &Path, access: u32, disposition: u32) -> std::io::Result<File> {
-    let sddl: Vec<u16> = format!("D:P(A;;FA;;;{})", my_sid()?).encode_utf16().chain(Some(0)).collect();
-    let wide: Vec<u16> = path.as_os_str().encode_wide().chain(Some(0)).collect();
-    let mut sd: PSECURITY_DESCRIPTOR = std::ptr::null_mut();
-    // SAFETY: NUL-terminated strings; the descriptor made is freed below,
-    // after CreateFileW has copied it.
-    let handle = unsafe {
-        if ConvertStringSecurityDescriptorToSecurityDescriptorW(
-            sddl.as_ptr(),
-            SDDL_REVISION_1,
-            &mut sd,
-            std::ptr::null_mut(),
-        ) == 0
-        {
+/// A security descriptor that admits this user alone, freed on drop.
+struct PrivateDescriptor(PSECURITY_DESCRIPTOR);
+
+impl PrivateDescriptor {
+    fn new() -> std::io::Result<PrivateDescriptor> {
+        let sddl: Vec<u16> = format!("D:P(A;;FA;;;{})", my_sid()?).encode_utf16().chain(Some(0)).collect();
+        let mut sd: PSECURITY_DESCRIPTOR = std::ptr::null_mut();
+        // SAFETY: a NUL-terminated string; the descriptor written is ours
+        // to free (Drop).
+        let ok = unsafe {
+            ConvertStringSecurityDescriptorToSecurityDescriptorW(
+                sddl.as_ptr(),
+                SDDL_REVISION_1,
+                &mut sd,
+                std::ptr::null_mut(),
+            )
+        };
+        if ok == 0 {
             return Err(std::io::Error::last_os_error());
         }
-        let attributes = SECURITY_ATTRIBUTES {
-            nLength: std::mem::size_of::<SECURITY_ATTRIBUTES>() as u32,
-            lpSecurityDescriptor: sd,
-            bInheritHandle: 0,
-        };
-        let handle = CreateFileW(
+        Ok(PrivateDescriptor(sd))
+    }
+}
+
+impl Drop for PrivateDescriptor {
+    fn drop(&mut self) {
+        // SAFETY: the descriptor `new` was given, freed once.
+        unsafe { LocalFree(self.0 as _) };
+    }
+}
+
+/// A file opened (made private if new) with `access`, never through a link.
+fn create_private(path: &Path, access: u32, disposition: u32) -> std::io::Result<File> {
+    let sd = PrivateDescriptor::new()?;
+    let wide: Vec<u16> = path.as_os_str().encode_wide().chain(Some(0)).collect();
+    let attributes = SECURITY_ATTRIBUTES {
+        nLength: std::mem::size_of::<SECURITY_ATTRIBUTES>() as u32,
+        lpSecurityDescriptor: sd.0,
+        bInheritHandle: 0,
+    };
+    // SAFETY: a NUL-terminated path and a descriptor that lives past the
+    // call (CreateFileW copies it).
+    let handle = unsafe {
+        CreateFileW(
             wide.as_ptr(),
             access,
             FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
@@ -208,9 +229,7 @@ fn create_private(path: &Path, access: u32, disposition: u32) -> std::io::Result
             disposition,
             FILE_FLAG_OPEN_REPARSE_POINT,
             0,
-        );
-        LocalFree(sd as _);
-        handle
+        )
     };
     if handle == INVALID_HANDLE_VALUE {
         return Err(std::io::Error::last_os_error());
@@ -231,22 +250,12 @@ pub fn make_private(file: &File) -> std::io::Result<()> {
     if check_owner_and_writers(file).is_ok() {
         return Ok(());
     }
-    let sddl: Vec<u16> = format!("D:P(A;;FA;;;{})", my_sid()?).encode_utf16().chain(Some(0)).collect();
-    let mut sd: PSECURITY_DESCRIPTOR = std::ptr::null_mut();
-    // SAFETY: as in `create_private`; the access list is read out of the
-    // descriptor, set on our handle, and the descriptor freed.
+    let sd = PrivateDescriptor::new()?;
+    // SAFETY: the access list is read out of our live descriptor and set
+    // on our handle.
     unsafe {
-        if ConvertStringSecurityDescriptorToSecurityDescriptorW(
-            sddl.as_ptr(),
-            SDDL_REVISION_1,
-            &mut sd,
-            std::ptr::null_mut(),
-        ) == 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
         let (mut present, mut dacl, mut defaulted) = (0, std::ptr::null_mut(), 0);
-        GetSecurityDescriptorDacl(sd, &mut present, &mut dacl, &mut defaulted);
+        GetSecurityDescriptorDacl(sd.0, &mut present, &mut dacl, &mut defaulted);
         let rc = SetSecurityInfo(
             file.as_raw_handle() as HANDLE,
             SE_FILE_OBJECT,
@@ -256,7 +265,6 @@ pub fn make_private(file: &File) -> std::io::Result<()> {
             dacl,
             std::ptr::null(),
         );
-        LocalFree(sd as _);
         if rc != ERROR_SUCCESS {
             return Err(std::io::Error::from_raw_os_error(rc as i32));
         }

@@ -48,7 +48,11 @@
 
 use std::sync::Arc;
 
+use crate::codec::{self, Json};
+use crate::error::{Error, Result};
 use crate::transport::doorbell::Doorbell;
+use crate::transport::inbox::Event;
+use crate::transport::Received;
 
 #[cfg(unix)]
 mod child;
@@ -109,3 +113,32 @@ pub struct Options {
 }
 
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// What the session receives for an event from the inbox, on every
+/// system; `Event::Ended` is the transport's to word, since it knows how
+/// the server ended.
+fn received(event: Option<Event>, max_message_bytes: usize) -> Result<Option<Received>> {
+    match event {
+        Some(Event::Message(msg)) => Ok(Some(Received::Message(msg))),
+        Some(Event::TooDeep(id)) => Ok(Some(Received::TooDeep(id))),
+        Some(Event::TooLarge(_)) => Err(Error::MessageTooLarge { limit: max_message_bytes }),
+        Some(Event::Failed(id, e)) => Ok(Some(Received::Failed(Some(id), e))),
+        Some(Event::Delivered(id)) => Ok(Some(Received::Delivered(id))),
+        Some(Event::Ended) => Err(Error::Internal("the end of a server reached the shared mapping".into())),
+        None => Ok(None),
+    }
+}
+
+/// Hands `message` to `write` as one line, encoded into `out`: one buffer
+/// for the client's life, so a request costs no allocation once it has
+/// grown to the usual size; a one-off huge request does not pin it.
+fn send_line(out: &mut Vec<u8>, message: &Json, write: impl FnOnce(&[u8])) {
+    let mut line = std::mem::take(out);
+    line.clear();
+    codec::encode_into(message, &mut line);
+    line.push(b'\n');
+    write(&line);
+    if line.capacity() <= 1 << 20 {
+        *out = line;
+    }
+}

@@ -5,7 +5,7 @@ use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::codec::{self, Json};
+use crate::codec::Json;
 use crate::error::{Error, Result};
 use crate::transport::inbox::{Event, Inbox};
 use crate::transport::{Received, Transport};
@@ -17,7 +17,7 @@ use super::reader::ReadSide;
 use super::reapers::reap_in_background;
 use super::stderr::{ended_detail, stderr_excerpt, PipeLog};
 
-use super::{Launch, Options};
+use super::{received, send_line, Launch, Options};
 
 pub struct Stdio {
     /// The process that started the server. A child made by fork(2)
@@ -124,15 +124,7 @@ impl Transport for Stdio {
         }
         // One buffer for the client's life: a request costs no allocation
         // here once the buffer has grown to the usual size.
-        let mut line = std::mem::take(&mut self.out);
-        line.clear();
-        codec::encode_into(message, &mut line);
-        line.push(b'\n');
-        self.pipe.send(&line);
-        // A one-off huge request must not pin its buffer for the session.
-        if line.capacity() <= 1 << 20 {
-            self.out = line;
-        }
+        send_line(&mut self.out, message, |line| self.pipe.send(line));
         Ok(())
     }
 
@@ -146,13 +138,8 @@ impl Transport for Stdio {
             self.spin = next_spin(self.spin, started.elapsed());
         }
         match event {
-            Some(Event::Message(msg)) => Ok(Some(Received::Message(msg))),
-            Some(Event::TooDeep(id)) => Ok(Some(Received::TooDeep(id))),
-            Some(Event::TooLarge(_)) => Err(Error::MessageTooLarge { limit: self.max_message_bytes }),
-            Some(Event::Failed(id, e)) => Ok(Some(Received::Failed(Some(id), e))),
-            Some(Event::Delivered(id)) => Ok(Some(Received::Delivered(id))),
             Some(Event::Ended) => Err(self.ended()),
-            None => Ok(None),
+            other => received(other, self.max_message_bytes),
         }
     }
 

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crate::codec::{self, Json};
+use crate::codec::Json;
 use crate::error::{Error, Result};
 use crate::interrupt;
 use crate::transport::inbox::{Event, Inbox};
@@ -27,7 +27,7 @@ pub(super) use pump::StdinPipe;
 use super::lines::Reader;
 use super::reapers::reap_in_background;
 use super::stderr::{ended_detail, stderr_excerpt, PipeLog};
-use super::{Launch, Options};
+use super::{received, send_line, Launch, Options};
 use overlapped::pipe;
 use process::Server;
 use pump::Pump;
@@ -121,14 +121,7 @@ impl Transport for Stdio {
         if self.failure.is_some() {
             return Err(self.ended());
         }
-        let mut line = std::mem::take(&mut self.out);
-        line.clear();
-        codec::encode_into(message, &mut line);
-        line.push(b'\n');
-        self.pipe.send(&line);
-        if line.capacity() <= 1 << 20 {
-            self.out = line;
-        }
+        send_line(&mut self.out, message, |line| self.pipe.send(line));
         Ok(())
     }
 
@@ -146,13 +139,8 @@ impl Transport for Stdio {
             }
         };
         match event {
-            Some(Event::Message(msg)) => Ok(Some(Received::Message(msg))),
-            Some(Event::TooDeep(id)) => Ok(Some(Received::TooDeep(id))),
-            Some(Event::TooLarge(_)) => Err(Error::MessageTooLarge { limit: self.max_message_bytes }),
-            Some(Event::Failed(id, e)) => Ok(Some(Received::Failed(Some(id), e))),
-            Some(Event::Delivered(id)) => Ok(Some(Received::Delivered(id))),
             Some(Event::Ended) => Err(self.ended()),
-            None => Ok(None),
+            other => received(other, self.max_message_bytes),
         }
     }
 
