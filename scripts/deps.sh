@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want=(lua5.4)
+windows=()
 if [ "${1:-test}" != demo ]; then
   # liblua5.4-dev and pkg-config: the cargo tests link the system Lua;
   # openssl makes the certificates of the HTTPS spec.
@@ -17,23 +18,30 @@ if [ "${1:-test}" != demo ]; then
   # parts are built with the one and run under the other
   # (scripts/windows.sh).
   want+=(liblua5.4-dev lua-busted lua-luv lua5.1 lua5.3 luajit neovim luarocks pkg-config openssl file llvm)
-  want+=(gcc-mingw-w64-x86-64-posix wine wine64)
+  windows=(gcc-mingw-w64-x86-64-posix wine wine64)
 fi
 if [ "${1:-test}" = bench ]; then
   # gcc builds the minimal echo server and the pipe floor; curl is what the
   # pure-Lua module's HTTP transport runs.
   want+=(gcc curl)
 fi
-missing=()
-for pkg in "${want[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing: ${missing[*]}"
+not_installed() {
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || echo "$pkg"
+  done
+}
+missing=($(not_installed "${want[@]}"))
+missing_windows=($(not_installed "${windows[@]}"))
+if [ $((${#missing[@]} + ${#missing_windows[@]})) -gt 0 ]; then
+  echo "installing: ${missing[*]} ${missing_windows[*]}"
   sudo=""
   [ "$(id -u)" -ne 0 ] && sudo=sudo
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  [ ${#missing[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  # Wine without what it only recommends (the 32-bit half, fonts, desktop
+  # integration): the Windows pass runs 64-bit console programs.
+  [ ${#missing_windows[@]} -eq 0 ] ||
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing_windows[@]}" >/dev/null
 fi
 
 command -v cargo >/dev/null || { echo "cargo is needed: install Rust from https://rustup.rs" >&2; exit 1; }
