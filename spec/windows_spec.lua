@@ -80,6 +80,15 @@ describe('on Windows', function()
     assert.equal('MCP transport failed (127): MCP server produced no output (no-such-server): no-such-server was not found in the working directory or on PATH (with PATHEXT\'s extensions)', err)
   end)
 
+  it('close gives the server EOF, so one that ends on EOF is gone well within the 2 s grace', function()
+    local client = mcp.new({ command = { H.LUA, COUNTER } })
+    client:discover()
+    local started = mcp.clock()
+    client:close()
+    local took = mcp.clock() - started
+    assert.is_true(took < 1.5, 'close took ' .. took .. ' s: the server saw no EOF and waited out the grace')
+  end)
+
   it('close ends the whole tree: a grandchild started through cmd.exe stops with it', function()
     local file = heartbeat_file()
     local client = mcp.new({ command = TREE })

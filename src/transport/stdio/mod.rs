@@ -1,4 +1,6 @@
 //! stdio: one server process per client, spoken to over its own pipes.
+//! What follows is the Unix transport (`unix.rs`); Windows keeps the same
+//! guarantees with a Job Object and one thread (`windows/`).
 //!
 //! Three threads per server, because each pipe must be served whatever Lua
 //! is doing:
@@ -115,16 +117,15 @@ pub struct Options {
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
 /// What the session receives for an event from the inbox, on every
-/// system; `Event::Ended` is the transport's to word, since it knows how
-/// the server ended.
-fn received(event: Option<Event>, max_message_bytes: usize) -> Result<Option<Received>> {
+/// system; `ended` words the server's end, which only the transport knows.
+fn received(event: Option<Event>, max_message_bytes: usize, ended: impl FnOnce() -> Error) -> Result<Option<Received>> {
     match event {
         Some(Event::Message(msg)) => Ok(Some(Received::Message(msg))),
         Some(Event::TooDeep(id)) => Ok(Some(Received::TooDeep(id))),
         Some(Event::TooLarge(_)) => Err(Error::MessageTooLarge { limit: max_message_bytes }),
         Some(Event::Failed(id, e)) => Ok(Some(Received::Failed(Some(id), e))),
         Some(Event::Delivered(id)) => Ok(Some(Received::Delivered(id))),
-        Some(Event::Ended) => Err(Error::Internal("the end of a server reached the shared mapping".into())),
+        Some(Event::Ended) => Err(ended()),
         None => Ok(None),
     }
 }

@@ -137,10 +137,8 @@ impl Transport for Stdio {
         if let Some(Event::Message(_)) = &event {
             self.spin = next_spin(self.spin, started.elapsed());
         }
-        match event {
-            Some(Event::Ended) => Err(self.ended()),
-            other => received(other, self.max_message_bytes),
-        }
+        let limit = self.max_message_bytes;
+        received(event, limit, || self.ended())
     }
 
     fn take_dropped(&mut self) -> u64 {

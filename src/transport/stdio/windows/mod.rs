@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::codec::Json;
 use crate::error::{Error, Result};
 use crate::interrupt;
-use crate::transport::inbox::{Event, Inbox};
+use crate::transport::inbox::Inbox;
 use crate::transport::{Received, Transport};
 
 mod command;
@@ -62,7 +62,7 @@ impl Stdio {
         let log = Arc::new(Mutex::new(PipeLog::default()));
         let reader = Reader::new(options, inbox.clone(), pipe.clone(), log.clone());
         let pump = Pump {
-            stdin: stdin.ours,
+            stdin: Some(stdin.ours),
             stdout: stdout.ours,
             stderr: stderr.ours,
             process,
@@ -138,10 +138,8 @@ impl Transport for Stdio {
                 break None;
             }
         };
-        match event {
-            Some(Event::Ended) => Err(self.ended()),
-            other => received(other, self.max_message_bytes),
-        }
+        let limit = self.max_message_bytes;
+        received(event, limit, || self.ended())
     }
 
     fn take_dropped(&mut self) -> u64 {

@@ -86,7 +86,8 @@ impl StdinPipe {
 
 /// Everything the pump thread owns.
 pub(super) struct Pump {
-    pub(super) stdin: OwnedHandle,
+    /// Taken by `run`: closing it is the server's EOF.
+    pub(super) stdin: Option<OwnedHandle>,
     pub(super) stdout: OwnedHandle,
     pub(super) stderr: OwnedHandle,
     /// A handle of our own to the server's first process.
@@ -94,6 +95,14 @@ pub(super) struct Pump {
     pub(super) pipe: Arc<StdinPipe>,
     pub(super) reader: Reader,
     pub(super) log: Arc<Mutex<PipeLog>>,
+}
+
+/// Our end of stdin with the write in flight on it. The operation is
+/// declared first, so it is cancelled (and its buffer released by the
+/// system) before the handle closes.
+struct Stdin {
+    op: Operation,
+    _end: OwnedHandle,
 }
 
 /// Where stdout's reading stands.
@@ -109,17 +118,18 @@ struct Stdout {
 
 impl Pump {
     /// The thread's body: until `StdinPipe::stop`.
-    pub(super) fn run(self) {
+    pub(super) fn run(mut self) {
+        let Some(stdin) = self.stdin.take() else { return };
         let (Ok(out), Ok(err), Ok(input)) = (
             Operation::new(&self.stdout, 64 * 1024),
             Operation::new(&self.stderr, 16 * 1024),
-            Operation::new(&self.stdin, 64 * 1024),
+            Operation::new(&stdin, 64 * 1024),
         ) else {
             self.reader.inbox.push(Event::Ended, 0);
             return;
         };
         let mut out = Stdout { op: out, line: Vec::new(), oversized: false, over: false, after_exit: None };
-        let (mut err, mut input) = (Some(err), Some(input));
+        let (mut err, mut input) = (Some(err), Some(Stdin { op: input, _end: stdin }));
         let mut exited = false;
         loop {
             if !out.over && !out.op.pending && !out.op.start_read() {
@@ -135,7 +145,7 @@ impl Pump {
             }
             let mut waits: Vec<HANDLE> = vec![raw(&self.pipe.wake)];
             waits.extend([&out.op].into_iter().filter(|op| op.pending).map(|op| op.event()));
-            waits.extend(err.iter().chain(input.iter()).filter(|op| op.pending).map(Operation::event));
+            waits.extend(err.iter().chain(input.iter().map(|i| &i.op)).filter(|op| op.pending).map(Operation::event));
             if !exited {
                 waits.push(raw(&self.process));
             }
@@ -156,7 +166,7 @@ impl Pump {
             if let Some(done) = err.as_mut().and_then(Operation::poll) {
                 self.stderr_read(&mut err, done);
             }
-            if let Some(Done::Closed) = input.as_mut().and_then(Operation::poll) {
+            if let Some(Done::Closed) = input.as_mut().and_then(|i| i.op.poll()) {
                 input = None;
             }
             // SAFETY: a zero-time wait on our process handle.
@@ -169,12 +179,12 @@ impl Pump {
 
     /// Starts writing what Lua queued, or closes stdin when asked and
     /// done; false when the pump is to stop.
-    fn feed_stdin(&self, input: &mut Option<Operation>) -> bool {
+    fn feed_stdin(&self, input: &mut Option<Stdin>) -> bool {
         let mut st = self.pipe.lock();
         if st.stopped {
             return false;
         }
-        let Some(op) = input.as_mut() else {
+        let Some(Stdin { op, .. }) = input.as_mut() else {
             st.pending.clear();
             return true;
         };
@@ -183,7 +193,7 @@ impl Pump {
         }
         if st.pending.is_empty() {
             if st.closing {
-                // Dropping our end is the server's EOF.
+                // Closing our end is the server's EOF.
                 *input = None;
             }
             return true;
