@@ -16,8 +16,12 @@ if [ "${1:-test}" != demo ]; then
   # `make cross` checks the macOS and FreeBSD modules with them; mingw-w64
   # and Wine (64-bit): the Windows module, Lua, LuaJIT and busted's C
   # parts are built with the one and run under the other
-  # (scripts/windows.sh).
-  want+=(liblua5.4-dev lua-busted lua-luv lua5.1 lua5.3 luajit neovim luarocks pkg-config openssl file llvm)
+  # (scripts/windows.sh). qemu-user, zip and unzip: the install check
+  # packs binary rocks, installs them with luarocks and runs the aarch64
+  # ones under emulation, with Debian's arm64 Lua (scripts/arm64-root.sh,
+  # from the arm64 architecture added below).
+  want+=(liblua5.4-dev lua-busted lua-luv lua5.1 lua5.3 luajit neovim luarocks pkg-config openssl file llvm
+    qemu-user zip unzip)
   windows=(gcc-mingw-w64-x86-64-posix wine wine64)
 fi
 if [ "${1:-test}" = bench ]; then
@@ -30,13 +34,18 @@ not_installed() {
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || echo "$pkg"
   done
 }
+sudo="" updated=""
+[ "$(id -u)" -ne 0 ] && sudo=sudo
+if [ "${1:-test}" != demo ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  $sudo dpkg --add-architecture arm64
+  $sudo apt-get update -qq
+  updated=1
+fi
 missing=($(not_installed "${want[@]}"))
 missing_windows=($(not_installed "${windows[@]}"))
 if [ $((${#missing[@]} + ${#missing_windows[@]})) -gt 0 ]; then
   echo "installing: ${missing[*]} ${missing_windows[*]}"
-  sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo=sudo
-  $sudo apt-get update -qq
+  [ -n "$updated" ] || $sudo apt-get update -qq
   [ ${#missing[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
   # Wine without what it only recommends (the 32-bit half, fonts, desktop
   # integration): the Windows pass runs 64-bit console programs.
