@@ -16,8 +16,16 @@
 # make windows the Windows pass (part of test): the Windows module loaded by
 #             a Windows lua.exe and luajit.exe under Wine, running busted on
 #             the specs that hold there (scripts/windows-pass.sh)
+# make dist   the release: the module for every platform and Lua ABI, the
+#             binary rocks, manifest.json and SHA256SUMS, in dist/
+#             (scripts/dist.sh; `make dist PLATFORMS=linux-x86_64` for one)
+# make dist-check  (part of test, beside the busted passes) the Linux rocks for Lua 5.1, LuaJIT and
+#             5.4 built, installed with no cargo on PATH into fresh trees
+#             and used, aarch64 under qemu-user; the loader; the refusals
+#             of a corrupt download (scripts/dist-check.sh)
+# make vimdoc doc/lua-mcp.txt from docs/ (checked by spec/docs_spec.lua)
 
-.PHONY: build test-module demo check test test-rust test-lua test-types lua-bin bench cross windows clean
+.PHONY: build test-module demo check test test-rust test-lua test-types lua-bin bench cross windows dist dist-check vimdoc clean
 
 LUA ?= 5.4
 # The runtimes the suite runs on, 5.4 last: the module left at ./mcp.so is
@@ -81,13 +89,26 @@ test:
 	$(MAKE) --no-print-directory test-rust
 	$(MAKE) --no-print-directory cross
 	$(MAKE) --no-print-directory windows
-	$(MAKE) --no-print-directory test-lua
+	DIST_CHECK=1 $(MAKE) --no-print-directory test-lua
 
 cross:
 	bash scripts/cross.sh
 
 windows:
 	bash scripts/windows-pass.sh
+
+PLATFORMS ?=
+dist:
+	bash scripts/dist.sh $(PLATFORMS)
+
+# The artifacts the install check installs: the Linux ones, for the
+# runtimes it installs them for.
+dist-check:
+	ABIS="lua51 lua54 luajit" bash scripts/dist.sh linux-x86_64 linux-aarch64
+	bash scripts/dist-check.sh
+
+vimdoc:
+	lua5.4 scripts/vimdoc.lua > doc/lua-mcp.txt.part && mv doc/lua-mcp.txt.part doc/lua-mcp.txt
 
 check:
 	$(MAKE) --no-print-directory test-rust

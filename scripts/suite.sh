@@ -20,7 +20,7 @@ esac
 copy=target/suite/$runtime
 rm -rf "$copy"
 mkdir -p "$copy"
-tar -c --exclude=./target --exclude=./.git --exclude=./mcp.so \
+tar -c --exclude=./target --exclude=./.git --exclude=./mcp.so --exclude=./dist \
   --exclude=./spec/peers/node_modules --exclude=./spec/peers/python --exclude=./spec/peers/python-v1 . |
   tar -x -C "$copy"
 ln -s "$root/spec/peers/node_modules" "$copy/spec/peers/node_modules"

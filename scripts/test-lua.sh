@@ -5,6 +5,10 @@
 #   scripts/test-lua.sh "5.4 luajit" "5.1 5.3"
 #
 # Each argument is a lane: runtimes whose passes run one after the other.
+# With DIST_CHECK=1 (as `make test` runs it) the install check, `make
+# dist-check`, runs beside the lanes under `nice` once the first module is
+# built: it builds the Linux release artifacts and installs them, which
+# leaves the CPU to the specs whenever they want it.
 # "5.4+portable" is 5.4 with the module built with the `portable` feature,
 # running the specs that exercise what it changes (PORTABLE_SPECS).
 # The first lane's first runtime is built first and its pass starts at
@@ -80,6 +84,10 @@ if ! build "$first"; then
 fi
 lane "$1" &
 jobs="$jobs $!"
+if [ -n "${DIST_CHECK:-}" ]; then
+  (nice make --no-print-directory dist-check > "$out/dist-check.log" 2>&1 || touch "$out/dist-check.failed") &
+  jobs="$jobs $!"
+fi
 for runtimes in "$@"; do
   for runtime in $runtimes; do
     [ "$runtime" = "$first" ] || build "$runtime"
@@ -94,6 +102,13 @@ for job in $jobs; do wait "$job"; done
 
 echo "== types:"
 cat "$out/types.log"
+if [ -f "$out/dist-check.failed" ]; then
+  echo "== the install check FAILED:"
+  cat "$out/dist-check.log"
+elif [ -n "${DIST_CHECK:-}" ]; then
+  echo "== the install check:"
+  grep '^dist-check\|^dist: \|^pack: ' "$out/dist-check.log"
+fi
 if [ -f target/test-module/mcp-5.4.so ]; then
   sh scripts/install-module.sh target/test-module/mcp-5.4.so mcp.so
 fi

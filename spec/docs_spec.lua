@@ -341,6 +341,32 @@ describe('docs/architecture.md', function()
   end)
 end)
 
+describe('the release', function()
+  local version = read('Cargo.toml'):match('\nversion = "([^"]+)"')
+
+  it('doc/lua-mcp.txt is what scripts/vimdoc.lua makes of docs/ (make vimdoc)', function()
+    local made, status = H.command('cd ' .. H.ROOT .. ' && lua5.4 scripts/vimdoc.lua')
+    assert.equal(0, status, made)
+    assert.equal(read('doc/lua-mcp.txt'), made, 'doc/lua-mcp.txt is stale: run make vimdoc')
+  end)
+
+  it('has one version: Cargo.toml\'s, in the versioned rockspec, the CHANGELOG and mcp._VERSION', function()
+    local rockspec = read('lua-mcp-' .. version .. '-1.rockspec')
+    assert.equal(version .. '-1', rockspec:match('\nversion = "([^"]+)"'))
+    assert.equal('v' .. version, rockspec:match('tag = "([^"]+)"'))
+    assert.equal(version, read('CHANGELOG.md'):match('\n## (%d+%.%d+%.%d+)'))
+    if H.MODULE_FILE and exists(H.MODULE_FILE) then
+      assert.equal('lua-mcp ' .. version, H.native()._VERSION)
+    end
+  end)
+
+  it('the versioned rockspec builds and installs what the scm one does', function()
+    local scm, versioned = read('lua-mcp-scm-1.rockspec'), read('lua-mcp-' .. version .. '-1.rockspec')
+    assert.equal(scm:match('\nbuild = (%b{})'), versioned:match('\nbuild = (%b{})'))
+    assert.equal(scm:match('\ndependencies = (%b{})'), versioned:match('\ndependencies = (%b{})'))
+  end)
+end)
+
 describe('the unsafe code', function()
   -- Each `unsafe` block (and `unsafe impl`) has a SAFETY comment of its
   -- own right above it (or on its line), and each `unsafe fn` a

@@ -145,4 +145,34 @@ describe_nvim('Neovim', function()
       if expected[name] then assert.equal(expected[name], result) end
     end
   end)
+
+  it(':checkhealth mcp reports the module, the platform and ABI, the config file and each server', function()
+    local dir = H.tmpname()
+    os.execute('mkdir -p ' .. dir)
+    local f = assert(io.open(dir .. '/mcp.json', 'w'))
+    f:write(string.format([[{"mcpServers": {
+      "counter": {"command": "luajit", "args": [%q]},
+      "broken": {"command": "/nonexistent/server"},
+      "off": {"command": "luajit", "disabled": true}}}]], H.ROOT .. '/lua/servers/counter.lua'))
+    f:close()
+    local report = dir .. '/health.txt'
+    local out, status = H.command(('cd %s && timeout 60 nvim --headless -u NONE --cmd %q --cmd %q --cmd %q '
+      .. '-c "checkhealth mcp" -c %q -c "qa!"'):format(dir, 'set rtp^=' .. H.ROOT,
+      ("lua package.preload.mcp = package.loadlib('%s/mcp.so', 'luaopen_mcp')"):format(H.ROOT),
+      'let g:mcp_config = "' .. dir .. '/mcp.json"', 'w! ' .. report))
+    assert.equal(0, status, out)
+    local text = assert(io.open(report)):read('*a')
+    os.execute('rm -rf ' .. dir)
+    local version = require('helpers').native()._VERSION
+    for _, line in ipairs({
+      '- OK: ' .. version .. ', native, from a preloaded loader',
+      '- OK: ' .. assert(assert(loadfile(H.ROOT .. '/lua/mcp/install.lua'))().platform()) .. ', Lua ABI luajit (',
+      '- OK: config file ' .. dir .. '/mcp.json',
+      '- ERROR: broken: MCP transport failed (127): ',
+      '- OK: counter: 3 tools',
+      '- INFO: off: disabled',
+    }) do
+      assert.is_truthy(text:find(line, 1, true), line .. '\nnot in:\n' .. text)
+    end
+  end)
 end)
