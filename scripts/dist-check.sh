@@ -38,7 +38,7 @@ if PATH=$NO_RUST_PATH command -v cargo >/dev/null; then fail "cargo is still on 
 # Where the agent runs: the README's code, and the bundled server it
 # names by a relative path; no module of the checkout's is in reach.
 mkdir -p "$work/agent/lua"
-cp -r lua/servers "$work/agent/lua/servers"
+cp -r lua/servers lua/trace.lua "$work/agent/lua/"
 lua5.4 scripts/readme-agent.lua write "$work/agent/agent.lua"
 
 # The runtimes a check runs by: NAME LUAROCKS_LUA_VERSION INTERPRETER.
@@ -105,8 +105,9 @@ done
 loader_loads linux-x86_64 luajit
 # And in Neovim, where the manifest is read with vim.json and the platform
 # with vim.loop.
-nvim_out=$(cd "$work" && timeout 60 nvim --headless -u NONE --cmd "set rtp^=$PWD" -c "lua
-  local mcp = require('mcp.install').load({ from = '$PWD/dist', dir = '$work/nvim-loader' })
+checkout=$PWD
+nvim_out=$(cd "$work" && timeout 60 nvim --headless -u NONE --cmd "set rtp^=$checkout" -c "lua
+  local mcp = require('mcp.install').load({ from = '$checkout/dist', dir = '$work/nvim-loader' })
   io.stdout:write(tostring(mcp.native), ' ', mcp._VERSION, ' ', require('mcp').PROTOCOL_VERSION)" -c 'qa!' 2>&1)
 [[ "$nvim_out" == "true lua-mcp $VERSION 2025-06-18"* ]] || fail "Neovim's loader gave: $nvim_out"
 ok "linux-x86_64: the loader in Neovim installed the LuaJIT module, and require('mcp') then gave it"

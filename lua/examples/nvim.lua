@@ -2,7 +2,13 @@
 -- editor starts, without ever freezing it. Copy it into a plugin and
 -- change what you like.
 --
--- Neovim runs LuaJIT, so it needs the LuaJIT build of the module:
+-- Neovim runs LuaJIT, so it needs the LuaJIT build of the module. With
+-- nothing to build, the loader fetches the prebuilt one and checks it
+-- (docs/neovim.md):
+--
+--   require('mcp.install').load({ from = RELEASE_URL_OR_DIST_DIR })
+--
+-- or from a checkout with Rust:
 --
 --   make build LUA=luajit
 --   mkdir -p ~/.config/nvim/lua && cp mcp.so ~/.config/nvim/lua/mcp.so
