@@ -78,12 +78,24 @@ local function confirming(answer)
   return handlers, asked
 end
 
+-- `tools`: what each lists (sorted); the TypeScript one also reports what
+-- the client declared and asks for input by URL.
 local MODERN = {
   { name = 'the TypeScript SDK v2 server', interpreter = NODE, script = PEERS .. 'modern_server.mjs',
-    info = { name = 'modern-ts', version = '1.0.0' } },
+    info = { name = 'modern-ts', version = '1.0.0' }, declares = true,
+    tools = { 'add', 'confirm', 'declared', 'echo', 'grow', 'link', 'route', 'sample', 'steps' } },
   { name = 'the Python SDK 2.3.0 server', interpreter = PEERS .. 'python/bin/python', script = PEERS .. 'modern_server.py',
-    info = { name = 'modern-py', version = '1.0.0' } },
+    info = { name = 'modern-py', version = '1.0.0' },
+    tools = { 'add', 'confirm', 'echo', 'grow', 'route', 'steps' } },
 }
+
+-- A peer's tools once grow has added extra.
+local function grown(tools)
+  local out = { 'extra' }
+  for _, name in ipairs(tools) do out[#out + 1] = name end
+  table.sort(out)
+  return out
+end
 
 for _, peer in ipairs(MODERN) do
   for _, transport in ipairs({ 'stdio', 'HTTP' }) do
@@ -105,7 +117,7 @@ for _, peer in ipairs(MODERN) do
         -- spec/eras_spec.lua pins), so whether id 1 went to initialize
         -- depends on the machine's load.
         -- (`extra` appears only once `grow` has run, which no spec here does)
-        assert.same({ 'add', 'confirm', 'echo', 'grow', 'route' }, sorted_names(tools))
+        assert.same(peer.tools, sorted_names(tools))
       end)
 
       it('add answers 5 with the structuredContent its outputSchema describes', function()
@@ -151,7 +163,7 @@ for _, peer in ipairs(MODERN) do
           .. ' they are listed', function()
           local c = client()
           assert.equal('eu-west:weather\nheader=eu-west', (c:call('route', { region = 'eu-west', query = 'weather' })))
-          assert.same({ 'add', 'confirm', 'echo', 'grow', 'route' }, sorted_names(c.tools))
+          assert.same(peer.tools, sorted_names(c.tools))
         end)
       else
         it('route over stdio has no header to send, and answers with its arguments alone', function()
@@ -170,7 +182,7 @@ for _, peer in ipairs(MODERN) do
         assert.same(peer.info, c.server_info)
         -- initialize took id 1, tools/list 2
         assert.equal(2, c.next_id)
-        assert.same({ 'add', 'confirm', 'echo', 'grow', 'route' }, sorted_names(tools))
+        assert.same(peer.tools, sorted_names(tools))
         assert.equal('5', (c:call('add', { a = 2, b = 3 })))
         local text, is_error, result = c:call('confirm', { action = 'deploy' })
         assert.equal('confirmed deploy', text)
@@ -185,6 +197,98 @@ for _, peer in ipairs(MODERN) do
         assert.equal('legacy', d.era)
       end)
 
+      -- What a new user tries first: a tool that logs three steps, with
+      -- on_log set and no set_log_level. A 2026-07-28 server sends a
+      -- request's logs only when its envelope asks (logLevel); a 2025
+      -- session gets them unasked.
+      for _, era in ipairs({ 'modern', 'legacy' }) do
+        it('with on_log set and no set_log_level, a ' .. era .. ' session hears the three steps a tool logs', function()
+          local logged = {}
+          local c = client({ era = era, on_log = function(params) logged[#logged + 1] = params end })
+          assert.equal('done', (c:call('steps', {})))
+          local deadline = mcp.clock() + TIMEOUT
+          while #logged < 3 and mcp.clock() < deadline do c:ping() end
+          assert.equal(era, c.era)
+          assert.same({
+            { level = 'info', logger = 'steps', data = 'step 1' },
+            { level = 'info', logger = 'steps', data = 'step 2' },
+            { level = 'info', logger = 'steps', data = 'step 3' },
+          }, logged)
+        end)
+      end
+
+      it('set_log_level chooses the level a modern session asks for: at warning, info steps stay away', function()
+        local logged = {}
+        local c = client({ on_log = function(params) logged[#logged + 1] = params end })
+        c:set_log_level('warning')
+        assert.equal('done', (c:call('steps', {})))
+        c:ping()
+        assert.equal('modern', c.era)
+        assert.same({}, logged)
+      end)
+
+      if peer.declares then
+        for _, era in ipairs({ 'modern', 'legacy' }) do
+          it('a ' .. era .. ' session declares opts.capabilities over what handlers imply, and opts.extensions', function()
+            local c = client({ era = era, handlers = confirming('accept'),
+              capabilities = { elicitation = { url = {} }, sampling = { tools = {} }, roots = { listChanged = true } },
+              extensions = { ['io.modelcontextprotocol/ui'] = { mimeTypes = { 'text/html;profile=mcp-app' } } } })
+            local declared = mcp.json_decode((c:call('declared', {})))
+            assert.same({
+              elicitation = { url = {} },
+              sampling = { tools = {} },
+              roots = { listChanged = true },
+              extensions = { ['io.modelcontextprotocol/ui'] = { mimeTypes = { 'text/html;profile=mcp-app' } } },
+            }, declared)
+            assert.same({ ['io.github.lua-mcp/test'] = { version = '1' } }, c.server_capabilities.extensions)
+          end)
+
+          it('on a ' .. era .. ' session a sampling request offering tools reaches the handler with them', function()
+            local asked = {}
+            local handlers = { ['sampling/createMessage'] = function(params)
+              asked[#asked + 1] = params
+              return { role = 'assistant', content = { type = 'text', text = '4' }, model = 'stub' }
+            end }
+            local c = client({ era = era, handlers = handlers, capabilities = { sampling = { tools = {} } } })
+            assert.equal('model said 4', (c:call('sample', {})))
+            assert.equal(1, #asked)
+            assert.equal('calc', asked[1].tools[1].name)
+            assert.same({ mode = 'auto' }, asked[1].toolChoice)
+          end)
+
+          it('on a ' .. era .. ' session a URL-mode elicitation reaches the handler with its URL once elicitation.url is declared', function()
+            local asked = {}
+            local handlers = { ['elicitation/create'] = function(params)
+              asked[#asked + 1] = params
+              return { action = 'accept' }
+            end }
+            local c = client({ era = era, handlers = handlers, capabilities = { elicitation = { form = {}, url = {} } } })
+            assert.equal('link accept', (c:call('link', {})))
+            assert.equal(1, #asked)
+            assert.equal('url', asked[1].mode)
+            assert.equal('https://example.com/sign-in', asked[1].url)
+            assert.equal('Sign in to continue', asked[1].message)
+            -- Declared without url, the server asks nothing: a modern one
+            -- refuses with the capability it needs (-32021), the 2025
+            -- shim fails the tool.
+            local plain = client({ era = era, handlers = handlers })
+            local ok, text, is_error = pcall(plain.call, plain, 'link', {})
+            assert.equal(1, #asked)
+            if era == 'modern' then
+              assert.is_false(ok)
+              assert.equal("MCP tools/call link failed: Cannot request input 'link' (elicitation/create): the request's "
+                .. 'client capabilities do not declare the required capability (code -32021); the server requires '
+                .. 'the client capabilities {"elicitation":{"url":{}}}', text)
+            else
+              assert.is_true(ok)
+              assert.is_true(is_error)
+              assert.equal("Cannot request input 'link' (elicitation/create): the client on this 2025-era connection "
+                .. 'did not declare the required capability', text)
+            end
+          end)
+        end
+      end
+
       -- Last: the HTTP server is shared by the describe, and keeps the tool.
       it('a list change comes on the listen: on_list_changed hears it, and the new tool is listed', function()
         local changed = {}
@@ -198,7 +302,7 @@ for _, peer in ipairs(MODERN) do
         assert.same({ 'tools' }, changed)
         -- the next call finds the list stale and lists it first
         assert.equal('extra', (c:call('extra', {})))
-        assert.same({ 'add', 'confirm', 'echo', 'extra', 'grow', 'route' }, sorted_names(c.tools))
+        assert.same(grown(peer.tools), sorted_names(c.tools))
       end)
     end)
   end

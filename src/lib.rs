@@ -74,6 +74,7 @@ pub mod schema;
 pub mod server_text;
 pub mod session;
 pub mod tool_headers;
+pub mod trace_context;
 pub mod transport;
 pub mod wire;
 

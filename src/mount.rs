@@ -98,6 +98,24 @@ pub fn lua_quote(s: &[u8]) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Whether a tool's `name` is one `pattern` names: the name itself, or a
+/// pattern in which `*` stands for any run of bytes (`read_*`,
+/// `*_file`). No other character is special: tool names carry dots,
+/// dashes and slashes that a Lua pattern would read as operators.
+pub fn name_matches(pattern: &[u8], name: &[u8]) -> bool {
+    match pattern.iter().position(|&b| b == b'*') {
+        None => pattern == name,
+        Some(star) => {
+            let (head, rest) = (&pattern[..star], &pattern[star + 1..]);
+            if !name.starts_with(head) {
+                return false;
+            }
+            let tail = &name[head.len()..];
+            (0..=tail.len()).any(|skip| name_matches(rest, &tail[skip..]))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +151,19 @@ mod tests {
             summary,
             vec![(b"a".to_vec(), "string", false), (b"b".to_vec(), "number", true), (b"c".to_vec(), "string", false)]
         );
+    }
+
+    #[test]
+    fn names_match_themselves_or_a_star_pattern_and_nothing_else_is_special() {
+        assert!(name_matches(b"read_file", b"read_file"));
+        assert!(!name_matches(b"read_file", b"read_files"));
+        assert!(name_matches(b"read_*", b"read_file"));
+        assert!(name_matches(b"*_file", b"write_file"));
+        assert!(name_matches(b"*", b""));
+        assert!(name_matches(b"a*b*c", b"a-x-b-y-c"));
+        assert!(!name_matches(b"a*b*c", b"a-x-c"));
+        assert!(name_matches(b"fs.read-*", b"fs.read-all"));
+        assert!(!name_matches(b"fs.read-*", b"fsXread-all"));
     }
 
     #[test]

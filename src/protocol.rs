@@ -114,6 +114,30 @@ pub fn notification(method: &str, params: Option<Json>) -> Json {
     Json::object(pairs)
 }
 
+/// Puts `entries` in `params._meta`, each replacing one of the same
+/// name, keeping what else `_meta` holds.
+pub fn add_meta(params: &mut Json, entries: Vec<(Vec<u8>, Json)>) {
+    if matches!(params, Json::Null) {
+        *params = Json::Object(vec![]);
+    }
+    params.materialize();
+    let Json::Object(pairs) = params else { return };
+    let at = match pairs.iter().position(|(k, _)| k == b"_meta") {
+        Some(at) => at,
+        None => {
+            pairs.push((b"_meta".to_vec(), Json::Object(vec![])));
+            pairs.len() - 1
+        }
+    };
+    pairs[at].1.materialize();
+    if let Json::Object(meta) = &mut pairs[at].1 {
+        for (key, value) in entries {
+            meta.retain(|(k, _)| *k != key);
+            meta.push((key, value));
+        }
+    }
+}
+
 /// Puts `token` in `params._meta.progressToken`, keeping what else
 /// `_meta` holds.
 pub fn set_progress_token(params: &mut Json, token: Json) {

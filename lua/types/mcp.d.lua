@@ -32,7 +32,9 @@ local mcp = {}
 ---@field ca_file? string              PEM certificates to trust instead of Mozilla's roots (HTTPS).
 ---@field on_notification? fun(msg: mcp.Message)  Called for every server notification; `lua-mcp/notifications_dropped` ({count=N}) when some were dropped unread.
 ---@field handlers? table<string, fun(params: table?): (table?, string?)>  Server requests answered from Lua.
----@field on_log? fun(params: {level: string, logger?: string, data: any})  notifications/message.
+---@field capabilities? table<string, table>  Declared over what handlers imply, merged per capability: {elicitation = {form = {}, url = {}}, sampling = {tools = {}}, roots = {listChanged = true}}.
+---@field extensions? table<string, table>  Extensions the client supports, by name, sent as capabilities.extensions.
+---@field on_log? fun(params: {level: string, logger?: string, data: any})  notifications/message. Set, a 2026-07-28 session asks for logs at `info` until set_log_level chooses.
 ---@field on_resource_updated? fun(uri: string)  notifications/resources/updated (after client:subscribe).
 ---@field on_list_changed? fun(kind: "tools"|"resources"|"prompts")  A list the server changed.
 ---@field record? string               Appends every message sent and received to this file (JSON lines; no headers; created 0600; a symbolic link is refused).
@@ -148,6 +150,7 @@ function Client:close() end
 ---@field cache? "refresh"|"bypass"    "refresh": fetched and kept; "bypass": neither answered from nor kept in the cache.
 ---@field idempotent? boolean          Whether the request may be sent again when a modern server's reply stream breaks (default: only requests that change nothing, and tools annotated readOnlyHint or idempotentHint).
 ---@field rpc_error? "return"          client:request only: a JSON-RPC error is returned as nil, {code, message, data}.
+---@field meta? table<string, any>     Entries for the request's params._meta (e.g. traceparent = mcp.traceparent(...)); the client's own (progressToken, a modern envelope) go beside them.
 ---@field on_done? fun(ok: boolean, ...: any)  On the Lua thread once settled: `true, text, is_error, result` (call_async), `true, result` (request_async), or `false, err`. An error it raises is raised by the dispatch or wait that ran it; other ready callbacks then wait for the next dispatch.
 
 ---Any request, blocking. Raises `MCP METHOD failed: MESSAGE (code N)` on a JSON-RPC error
@@ -185,6 +188,10 @@ function Client:dispatch() end
 ---@param method string
 ---@param params? table
 function Client:notify(method, params) end
+
+---Tells the server the roots a roots/list handler gives have changed (notifications/roots/list_changed),
+---so that it lists them again. Declare it: opts.capabilities = {roots = {listChanged = true}}.
+function Client:roots_changed() end
 
 ---@param opts? mcp.RequestOptions
 ---@return true
@@ -392,6 +399,13 @@ function mcp.mount_async(registry, client, opts) end
 ---Seconds on a monotonic clock.
 ---@return number
 function mcp.clock() end
+
+---A W3C traceparent (`00-TRACE-SPAN-01`) for opts.meta: a new trace with no argument; the
+---host's trace ({trace_id = 32 hex, span_id? = 16 hex, sampled? = true}); or, given a
+---traceparent string, a child span in that trace. Raises on ids that are not lowercase hex.
+---@param from? string|{trace_id?: string, span_id?: string, sampled?: boolean}
+---@return string
+function mcp.traceparent(from) end
 
 ---A client whose server is a recording made with `opts.record`: each request is answered
 ---with the reply recorded for the same method and params.

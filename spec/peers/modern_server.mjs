@@ -60,10 +60,17 @@ function build() {
   const server = new McpServer(
     { name: 'modern-ts', version: '1.0.0' },
     {
-      instructions: 'Test peer for lua-mcp: add, echo, route, confirm and grow tools, a greet prompt, a memo://note resource.',
+      instructions: 'Test peer for lua-mcp: add, echo, route, confirm, grow, steps, declared, link and sample tools, a greet prompt, a memo://note resource.',
       // subscribe: a 2025-era client may watch memo://note; the note never
       // changes, so keeping the subscription is all there is to do.
-      capabilities: { resources: { subscribe: true } },
+      // logging: the steps tool logs; a 2026-07-28 request gets its
+      // messages only when its envelope asks (logLevel).
+      // extensions: what a client reads in client.server_capabilities.
+      capabilities: {
+        resources: { subscribe: true },
+        logging: {},
+        extensions: { 'io.github.lua-mcp/test': { version: '1' } },
+      },
       requestState: { verify: stateCodec.verify },
     },
   );
@@ -136,6 +143,53 @@ function build() {
   // session, or the listen streams serveStdio keeps); over HTTP the entry's
   // notifier reaches the modern clients, which no single instance serves.
   let extra = null;
+  // What the client declared: the request's envelope on 2026-07-28, its
+  // initialize on a 2025 session.
+  server.registerTool('declared', { description: 'Returns the capabilities the client declared' }, async (ctx) => {
+    const declared =
+      ctx.mcpReq.envelope?.['io.modelcontextprotocol/clientCapabilities'] ?? server.server.getClientCapabilities();
+    return { content: [{ type: 'text', text: JSON.stringify(declared ?? null) }] };
+  });
+
+  // URL-mode elicitation, written once for both eras as confirm is: the
+  // SDK asks only a client that declared elicitation.url.
+  server.registerTool('link', { description: 'Sends the user to a page to sign in' }, async (ctx) => {
+    const answer = inputResponse(ctx.mcpReq.inputResponses, 'link');
+    if (answer.kind === 'missing') {
+      return inputRequired({
+        inputRequests: {
+          link: inputRequired.elicitUrl({ message: 'Sign in to continue', url: 'https://example.com/sign-in' }),
+        },
+      });
+    }
+    return { content: [{ type: 'text', text: `link ${answer.kind === 'elicit' ? answer.action : answer.kind}` }] };
+  });
+
+  // Sampling with a tool offered to the client's model: the SDK asks only a
+  // client that declared sampling.tools.
+  server.registerTool('sample', { description: "Asks the client's model, offering it a tool" }, async (ctx) => {
+    const answer = inputResponse(ctx.mcpReq.inputResponses, 'sample');
+    if (answer.kind === 'missing') {
+      return inputRequired({
+        inputRequests: {
+          sample: inputRequired.createMessage({
+            messages: [{ role: 'user', content: { type: 'text', text: 'What is 2 + 2?' } }],
+            maxTokens: 50,
+            tools: [{ name: 'calc', description: 'Adds', inputSchema: { type: 'object' } }],
+            toolChoice: { mode: 'auto' },
+          }),
+        },
+      });
+    }
+    const text = answer.kind === 'sampling' ? answer.result.content?.text : answer.kind;
+    return { content: [{ type: 'text', text: `model said ${text}` }] };
+  });
+
+  server.registerTool('steps', { description: 'Logs three steps' }, async (ctx) => {
+    for (const step of [1, 2, 3]) await ctx.mcpReq.log('info', `step ${step}`, 'steps');
+    return { content: [{ type: 'text', text: 'done' }] };
+  });
+
   server.registerTool('grow', { description: 'Adds the tool extra' }, async () => {
     grown = true;
     if (extra) server.sendToolListChanged();

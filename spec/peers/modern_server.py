@@ -25,7 +25,7 @@ from mcp.types import CallToolResult, EmptyResult, SubscribeRequestParams, TextC
 mcp = MCPServer(
     "modern-py",
     version="1.0.0",
-    instructions="Test peer for lua-mcp: add, echo, route, confirm and grow tools, a greet prompt, a memo://note resource.",
+    instructions="Test peer for lua-mcp: add, echo, route, confirm, grow and steps tools, a greet prompt, a memo://note resource.",
     log_level="WARNING",
 )
 
@@ -103,6 +103,15 @@ async def grow(ctx: Context) -> str:
     await ctx.notify_tools_changed()
     await ctx.session.send_tool_list_changed()
     return "grown"
+
+
+# A tool that logs as it works, the way a new user's first tool does: a
+# 2026-07-28 request gets these only when its envelope asks (logLevel).
+@mcp.tool(description="Logs three steps", structured_output=False)
+async def steps(ctx: Context) -> str:
+    for step in (1, 2, 3):
+        await ctx.info(f"step {step}", logger_name="steps")
+    return "done"
 
 
 @mcp.prompt(description="Greets someone")

@@ -51,7 +51,9 @@
 --                clear, a title, BEL, C1 CSI), then exits 4
 --
 -- $METHOD_LOG, when set, gets one line per message received: its method
--- (and the requestId of a cancellation). $PID_FILE gets the pid at start.
+-- (and the requestId of a cancellation). $META_LOG gets one per request:
+-- its method and its params._meta as JSON ({} when it has none).
+-- $PID_FILE gets the pid at start.
 local dir = arg[0]:match('^(.*)/[^/]*$') or '.'
 package.path = dir .. '/../../lua/?.lua;' .. dir .. '/../../lua/servers/?.lua;' .. package.path
 local server = require('stdio_server')
@@ -383,11 +385,18 @@ function hooks.mute(msg)
 end
 
 local call_log = os.getenv('CALL_LOG')
+local meta_log = os.getenv('META_LOG')
 
 local function hook(msg)
   if method_log then
     local f = io.open(method_log, 'a')
     f:write(tostring(msg.method), msg.method == 'notifications/cancelled' and (' ' .. tostring(msg.params.requestId)) or '', '\n')
+    f:close()
+  end
+  if meta_log and msg.id ~= nil and msg.method then
+    local f = io.open(meta_log, 'a')
+    local meta = type(msg.params) == 'table' and msg.params._meta
+    f:write(msg.method, ' ', meta and trace.encode(meta) or '{}', '\n')
     f:close()
   end
   if call_log and msg.method == 'tools/call' then

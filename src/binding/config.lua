@@ -334,7 +334,8 @@ function mcp.mount_all(registry, clients, opts)
   for _, name in ipairs(sorted_names(clients)) do
     local client = clients[name]
     local prefix = opts.prefix and opts.prefix(name) or (name .. "_")
-    local ok, names = pcall(mcp.mount, registry, client, { prefix = prefix, trust = opts.trust })
+    local ok, names = pcall(mcp.mount, registry, client, { prefix = prefix, trust = opts.trust,
+      approve = opts.approve, include = opts.include, exclude = opts.exclude })
     if ok then
       note_mounted(registry, client, prefix, names, mounted)
     else
@@ -390,6 +391,7 @@ function mcp.mount_all_async(registry, clients, opts)
     local client = clients[name]
     local prefix = opts.prefix and opts.prefix(name) or (name .. "_")
     local ok, handle = pcall(mcp.mount_async, registry, client, { prefix = prefix, trust = opts.trust,
+      approve = opts.approve, include = opts.include, exclude = opts.exclude,
       on_done = function(got, err)
         if got then
           note_mounted(registry, client, prefix, got, mounted)

@@ -201,6 +201,9 @@ pub(super) struct RequestOptions {
     /// `opts.idempotent`: whether the request may be sent twice when its
     /// reply is lost (see `client::request`).
     idempotent: Option<bool>,
+    /// `opts.meta`: entries for the request's `params._meta` (a
+    /// `traceparent`, a host's own ids).
+    meta: Option<Json>,
 }
 
 impl RequestOptions {
@@ -214,7 +217,8 @@ impl RequestOptions {
             .limits(self.limits())
             .continuing(self.input_responses.clone(), self.request_state.clone())
             .cached(self.cache)
-            .idempotent(self.idempotent);
+            .idempotent(self.idempotent)
+            .meta(self.meta.clone());
         if self.returns_input {
             request.returning_input()
         } else {
@@ -245,7 +249,18 @@ pub(super) fn request_options(lua: &Cx, value: &Value, what: &str) -> Outcome<Re
         Value::String(s) => Some(Json::Str(s.as_bytes().to_vec())),
         _ => return Err(Error::BadInput(format!("{what}: opts.request_state must be a string")).into()),
     };
+    let meta = match opts.get::<Value>("meta")? {
+        Value::Nil => None,
+        v @ Value::Table(_) => match encode_lua(lua, "opts.meta", &v)?.into_tree() {
+            Json::Object(entries) => Some(Json::Object(entries)),
+            // An empty table: nothing to add.
+            Json::Array(items) if items.is_empty() => None,
+            _ => return Err(Error::BadInput(format!("{what}: opts.meta must map _meta names to values")).into()),
+        },
+        _ => return Err(Error::BadInput(format!("{what}: opts.meta must be a table")).into()),
+    };
     Ok(RequestOptions {
+        meta,
         timeout: read.seconds("timeout")?,
         max_total: read.seconds("max_total_timeout")?,
         on_progress: read.function("on_progress")?,

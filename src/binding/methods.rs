@@ -35,7 +35,7 @@ pub(super) fn new(lua: &Cx, args: MultiValue) -> Outcome {
     if !truthy(&command) && !truthy(&transport) && !truthy(&url) && !truthy(&opts.get::<Value>("replay")?) {
         return Err(Error::NoEndpoint.into());
     }
-    let state = read_options(&opts)?;
+    let state = read_options(lua, &opts)?;
     let prelude = lua.prelude;
     let mut version: Value = opts.get("protocol_version")?;
     if !truthy(&version) {

@@ -62,6 +62,7 @@ mod options;
 mod readers;
 mod registry;
 mod results;
+mod trace;
 mod waits;
 
 /// Opens the module on `lua`; `luaopen_mcp` calls this, and so do the
@@ -96,6 +97,7 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     native.set("exchange", export(lua, &cell, exchange)?)?;
     native.set("json_decode", export(lua, &cell, json_decode)?)?;
     native.set("json_encode", export(lua, &cell, json_encode)?)?;
+    native.set("traceparent", export(lua, &cell, trace::traceparent)?)?;
     set_json_types(lua, &native)?;
     native.set("version", concat!("lua-mcp ", env!("CARGO_PKG_VERSION")))?;
     native.set("supported_versions", protocol::SUPPORTED_VERSIONS.to_vec())?;

@@ -10,6 +10,7 @@ use mlua::{Table, UserData, Value};
 
 use super::auth::{auth_token, read_login};
 use super::convert::concat_text;
+use super::encode::encode_lua;
 use super::login::LoginState;
 use super::lua::{lua_type, Cx, Outcome, Raise};
 use super::readers::Reader;
@@ -134,7 +135,7 @@ pub(super) fn era_option(opts: &Table) -> Outcome<EraChoice> {
     }
 }
 
-pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
+pub(super) fn read_options(lua: &Cx, opts: &Table) -> Outcome<ClientState> {
     let read = Reader::new(opts, "mcp.new", "opts");
     let timeout = read.seconds("timeout")?.unwrap_or(DEFAULT_TIMEOUT);
     let connect_timeout = read.seconds("connect_timeout")?.unwrap_or(DEFAULT_CONNECT_TIMEOUT);
@@ -209,13 +210,12 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
         Value::Nil | Value::Function(_) => {}
         _ => return Err(Error::BadInput("mcp.new: opts.on_notification must be a function".into()).into()),
     }
-    // One capability per server request a handler answers.
-    let mut capabilities: Vec<(&str, Json)> =
-        lua_handled.iter().filter_map(|m| protocol::capability_for(m)).map(|c| (c, Json::Object(vec![]))).collect();
-    capabilities.sort_by(|a, b| a.0.cmp(b.0));
-    capabilities.dedup_by(|a, b| a.0 == b.0);
-    let mut client = Client::new(timeout, connect_timeout, Json::object(capabilities));
+    let capabilities = capabilities_to_declare(lua, opts, &lua_handled)?;
+    let mut client = Client::new(timeout, connect_timeout, capabilities);
     client.choose_era(era_option(opts)?);
+    if let Value::Function(_) = opts.get::<Value>("on_log")? {
+        client.ask_for_logs();
+    }
     cache_option(opts, &mut client)?;
     let record = match opts.get::<Value>("record")? {
         Value::Nil => None,
@@ -252,6 +252,62 @@ pub(super) fn read_options(opts: &Table) -> Outcome<ClientState> {
         login,
     };
     Ok(ClientState { options, client, forgotten: Rc::default() })
+}
+
+/// What the client declares: one capability per server request a handler
+/// answers (`{}`), then `opts.capabilities` over them (a capability both
+/// name is merged, its settings from `opts`: `elicitation = {form = {},
+/// url = {}}`, `sampling = {tools = {}}`, `roots = {listChanged = true}`),
+/// then `opts.extensions` as `capabilities.extensions`.
+fn capabilities_to_declare(lua: &Cx, opts: &Table, lua_handled: &[String]) -> Outcome<Json> {
+    let mut declared: Vec<(Vec<u8>, Json)> = lua_handled
+        .iter()
+        .filter_map(|m| protocol::capability_for(m))
+        .map(|c| (c.as_bytes().to_vec(), Json::Object(vec![])))
+        .collect();
+    declared.sort_by(|a, b| a.0.cmp(&b.0));
+    declared.dedup_by(|a, b| a.0 == b.0);
+    for (name, value) in object_option(lua, opts, "capabilities")? {
+        merge_entry(&mut declared, name, value);
+    }
+    let extensions = object_option(lua, opts, "extensions")?;
+    if !extensions.is_empty() {
+        merge_entry(&mut declared, b"extensions".to_vec(), Json::Object(extensions));
+    }
+    Ok(Json::Object(declared))
+}
+
+/// `opts[field]`: a table of named entries (empty when absent).
+fn object_option(lua: &Cx, opts: &Table, field: &str) -> Outcome<Vec<(Vec<u8>, Json)>> {
+    let value = opts.get::<Value>(field)?;
+    let refuse = || Error::BadInput(format!("mcp.new: opts.{field} must be a table of named entries"));
+    match value {
+        Value::Nil => Ok(vec![]),
+        Value::Table(_) => match encode_lua(lua, &format!("opts.{field}"), &value)?.into_tree() {
+            Json::Object(entries) => Ok(entries),
+            Json::Array(items) if items.is_empty() => Ok(vec![]),
+            _ => Err(refuse().into()),
+        },
+        _ => Err(refuse().into()),
+    }
+}
+
+/// Sets `name` in `entries`; two objects are merged, the new one's keys
+/// winning.
+fn merge_entry(entries: &mut Vec<(Vec<u8>, Json)>, name: Vec<u8>, value: Json) {
+    let Some(at) = entries.iter().position(|(k, _)| *k == name) else {
+        entries.push((name, value));
+        return;
+    };
+    match (&mut entries[at].1, value) {
+        (Json::Object(old), Json::Object(new)) => {
+            for (key, item) in new {
+                old.retain(|(k, _)| *k != key);
+                old.push((key, item));
+            }
+        }
+        (slot, value) => *slot = value,
+    }
 }
 
 /// The methods named in `opts.handlers` (method name -> function).

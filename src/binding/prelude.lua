@@ -63,6 +63,12 @@ function mcp.json_encode(value)
   return raise_unless(native.json_encode(value))
 end
 
+-- A W3C traceparent for a request's opts.meta: a new trace, the host's
+-- ({trace_id=, span_id=, sampled=}), or a child of one it was given.
+function mcp.traceparent(from)
+  return raise_unless(native.traceparent(from))
+end
+
 -- A client whose server is a recording made with `opts.record`: the same
 -- API, answered from the file (see transport/record.rs for the matching).
 function mcp.replay(path, opts)
@@ -136,6 +142,12 @@ end
 -- handle whose wait returns what the blocking form does.
 function Client:notify(method, params)
   return raise_unless(native.notify(self, method, params))
+end
+
+-- The roots a roots/list handler gives changed: the server lists them
+-- again. (Declare it: opts.capabilities = {roots = {listChanged = true}}.)
+function Client:roots_changed()
+  return raise_unless(native.notify(self, "notifications/roots/list_changed"))
 end
 
 function Client:ping(opts)
@@ -243,8 +255,17 @@ mcp.clock = native.clock
 
 -- A mounted tool's `run`: the tool's own failure text is raised as is,
 -- so the agent loop hands it to the model as an observation.
-local function runner(client, tool_name)
+-- A registry entry's run. With mount's `approve`, the host is asked
+-- first, with the tool as the server described it; a refusal is raised
+-- as a tool's own failure is, so the agent reads the reason.
+local function runner(client, tool_name, approve, tool)
   return function(args)
+    if approve then
+      local allowed, reason = approve(tool, args, tool.annotations, client)
+      if allowed ~= true then
+        error(reason ~= nil and tostring(reason) or ("refused: the host did not approve " .. tostring(tool_name)), 0)
+      end
+    end
     local text, is_error = client:call(tool_name, args)
     if is_error then error(text, 0) end
     return text

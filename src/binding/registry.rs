@@ -54,6 +54,7 @@ pub(super) fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Tabl
         return Err(Error::BadInput("mcp.mount: the client's tools are not a list".into()).into());
     };
     let trusted = opts.get::<Value>("trust")? == Value::Boolean(true);
+    let policy = Policy::read(opts)?;
     let runner = lua.prelude.runner.clone();
     let mounted = lua.create_table()?;
     for tool in tools.sequence_values::<Value>() {
@@ -63,7 +64,7 @@ pub(super) fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Tabl
         let tool_name: Value = tool.get("name")?;
         let suffix = concat_text(&tool_name).ok_or_else(|| Error::BadInput("mcp.mount: a tool has no name".into()))?;
         let full = [prefix.as_slice(), suffix.as_slice()].concat();
-        if kept.contains(&full) {
+        if kept.contains(&full) || !policy.selects(&suffix) {
             continue;
         }
         let name = lua.create_string(&full)?;
@@ -79,12 +80,75 @@ pub(super) fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Tabl
         entry.set("name", name.clone())?;
         entry.set("description", lua.create_string(mount::fold_description(&description))?)?;
         entry.set("args", schema_args(lua, tool.get("inputSchema")?)?)?;
-        entry.set("requires_approval", !trusted)?;
-        entry.set("run", runner.call::<Function>((client.clone(), tool_name))?)?;
+        // The host's approve decides each run itself: the agent loop need
+        // not ask as well.
+        entry.set("requires_approval", !trusted && policy.approve.is_none())?;
+        carry_details(&tool, &entry)?;
+        entry.set("run", runner.call::<Function>((client.clone(), tool_name, policy.approve.clone(), tool))?)?;
         call_method(lua, registry, REGISTRY, "add", entry)?;
         mounted.raw_set(mounted.raw_len() + 1, name)?;
     }
     Ok(mounted)
+}
+
+/// What a host decides of a server's tools at mount: which are mounted
+/// (`include`, `exclude`: names, or patterns with `*`, matched against
+/// the server's names) and whether each run goes ahead (`approve`).
+struct Policy {
+    include: Vec<Vec<u8>>,
+    exclude: Vec<Vec<u8>>,
+    approve: Option<Function>,
+}
+
+impl Policy {
+    fn read(opts: &Table) -> Outcome<Policy> {
+        let approve = match opts.get::<Value>("approve")? {
+            Value::Nil => None,
+            Value::Function(f) => Some(f),
+            _ => return Err(Error::BadInput("mcp.mount: opts.approve must be a function".into()).into()),
+        };
+        Ok(Policy { include: names_option(opts, "include")?, exclude: names_option(opts, "exclude")?, approve })
+    }
+
+    fn selects(&self, name: &[u8]) -> bool {
+        let matches = |patterns: &[Vec<u8>]| patterns.iter().any(|p| mount::name_matches(p, name));
+        (self.include.is_empty() || matches(&self.include)) && !matches(&self.exclude)
+    }
+}
+
+/// `opts.include` or `opts.exclude`: a list of strings (empty when absent).
+fn names_option(opts: &Table, field: &str) -> Outcome<Vec<Vec<u8>>> {
+    let refuse = || Error::BadInput(format!("mcp.mount: opts.{field} must be a list of tool names or patterns"));
+    let list = match opts.get::<Value>(field)? {
+        Value::Nil => return Ok(Vec::new()),
+        Value::Table(list) => list,
+        _ => return Err(refuse().into()),
+    };
+    let mut names = Vec::new();
+    for item in list.sequence_values::<Value>() {
+        match item? {
+            Value::String(s) => names.push(s.as_bytes().to_vec()),
+            _ => return Err(refuse().into()),
+        }
+    }
+    Ok(names)
+}
+
+/// What the server said of a tool beyond its name, description and
+/// arguments, for hosts that show it or decide by it: `title`,
+/// `annotations` (readOnlyHint, destructiveHint, ...), `icons` and
+/// `output_schema`. Only what the server sent: a server that sends none
+/// gives the reference's entries exactly.
+fn carry_details(tool: &Table, entry: &Table) -> Outcome<()> {
+    for (from, to) in
+        [("title", "title"), ("annotations", "annotations"), ("icons", "icons"), ("outputSchema", "output_schema")]
+    {
+        let value: Value = tool.get(from)?;
+        if !matches!(value, Value::Nil) {
+            entry.set(to, value)?;
+        }
+    }
+    Ok(())
 }
 
 /// Keeps the mount in the client's entry, for [`resync_watches`].

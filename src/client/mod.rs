@@ -283,6 +283,17 @@ impl Client {
         self.token = Some(token.to_string());
     }
 
+    /// `opts.on_log` was given. A modern server sends a request's log
+    /// messages only when the request asks for them (`logLevel` in its
+    /// envelope; a 2025 session gets them unasked), and a caller who set
+    /// `on_log` expects them: so every modern request asks at `info` until
+    /// `client:set_log_level` chooses another level.
+    pub fn ask_for_logs(&mut self) {
+        if self.log_level.is_none() {
+            self.log_level = Some(Json::str("info"));
+        }
+    }
+
     /// The level of log messages later modern requests ask for.
     fn set_log_level(&mut self, level: Option<Json>) {
         if let Some(envelope) = self.envelope.as_mut() {

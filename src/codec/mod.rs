@@ -217,6 +217,12 @@ impl Json {
         Json::Object(pairs.into_iter().map(|(k, v)| (k.as_ref().to_vec(), v)).collect())
     }
 
+    /// This value as a tree (see [`Json::materialize`]).
+    pub fn into_tree(mut self) -> Json {
+        self.materialize();
+        self
+    }
+
     /// A kept text becomes its tree, for code that changes or takes it
     /// apart.
     pub fn materialize(&mut self) {

@@ -88,6 +88,16 @@ impl Request {
         self
     }
 
+    /// The caller's own `_meta` entries (`opts.meta`: a trace context, a
+    /// host's ids), put in its params beside what the client adds there
+    /// (a progress token, a modern envelope), on every try and page.
+    pub fn meta(mut self, meta: Option<Json>) -> Request {
+        if let (Some(Json::Object(entries)), Json::Request(message)) = (meta, &mut self.message) {
+            protocol::add_meta(&mut message.params, entries);
+        }
+        self
+    }
+
     /// Its key in the cache, when its outcome may be kept.
     pub(in crate::client) fn cache_key(&self) -> Option<Vec<u8>> {
         let shape = match &self.shape {
