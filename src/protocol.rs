@@ -141,19 +141,7 @@ pub fn add_meta(params: &mut Json, entries: Vec<(Vec<u8>, Json)>) {
 /// Puts `token` in `params._meta.progressToken`, keeping what else
 /// `_meta` holds.
 pub fn set_progress_token(params: &mut Json, token: Json) {
-    params.materialize();
-    let Json::Object(pairs) = params else { return };
-    let at = match pairs.iter().position(|(k, _)| k == b"_meta") {
-        Some(at) => at,
-        None => {
-            pairs.push((b"_meta".to_vec(), Json::Object(vec![])));
-            pairs.len() - 1
-        }
-    };
-    if let Json::Object(meta) = &mut pairs[at].1 {
-        meta.retain(|(k, _)| k != b"progressToken");
-        meta.push((b"progressToken".to_vec(), token));
-    }
+    add_meta(params, vec![(b"progressToken".to_vec(), token)]);
 }
 
 /// The notification that ends the handshake.
