@@ -446,4 +446,25 @@ describe('stdio lifecycle', function()
     end
     assert.equal(2, select(2, out:gsub('%d+\tfalse', '')))
   end)
+
+  it('a host out of descriptors is told which limit it reached and what to do', function()
+    -- 40 descriptors: a few clients, then the limit. The clients are kept,
+    -- so that each one's descriptors stay taken.
+    local out, status = H.command(string.format([[ulimit -n 40; cd %s && %s -e "
+      package.cpath = './?.so;' .. package.cpath
+      local mcp = require('mcp')
+      local kept = {}
+      for i = 1, 40 do
+        local c = mcp.new({ command = { '%s', 'lua/servers/counter.lua' } })
+        kept[i] = c
+        local ok, err = pcall(c.call, c, 'get', {})
+        if not ok then print(i > 1, err) break end
+      end
+      for _, c in ipairs(kept) do c:close() end"]], H.ROOT, H.LUA, H.LUA))
+    assert.equal(0, status, out)
+    assert.is_truthy(out:find('^true\t'), out)
+    assert.is_truthy(out:find('this process has reached its limit of open descriptors (40 now, ', 1, true)
+      or out:find('cannot make a descriptor to watch: this process has reached its limit of open descriptors (40 now, ', 1, true), out)
+    assert.is_truthy(out:find('raise it (ulimit -n before starting, or setrlimit RLIMIT_NOFILE) or close clients no longer used', 1, true), out)
+  end)
 end)

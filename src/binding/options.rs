@@ -65,10 +65,18 @@ impl TransportOptions {
         if let Some(bell) = self.doorbell.get() {
             return Ok(bell.clone());
         }
-        let bell =
-            Arc::new(Doorbell::new().map_err(|e| Error::Lua(format!("cannot make a descriptor to watch: {e}")))?);
+        let bell = Arc::new(Doorbell::new().map_err(|e| Error::Lua(cannot_watch(&e)))?);
         Ok(self.doorbell.get_or_init(|| bell).clone())
     }
+}
+
+/// Why the descriptor behind `client:fd()` could not be made.
+fn cannot_watch(err: &std::io::Error) -> String {
+    #[cfg(unix)]
+    if let Some(why) = crate::transport::fds::limit_reached(err) {
+        return format!("cannot make a descriptor to watch: {why}");
+    }
+    format!("cannot make a descriptor to watch: {err}")
 }
 
 impl UserData for ClientState {}

@@ -124,6 +124,33 @@ unsafe fn take_pending(sigpipe: &libc::sigset_t) {
     }
 }
 
+/// What to tell a user when making a descriptor failed because a limit
+/// was reached, or None for any other failure. A host that connects many
+/// servers meets the per-process limit first (the soft `ulimit -n`, 1024
+/// on most systems), and "Too many open files" alone names neither the
+/// limit nor the way out.
+pub fn limit_reached(err: &std::io::Error) -> Option<String> {
+    match err.raw_os_error() {
+        Some(libc::EMFILE) => {
+            let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            // SAFETY: getrlimit writes the struct it is given, nothing else.
+            let known = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+            let now =
+                if known { format!("{} now, {} at most", limit.rlim_cur, limit.rlim_max) } else { "unknown".into() };
+            Some(format!(
+                "this process has reached its limit of open descriptors ({now}; each stdio client holds 9): \
+                 raise it (ulimit -n before starting, or setrlimit RLIMIT_NOFILE) or close clients no longer used"
+            ))
+        }
+        Some(libc::ENFILE) => Some(
+            "the system has reached its limit of open files (fs.file-max on Linux, kern.maxfiles on the BSDs \
+             and macOS): raise it, or close clients no longer used"
+                .into(),
+        ),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

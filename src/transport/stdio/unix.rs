@@ -48,7 +48,10 @@ impl Stdio {
     pub fn spawn(options: &Options) -> Result<Stdio> {
         let no_start = |err: std::io::Error| Error::Transport {
             code: "127".into(),
-            detail: format!("MCP server produced no output ({}): {}", options.launch.describe(), err),
+            detail: match crate::transport::fds::limit_reached(&err) {
+                Some(why) => format!("MCP server could not be started ({}): {why}", options.launch.describe()),
+                None => format!("MCP server produced no output ({}): {}", options.launch.describe(), err),
+            },
         };
         let wake = Arc::new(WakePipe::new().map_err(no_start)?);
         let mut child = spawn_in_group(options).map_err(no_start)?;
