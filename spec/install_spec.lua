@@ -77,8 +77,9 @@ describe_unix('mcp.install', function()
     ]]):format(H.ROOT .. '/lua/?.lua;', from, dir))
     assert.equal(0, status, out)
     assert.equal(('true true %s/%s'):format(dir, entry.file), out)
-    -- the module, and no temporary file beside it
-    assert.equal(entry.file .. '\n', (H.command('ls ' .. dir)))
+    -- the module and the manifest it was checked against, and no
+    -- temporary file beside them
+    assert.equal('manifest.from\nmanifest.json\n' .. entry.file .. '\n', (H.command('LC_ALL=C ls ' .. dir)))
     os.execute('rm -rf ' .. from .. ' ' .. dir)
   end)
 
@@ -90,6 +91,10 @@ describe_unix('mcp.install', function()
     -- the source gone: a verified copy needs nothing from it
     os.rename(from .. '/' .. entry.file, from .. '/moved')
     assert.equal(dir .. '/' .. entry.file, (install.ensure({ from = from, dir = dir })))
+    -- nothing at the source at all (offline): the kept manifest answers
+    os.rename(from .. '/manifest.json', from .. '/manifest.moved')
+    assert.equal(dir .. '/' .. entry.file, (install.ensure({ from = from, dir = dir })))
+    os.rename(from .. '/manifest.moved', from .. '/manifest.json')
     -- the installed copy damaged: fetched again
     os.rename(from .. '/moved', from .. '/' .. entry.file)
     write(dir .. '/' .. entry.file, 'damaged')

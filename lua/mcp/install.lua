@@ -155,19 +155,53 @@ local function parse_manifest(text)
   return manifest.version and manifest or nil
 end
 
+local function read_file(path)
+  local file = io.open(path, 'rb')
+  if not file then return nil end
+  local text = file:read('*a')
+  file:close()
+  return text
+end
+
+-- Writes `text` to `path` by rename: a reader never sees half of it.
+local function write_by_rename(path, text)
+  local temporary = path .. '.' .. unique() .. '.part'
+  local file = io.open(temporary, 'wb')
+  if not file then return end
+  file:write(text)
+  file:close()
+  -- Windows renames over nothing that exists.
+  if WINDOWS then os.remove(path) end
+  if not os.rename(temporary, path) then os.remove(temporary) end
+end
+
+-- The manifest and its text, fetched from `from`.
 local function read_manifest(from, dir)
   local temporary = join(dir, 'manifest.json.' .. unique() .. '.part')
   local ok, err = fetch(from, 'manifest.json', temporary)
   if not ok then return nil, err end
-  local file = assert(io.open(temporary, 'rb'))
-  local text = file:read('*a')
-  file:close()
+  local text = read_file(temporary) or ''
   os.remove(temporary)
   local manifest = parse_manifest(text)
   if not manifest or type(manifest.modules) ~= 'table' then
     return nil, ('%s is not a lua-mcp manifest'):format(join(from, 'manifest.json'))
   end
-  return manifest
+  return manifest, nil, text
+end
+
+-- The manifest `from` gave when the module was installed, kept beside it
+-- (manifest.json, and manifest.from naming where it came from): a later
+-- start whose module still matches it needs no network at all, so an
+-- editor starts offline and never waits for a download it does not need.
+local function kept_manifest(dir, from)
+  if read_file(join(dir, 'manifest.from')) ~= from then return nil end
+  local manifest = parse_manifest(read_file(join(dir, 'manifest.json')) or '')
+  if manifest and type(manifest.modules) == 'table' then return manifest end
+end
+
+local function keep_manifest(dir, from, text)
+  write_by_rename(join(dir, 'manifest.json'), text)
+  write_by_rename(join(dir, 'manifest.from'), from)
 end
 
 local function make_dir(dir)
@@ -202,8 +236,9 @@ local function choose(manifest, from, platform, abi)
 end
 
 --- Makes sure the module for this runtime is installed, and returns its
---- path (and the manifest's entry). Fetches nothing when a verified copy
---- is already there. opts: `from` (a release address or a local dist/
+--- path (and the manifest's entry). Fetches nothing, the manifest
+--- included, when the copy installed from `from` still matches the
+--- manifest kept beside it. opts: `from` (a release address or a local dist/
 --- directory; required), `dir` (where to install; M.default_dir()),
 --- `version` (refuse a manifest of another version), `platform` and
 --- `abi` (what to install instead of this runtime's).
@@ -219,7 +254,13 @@ function M.ensure(opts)
   local abi = opts.abi or M.abi()
   local dir = opts.dir or M.default_dir()
   make_dir(dir)
-  local manifest, err = read_manifest(opts.from, dir)
+  local kept = kept_manifest(dir, opts.from)
+  if kept and (not opts.version or kept.version == opts.version) then
+    local entry = choose(kept, opts.from, platform, abi)
+    local path = entry and join(dir, entry.file)
+    if path and exists(path) and sha256(path) == entry.sha256:lower() then return path, entry end
+  end
+  local manifest, err, text = read_manifest(opts.from, dir)
   if not manifest then return nil, 'lua-mcp: ' .. err end
   if opts.version and manifest.version ~= opts.version then
     return nil, ('lua-mcp: %s offers version %s, not %s'):format(opts.from, tostring(manifest.version), opts.version)
@@ -228,7 +269,10 @@ function M.ensure(opts)
   if not entry then return nil, why end
 
   local path = join(dir, entry.file)
-  if exists(path) and sha256(path) == entry.sha256:lower() then return path, entry end
+  if exists(path) and sha256(path) == entry.sha256:lower() then
+    keep_manifest(dir, opts.from, text)
+    return path, entry
+  end
 
   local temporary = path .. '.' .. unique() .. '.part'
   local fetched, fetch_err = fetch(opts.from, entry.file, temporary)
@@ -251,6 +295,7 @@ function M.ensure(opts)
     os.remove(temporary)
     return nil, 'lua-mcp: cannot install ' .. path .. ': ' .. tostring(rename_err)
   end
+  keep_manifest(dir, opts.from, text)
   return path, entry
 end
 
