@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use crate::codec::{self, lua_float_text, Json, Request, Select};
+use crate::codec::{self, lua_float_text, Json, Members, Request, Select};
 use crate::error::{Error, Result};
 use crate::server_text;
 
@@ -116,7 +116,7 @@ pub fn notification(method: &str, params: Option<Json>) -> Json {
 
 /// Puts `entries` in `params._meta`, each replacing one of the same
 /// name, keeping what else `_meta` holds.
-pub fn add_meta(params: &mut Json, entries: Vec<(Vec<u8>, Json)>) {
+pub fn add_meta(params: &mut Json, entries: Members) {
     if matches!(params, Json::Null) {
         *params = Json::Object(vec![]);
     }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use mlua::{Function, MultiValue, Table, Value};
 
 use super::decode::to_lua;
-use super::encode::encode_lua;
+use super::encode::{encode_lua, named_entries};
 use super::entry::Entry;
 use super::host::{refresh_before_call, LuaHost};
 use super::lua::{arg, lua_type, Cx, Outcome};
@@ -19,7 +19,7 @@ use super::readers::Reader;
 use super::registry::resync_watches;
 use super::results::{joined_field, tools_of_page};
 use crate::client::{CacheMode, Client, Limits, Listing, Request};
-use crate::codec::Json;
+use crate::codec::{Json, Members};
 use crate::error::Error;
 /// Runs `work` with the client core and the Lua side it talks to.
 pub(super) fn with_client<T>(
@@ -203,7 +203,7 @@ pub(super) struct RequestOptions {
     idempotent: Option<bool>,
     /// `opts.meta`: entries for the request's `params._meta` (a
     /// `traceparent`, a host's own ids).
-    meta: Option<Json>,
+    meta: Members,
 }
 
 impl RequestOptions {
@@ -250,13 +250,9 @@ pub(super) fn request_options(lua: &Cx, value: &Value, what: &str) -> Outcome<Re
         _ => return Err(Error::BadInput(format!("{what}: opts.request_state must be a string")).into()),
     };
     let meta = match opts.get::<Value>("meta")? {
-        Value::Nil => None,
-        v @ Value::Table(_) => match encode_lua(lua, "opts.meta", &v)?.into_tree() {
-            Json::Object(entries) => Some(Json::Object(entries)),
-            // An empty table: nothing to add.
-            Json::Array(items) if items.is_empty() => None,
-            _ => return Err(Error::BadInput(format!("{what}: opts.meta must map _meta names to values")).into()),
-        },
+        Value::Nil => Vec::new(),
+        Value::Table(t) => named_entries(lua, "opts.meta", &t)?
+            .ok_or_else(|| Error::BadInput(format!("{what}: opts.meta must map _meta names to values")))?,
         _ => return Err(Error::BadInput(format!("{what}: opts.meta must be a table")).into()),
     };
     Ok(RequestOptions {

@@ -36,13 +36,24 @@ use std::ops::Deref;
 use mlua::{Table, Value};
 
 use super::lua::{call_lua, truthy, Cx, Outcome, Raise};
-use crate::codec::{self, encode_string, write_float, write_int, write_json_float, Json, RawJson};
+use crate::codec::{self, encode_string, write_float, write_int, write_json_float, Json, Members, RawJson};
 use crate::error::{Error, Result};
 use crate::input_shape::Place;
 /// A Lua value as JSON: scalars as themselves, a table as the text
 /// written for it. `root` names the value in a refusal.
 pub(super) fn encode_lua(lua: &Cx, root: &str, value: &Value) -> Outcome<Json> {
     encode_lua_at(lua, root, value, Place::Nowhere)
+}
+
+/// A table of named entries (`{name = value, ...}`, an option such as
+/// `opts.meta`) as JSON pairs, none for an empty table; None when the
+/// table is a list.
+pub(super) fn named_entries(lua: &Cx, root: &str, table: &Table) -> Outcome<Option<Members>> {
+    Ok(match encode_lua(lua, root, &Value::Table(table.clone()))?.into_tree() {
+        Json::Object(entries) => Some(entries),
+        Json::Array(items) if items.is_empty() => Some(Vec::new()),
+        _ => None,
+    })
 }
 
 /// [`encode_lua`] of a value whose shape `place` may describe.

@@ -10,12 +10,12 @@ use mlua::{Table, UserData, Value};
 
 use super::auth::{auth_token, read_login};
 use super::convert::concat_text;
-use super::encode::encode_lua;
+use super::encode::named_entries;
 use super::login::LoginState;
 use super::lua::{lua_type, Cx, Outcome, Raise};
 use super::readers::Reader;
 use crate::client::{CacheBounds, Client, Ticket};
-use crate::codec::Json;
+use crate::codec::{Json, Members};
 use crate::era::EraChoice;
 use crate::error::Error;
 use crate::protocol::{self};
@@ -286,16 +286,12 @@ fn capabilities_to_declare(lua: &Cx, opts: &Table, lua_handled: &[String]) -> Ou
 }
 
 /// `opts[field]`: a table of named entries (empty when absent).
-fn object_option(lua: &Cx, opts: &Table, field: &str) -> Outcome<Vec<(Vec<u8>, Json)>> {
+fn object_option(lua: &Cx, opts: &Table, field: &str) -> Outcome<Members> {
     let value = opts.get::<Value>(field)?;
     let refuse = || Error::BadInput(format!("mcp.new: opts.{field} must be a table of named entries"));
     match value {
         Value::Nil => Ok(vec![]),
-        Value::Table(_) => match encode_lua(lua, &format!("opts.{field}"), &value)?.into_tree() {
-            Json::Object(entries) => Ok(entries),
-            Json::Array(items) if items.is_empty() => Ok(vec![]),
-            _ => Err(refuse().into()),
-        },
+        Value::Table(t) => named_entries(lua, &format!("opts.{field}"), &t)?.ok_or_else(|| refuse().into()),
         _ => Err(refuse().into()),
     }
 }

@@ -254,10 +254,9 @@ end
 mcp.clock = native.clock
 
 -- A mounted tool's `run`: the tool's own failure text is raised as is,
--- so the agent loop hands it to the model as an observation.
--- A registry entry's run. With mount's `approve`, the host is asked
--- first, with the tool as the server described it; a refusal is raised
--- as a tool's own failure is, so the agent reads the reason.
+-- so the agent loop hands it to the model as an observation. With
+-- mount's `approve`, the host is asked first, with the tool as the server
+-- described it; a refusal is raised the same way, so the agent reads why.
 local function runner(client, tool_name, approve, tool)
   return function(args)
     if approve then

@@ -11,7 +11,7 @@ use crate::trace_context::TraceContext;
 pub(super) fn traceparent(lua: &Cx, args: MultiValue) -> Outcome {
     let context = match arg(&args, 0) {
         Value::Nil => TraceContext::new_trace(true)?,
-        Value::String(header) => TraceContext::parse(&header.to_str()?)?.child()?,
+        Value::String(header) => TraceContext::parse(&header.to_string_lossy())?.child()?,
         Value::Table(opts) => from_options(&opts)?,
         other => {
             let why =
@@ -27,7 +27,7 @@ fn from_options(opts: &Table) -> Outcome<TraceContext> {
     let text = |name: &str| -> Outcome<Option<String>> {
         match opts.get::<Value>(name)? {
             Value::Nil => Ok(None),
-            Value::String(s) => Ok(Some(s.to_str()?.to_string())),
+            Value::String(s) => Ok(Some(s.to_string_lossy())),
             other => {
                 Err(Error::BadInput(format!("mcp.traceparent: opts.{name} must be a string, got {}", lua_type(&other)))
                     .into())

@@ -45,6 +45,9 @@ pub use write::{
     write_json_float,
 };
 
+/// An object's members, in the order they came or were written.
+pub type Members = Vec<(Vec<u8>, Json)>;
+
 /// A decoded JSON value. Strings are bytes, and objects are kept as an
 /// ordered list of pairs, duplicates included: [`Json::get`] resolves them
 /// the way Lua table assignment would.

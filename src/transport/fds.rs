@@ -135,8 +135,11 @@ pub fn limit_reached(err: &std::io::Error) -> Option<String> {
             let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
             // SAFETY: getrlimit writes the struct it is given, nothing else.
             let known = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
-            let now =
-                if known { format!("{} now, {} at most", limit.rlim_cur, limit.rlim_max) } else { "unknown".into() };
+            let now = match (known, limit.rlim_max == libc::RLIM_INFINITY) {
+                (false, _) => "unknown".into(),
+                (true, true) => format!("{} now, no hard limit", limit.rlim_cur),
+                (true, false) => format!("{} now, {} at most", limit.rlim_cur, limit.rlim_max),
+            };
             Some(format!(
                 "this process has reached its limit of open descriptors ({now}; each stdio client holds 9): \
                  raise it (ulimit -n before starting, or setrlimit RLIMIT_NOFILE) or close clients no longer used"

@@ -11,7 +11,7 @@ use super::super::queue::QUEUED;
 use super::super::Ticket;
 use super::modern::set_input;
 use super::{Limits, Operation, Request, Retries, Shape, TOOL_CALL};
-use crate::codec::Json;
+use crate::codec::{Json, Members};
 use crate::error::Error;
 use crate::protocol::{self, IdKey};
 use std::rc::Rc;
@@ -91,8 +91,8 @@ impl Request {
     /// The caller's own `_meta` entries (`opts.meta`: a trace context, a
     /// host's ids), put in its params beside what the client adds there
     /// (a progress token, a modern envelope), on every try and page.
-    pub fn meta(mut self, meta: Option<Json>) -> Request {
-        if let (Some(Json::Object(entries)), Json::Request(message)) = (meta, &mut self.message) {
+    pub fn meta(mut self, entries: Members) -> Request {
+        if let (false, Json::Request(message)) = (entries.is_empty(), &mut self.message) {
             protocol::add_meta(&mut message.params, entries);
         }
         self
