@@ -34,8 +34,29 @@ pub enum Error {
 
     /// A result whose `resultType` this client does not know: the
     /// 2026-07-28 revision says to treat it as invalid.
-    #[error("MCP {what} failed: the result's resultType is {result_type}, which this client does not know (it knows complete and input_required)")]
+    #[error("MCP {what} failed: the result's resultType is {result_type}, which this client does not know (it knows complete and input_required, and task on tools/call)")]
     UnknownResultType { what: String, result_type: String },
+
+    /// A tool call the server made a task (the Tasks extension, or the
+    /// 2025-11-25 revision's tasks) whose task the server no longer knows
+    /// (-32602 on `tasks/get`): it expired, or the server restarted.
+    #[error("MCP {what} failed: the server no longer knows its task {task} (the task expired, or the server restarted and lost it); call the tool again")]
+    TaskLost { what: String, task: String },
+
+    /// The server cancelled a call's task (its status became `cancelled`
+    /// without this client asking); `said` is its status message, or empty.
+    #[error("MCP {what} failed: the server cancelled its task {task}{said}")]
+    TaskCancelled { what: String, task: String, said: String },
+
+    /// A call's task was still running when the time the server gave it
+    /// (`ttlMs`, from its creation) had passed, by more than a poll.
+    #[error("MCP {what} failed: its task {task} was still {status} {ttl_ms} ms after it was made, past the time the server gave it to live; the server may have discarded it")]
+    TaskExpired { what: String, task: String, status: String, ttl_ms: u64 },
+
+    /// What the server said of a call's task cannot be used: no task id,
+    /// or a status this client does not know.
+    #[error("MCP {what} failed: the server's answer about its task is unusable: {why}")]
+    TaskUnusable { what: String, why: String },
 
     /// A modern server kept asking for input (`input_required`) past the
     /// rounds this client answers.

@@ -27,6 +27,10 @@ pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
+/// The Tasks extension (SEP-2663): a modern tool call that declares it
+/// may be answered with a task to poll rather than its result.
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
 /// What every modern request says of its client, in `params._meta`.
 #[derive(Clone, Debug)]
 pub struct Envelope {
@@ -39,6 +43,14 @@ pub struct Envelope {
 }
 
 impl Envelope {
+    /// This envelope declaring `extension` as well, for one request (a
+    /// tool call that may become a task, and the polls of that task).
+    pub fn declaring(&self, extension: &str) -> Envelope {
+        let mut envelope = self.clone();
+        declare_extension(&mut envelope.capabilities, extension);
+        envelope
+    }
+
     /// Puts the envelope in `message`'s `params._meta`, replacing an
     /// earlier envelope and keeping the caller's own `_meta` keys.
     pub fn stamp(&self, message: &mut Json) {
@@ -134,6 +146,30 @@ pub fn add_meta(params: &mut Json, entries: Members) {
         for (key, value) in entries {
             meta.retain(|(k, _)| *k != key);
             meta.push((key, value));
+        }
+    }
+}
+
+/// Adds `extension` (with no settings) to `capabilities.extensions`,
+/// unless the caller declared it already.
+pub fn declare_extension(capabilities: &mut Json, extension: &str) {
+    capabilities.materialize();
+    if !matches!(capabilities, Json::Object(_)) {
+        *capabilities = Json::Object(vec![]);
+    }
+    let Json::Object(pairs) = capabilities else { return };
+    let at = match pairs.iter().position(|(k, _)| k == b"extensions") {
+        Some(at) => at,
+        None => {
+            pairs.push((b"extensions".to_vec(), Json::Object(vec![])));
+            pairs.len() - 1
+        }
+    };
+    let extensions = &mut pairs[at].1;
+    extensions.materialize();
+    if let Json::Object(entries) = extensions {
+        if !entries.iter().any(|(k, _)| k == extension.as_bytes()) {
+            entries.push((extension.as_bytes().to_vec(), Json::Object(vec![])));
         }
     }
 }
@@ -437,6 +473,7 @@ pub fn result_kind(result: &Json, what: &str) -> Result<ResultKind> {
         None => Ok(ResultKind::Complete),
         Some(Json::Str(t)) if t == b"complete" => Ok(ResultKind::Complete),
         Some(Json::Str(t)) if t == b"input_required" => Ok(ResultKind::InputRequired),
+        Some(Json::Str(t)) if t == b"task" => Ok(ResultKind::Task),
         Some(other) => Err(Error::UnknownResultType {
             what: what.to_string(),
             result_type: server_text::quoted_str(&lua_text(Some(other)), server_text::ITEM_CHARS),
@@ -448,6 +485,9 @@ pub fn result_kind(result: &Json, what: &str) -> Result<ResultKind> {
 pub enum ResultKind {
     Complete,
     InputRequired,
+    /// The server made the request a task (the Tasks extension): the
+    /// result is the task, to poll.
+    Task,
 }
 
 /// A JSON-RPC error object as the error Lua sees: the reference's words,

@@ -119,6 +119,25 @@ impl ToolSchemas {
         })
     }
 
+    /// What the listing says of running `tool` as a task (the 2025-11-25
+    /// revision's `execution.taskSupport`: "required", "optional", or
+    /// absent, which means "forbidden"), when the tool was listed.
+    pub fn task_support(&self, tool: &[u8]) -> Option<Vec<u8>> {
+        const EXECUTION: Select = Select::Keys(&[(
+            "tools",
+            Select::Each(&Select::Keys(&[("name", Select::Whole), ("execution", Select::Whole)])),
+        )]);
+        self.pages.iter().find_map(|page| {
+            let page = page.selected(EXECUTION);
+            let Some(Json::Array(tools)) = page.get("tools") else { return None };
+            let listed = tools.iter().find(|t| t.get("name") == Some(&Json::Str(tool.to_vec())))?;
+            match listed.get("execution").and_then(|e| e.get("taskSupport")) {
+                Some(Json::Str(support)) => Some(support.clone()),
+                _ => Some(b"forbidden".to_vec()),
+            }
+        })
+    }
+
     /// Whether `result`, the result of calling `tool`, keeps the tool's
     /// promise. A tool's own failure (`isError`) carries no structured
     /// content and is not checked.

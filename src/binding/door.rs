@@ -18,7 +18,7 @@ use super::options::{bearer_text, ClientState};
 use super::readers::Reader;
 use super::registry::resync_watches;
 use super::results::{joined_field, tools_of_page};
-use crate::client::{CacheMode, Client, Limits, Listing, Request};
+use crate::client::{CacheMode, Client, Limits, Listing, Request, TaskAsk};
 use crate::codec::{Json, Members};
 use crate::error::Error;
 /// Runs `work` with the client core and the Lua side it talks to.
@@ -204,6 +204,8 @@ pub(super) struct RequestOptions {
     /// `opts.meta`: entries for the request's `params._meta` (a
     /// `traceparent`, a host's own ids).
     meta: Members,
+    /// `opts.task`: a tool call that may run as a task.
+    task: Option<TaskAsk>,
 }
 
 impl RequestOptions {
@@ -218,7 +220,8 @@ impl RequestOptions {
             .continuing(self.input_responses.clone(), self.request_state.clone())
             .cached(self.cache)
             .idempotent(self.idempotent)
-            .meta(self.meta.clone());
+            .meta(self.meta.clone())
+            .task(self.task);
         if self.returns_input {
             request.returning_input()
         } else {
@@ -257,6 +260,7 @@ pub(super) fn request_options(lua: &Cx, value: &Value, what: &str) -> Outcome<Re
     };
     Ok(RequestOptions {
         meta,
+        task: task_ask(opts, what)?,
         timeout: read.seconds("timeout")?,
         max_total: read.seconds("max_total_timeout")?,
         on_progress: read.function("on_progress")?,
@@ -277,6 +281,17 @@ pub(super) fn request_options(lua: &Cx, value: &Value, what: &str) -> Outcome<Re
             _ => return Err(Error::BadInput(format!("{what}: opts.idempotent must be a boolean")).into()),
         },
     })
+}
+
+/// `opts.task`: true, or `{ ttl = seconds }` (how long a 2025-11-25
+/// server is asked to keep the task).
+fn task_ask(opts: &Table, what: &str) -> Outcome<Option<TaskAsk>> {
+    match opts.get::<Value>("task")? {
+        Value::Nil | Value::Boolean(false) => Ok(None),
+        Value::Boolean(true) => Ok(Some(TaskAsk::default())),
+        Value::Table(t) => Ok(Some(TaskAsk { ttl: Reader::new(&t, what, "opts.task").seconds("ttl")? })),
+        _ => Err(Error::BadInput(format!("{what}: opts.task must be true or a table ({{ ttl = seconds }})")).into()),
+    }
 }
 
 /// A blocking request: the async path, waited for at once, its progress

@@ -392,6 +392,33 @@ pub(super) fn done(lua: &Cx, args: MultiValue) -> Outcome {
     Ok(MultiValue::from_vec(vec![Value::Boolean(done)]))
 }
 
+/// `handle:status()`: the task the server made of a call, as it last
+/// described it (`taskId`, `status`, `statusMessage`, ...), or nil when
+/// there is none: a call not made a task, or not answered yet. Reads
+/// what has arrived, never waits.
+pub(super) fn status(lua: &Cx, args: MultiValue) -> Outcome {
+    let (handle, state_ud) = handle_arg(lua, &arg(&args, 0), "handle:status")?;
+    let state = state_ud.borrow::<HandleState>()?;
+    if state.settled.borrow().is_none() {
+        if let Some(client) = client_of(lua, &handle)? {
+            with_client_state(lua, &client, "handle:status", |core, host| {
+                drain(core, host)?;
+                take_if_settled(core, host, &state);
+                Ok(())
+            })?;
+            drop(state);
+            run_on_done(lua, &client)?;
+        }
+    }
+    let state = state_ud.borrow::<HandleState>()?;
+    let op = state.op.borrow();
+    let task = match op.as_ref().and_then(|op| op.task()) {
+        Some(task) => to_lua(lua, task)?,
+        None => Value::Nil,
+    };
+    Ok(MultiValue::from_vec(vec![task]))
+}
+
 /// `handle:cancel([reason])`: true if it was in flight and is now
 /// cancelled; false if it had settled already.
 pub(super) fn cancel(lua: &Cx, args: MultiValue) -> Outcome {
@@ -418,7 +445,7 @@ pub(super) fn cancel(lua: &Cx, args: MultiValue) -> Outcome {
     let cancelled = with_client_state(lua, &client, "handle:cancel", |core, host| {
         let mut slot = state.op.borrow_mut();
         let Some(op) = slot.as_mut() else { return Ok(false) };
-        let cancelled = core.cancel(op, &reason);
+        let cancelled = core.cancel(host, op, &reason);
         drop(slot);
         take_if_settled(core, host, &state);
         Ok(cancelled)

@@ -37,7 +37,7 @@ use crate::transport::http::{self};
 use crate::transport::stdio::{self};
 use boundary::export;
 use decode::ARRAY_METATABLE;
-use handles::{call_async, cancel, discover_async, done, request_async};
+use handles::{call_async, cancel, discover_async, done, request_async, status};
 use json::{json_decode, json_encode};
 use lua::Prelude;
 use methods::{call, close, discover, exchange, handshake, id, initialize_msg, list, new, notify, request};
@@ -85,6 +85,7 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     native.set("wait", export(lua, &cell, wait)?)?;
     native.set("done", export(lua, &cell, done)?)?;
     native.set("cancel", export(lua, &cell, cancel)?)?;
+    native.set("status", export(lua, &cell, status)?)?;
     native.set("wait_any", export(lua, &cell, wait_any)?)?;
     native.set("wait_all", export(lua, &cell, wait_all)?)?;
     native.set("fd", export(lua, &cell, fd)?)?;

@@ -113,6 +113,16 @@ function Client:call_async(name, args, opts)
   return raise_unless(native.call_async(self, name, args, opts))
 end
 
+-- call_async that lets the server run the tool as a task (opts.task).
+function Client:call_task(name, args, opts)
+  if opts ~= nil and type(opts) ~= "table" then
+    error("client:call_task: opts must be a table", 0)
+  end
+  local task_opts = { task = true }
+  for k, v in pairs(opts or {}) do task_opts[k] = v end
+  return raise_unless(native.call_async(self, name, args, task_opts))
+end
+
 function Client:request_async(method, params, opts)
   return raise_unless(native.request_async(self, method, params, opts))
 end
@@ -136,6 +146,11 @@ end
 
 function Handle:cancel(reason)
   return raise_unless(native.cancel(self, reason))
+end
+
+-- The task the server made of a call, as it last said (nil: none).
+function Handle:status()
+  return raise_unless(native.status(self))
 end
 
 -- The rest of the surface. Each request has an _async form returning a

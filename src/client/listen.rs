@@ -227,7 +227,7 @@ impl Client {
             }
         }
         if let Some(mut old) = old {
-            self.cancel(&mut old.op, "the client listens for something else now");
+            self.cancel(host, &mut old.op, "the client listens for something else now");
             if let Some(ticket) = old.op.ticket() {
                 self.forget(ticket);
             }
@@ -269,7 +269,7 @@ impl Client {
             return Ok(());
         }
         if listening.ended {
-            self.cancel(&mut listening.op, "the server ended the subscription");
+            self.cancel(host, &mut listening.op, "the server ended the subscription");
         }
         if listening.session == self.session_number && listening.sent_at.elapsed() < QUICK_END {
             let (session, ends) = &mut self.subscriptions.quick_ends;

@@ -45,7 +45,7 @@ mod request;
 mod tests;
 
 pub use cache::{Bounds as CacheBounds, CacheMode};
-pub use request::{Limits, Operation, Request, Shape, TOOL_CALL};
+pub use request::{Limits, Operation, Request, Shape, TaskAsk, TOOL_CALL};
 
 /// What the client needs from whoever holds it. `Error` is the holder's
 /// own error type, so that a value a callback raised can travel back

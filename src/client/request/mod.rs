@@ -26,6 +26,7 @@
 
 mod modern;
 mod operation;
+mod task;
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -40,6 +41,8 @@ use crate::protocol::{self, id_key, result_of, ResultKind};
 use crate::server_text;
 use crate::session::Limit;
 use modern::MAX_REISSUES;
+pub use task::TaskAsk;
+use task::{TaskState, TaskStep};
 
 /// What a request may be given beyond its method and params.
 #[derive(Clone, Copy, Debug, Default)]
@@ -99,6 +102,8 @@ pub struct Request {
     /// `opts.idempotent`: the caller says whether sending it twice is
     /// safe; None leaves it to the method and the tool's annotations.
     idempotent: Option<bool>,
+    /// `opts.task`: a tool call that may run as a task (see `task`).
+    task: Option<TaskAsk>,
 }
 
 /// The tries an operation has had beyond its first, each bounded: what
@@ -163,6 +168,10 @@ pub struct Operation {
     /// Where it stands in the order requests settled, when it settled in
     /// the queue, with no session to count it.
     settled_in_queue: Option<u64>,
+    /// A 2025-11-25 tool call that asked for a task (`params.task`).
+    legacy_task: bool,
+    /// The task the server made of it: its tries since are that task's.
+    task: Option<Box<TaskState>>,
     outcome: Option<Result<Json, Error>>,
 }
 
@@ -210,6 +219,7 @@ impl Client {
             if self.answer_from_cache(op) {
                 return Ok(());
             }
+            self.ask_for_legacy_task(op);
             if op.first_id.is_none() {
                 self.take_first_id(host, op)?;
             }
@@ -333,12 +343,12 @@ impl Client {
             match self.pump_session(host, slice_end) {
                 Ok(_) => {}
                 Err(Error::Interrupted { .. }) => {
-                    self.give_up(op, "interrupted by the user");
+                    self.give_up(host, op, "interrupted by the user");
                     op.outcome = Some(Err(Error::Interrupted { what: op.what().to_string() }));
                     return Ok(true);
                 }
                 Err(e) => {
-                    self.give_up(op, "the client stopped waiting for it");
+                    self.give_up(host, op, "the client stopped waiting for it");
                     op.outcome = Some(Err(e));
                     return Ok(true);
                 }
@@ -348,8 +358,8 @@ impl Client {
 
     /// Stops waiting for `op`: the server is told if the request is still
     /// running, and whatever the client kept for it goes.
-    pub(super) fn give_up(&mut self, op: &mut Operation, reason: &str) {
-        self.cancel(op, reason);
+    pub(super) fn give_up<H: Host>(&mut self, host: &mut H, op: &mut Operation, reason: &str) {
+        self.cancel(host, op, reason);
         if let Some(ticket) = op.ticket.take() {
             self.forget(&ticket);
         }
@@ -380,9 +390,13 @@ impl Client {
     /// `notifications/cancelled` with `reason`, and `op` settles with
     /// [`Error::Cancelled`]. False if it had settled (or its reply had
     /// come) already.
-    pub fn cancel(&mut self, op: &mut Operation, reason: &str) -> bool {
+    pub fn cancel<H: Host>(&mut self, host: &mut H, op: &mut Operation, reason: &str) -> bool {
         if op.outcome.is_some() {
             return false;
+        }
+        if self.cancel_task(host, op) {
+            op.outcome = Some(Err(Error::Cancelled { what: op.what().to_string() }));
+            return true;
         }
         if let Some(number) = op.queued {
             match self.take_sent(number) {
@@ -394,7 +408,7 @@ impl Client {
                 }
                 None => return false,
             }
-            return self.cancel(op, reason);
+            return self.cancel(host, op, reason);
         }
         let cancelled = Error::Cancelled { what: op.what().to_string() };
         match op.ticket.take() {
@@ -490,8 +504,12 @@ impl Client {
         if op.request.shape != Shape::Reply {
             set_id(&mut op.request.message, id.clone());
         }
-        if let Some(envelope) = &self.envelope {
-            envelope.stamp(&mut op.request.message);
+        match &self.envelope {
+            Some(envelope) if op.declares_tasks() => {
+                envelope.declaring(protocol::TASKS_EXTENSION).stamp(&mut op.request.message)
+            }
+            Some(envelope) => envelope.stamp(&mut op.request.message),
+            None => {}
         }
         let headers = self.param_headers(&op.request.message);
         let limits = op.request.limits;
@@ -528,12 +546,33 @@ impl Client {
             Ok(reply) => result_of(Some(reply), op.what()).map_err(server_text::bounded),
             Err(e) => Err(e),
         };
-        let result = match result.and_then(|result| self.result_kind(op, result)) {
+        // A call the server made a task: this reply is about the task.
+        let result = match result {
+            Ok(result) if op.task.is_some() => match self.task_reply(host, op, result)? {
+                TaskStep::Going => return Ok(()),
+                TaskStep::Done(Ok(result)) => Ok((ResultKind::Complete, result)),
+                TaskStep::Done(Err(e)) => {
+                    op.fail(e);
+                    return Ok(());
+                }
+            },
+            Err(e) if op.task.is_some() => Err(Self::task_failure(op, e)),
+            result => result.and_then(|result| self.result_kind(op, result)),
+        };
+        let result = match result {
             Ok((ResultKind::InputRequired, result)) if op.request.returns_input => {
                 op.outcome = Some(Ok(result));
                 return Ok(());
             }
             Ok((ResultKind::InputRequired, result)) => return self.answer_input(host, op, &result),
+            Ok((ResultKind::Task, result)) => match self.follow_task(host, op, result)? {
+                TaskStep::Going => return Ok(()),
+                TaskStep::Done(Ok(result)) => Ok(result),
+                TaskStep::Done(Err(e)) => {
+                    op.fail(e);
+                    return Ok(());
+                }
+            },
             Ok((ResultKind::Complete, result)) => {
                 self.note_hints(op, &result);
                 Ok(result)
@@ -630,6 +669,9 @@ impl Client {
             Error::Rpc { code, data, .. } if code == "-32022" && op.retries.retry_version() => {
                 Ok(self.take_version_from(op, data.as_deref()))
             }
+            // A tool that runs only as a task, called without declaring
+            // the extension (-32021 naming it): called again, declaring it.
+            Error::Rpc { code, data, .. } if code == "-32021" => Ok(op.declare_tasks_when_required(data.as_deref())),
             Error::Unauthorized { .. } => {
                 let Some(earlier) = op.retries.authorize(MAX_AUTHORIZATIONS) else { return Ok(false) };
                 let again = earlier > 0;

@@ -50,6 +50,11 @@ impl Client {
         if let Some(said) = op.request.idempotent {
             return said;
         }
+        // A task's own requests: reading it changes nothing, and a server
+        // ignores answers and cancellations it has taken already.
+        if op.task.is_some() {
+            return true;
+        }
         match op.request.method() {
             b"tools/call" => self.tools.schemas.says_repeatable(op.request.tool()),
             method => CHANGE_NOTHING.contains(&method),
@@ -143,12 +148,19 @@ impl Client {
     /// complete). Input may be asked for only on the requests the
     /// revision names.
     pub(in crate::client) fn result_kind(&self, op: &Operation, result: Json) -> Result<(ResultKind, Json), Error> {
+        if Self::is_legacy_task(op, &result) {
+            return Ok((ResultKind::Task, result));
+        }
         if self.envelope.is_none() || op.request.shape == Shape::Reply {
             return Ok((ResultKind::Complete, result));
         }
         match protocol::result_kind(&result, op.what())? {
             ResultKind::InputRequired if !op.request.may_need_input() => {
                 Err(Error::UnknownResultType { what: op.what().to_string(), result_type: "input_required".into() })
+            }
+            // Only a tool call may become a task (the extension's rule).
+            ResultKind::Task if !matches!(op.request.shape, Shape::ToolCall(_)) => {
+                Err(Error::UnknownResultType { what: op.what().to_string(), result_type: "task".into() })
             }
             kind => Ok((kind, result)),
         }

@@ -10,7 +10,7 @@ use super::super::cache::{self, CacheMode};
 use super::super::queue::QUEUED;
 use super::super::Ticket;
 use super::modern::set_input;
-use super::{Limits, Operation, Request, Retries, Shape, TOOL_CALL};
+use super::{Limits, Operation, Request, Retries, Shape, TaskAsk, TOOL_CALL};
 use crate::codec::{Json, Members};
 use crate::error::Error;
 use crate::protocol::{self, IdKey};
@@ -30,6 +30,7 @@ impl Request {
             returns_input: false,
             cache: CacheMode::Use,
             idempotent: None,
+            task: None,
         }
     }
 
@@ -46,6 +47,7 @@ impl Request {
             returns_input: false,
             cache: CacheMode::Use,
             idempotent: None,
+            task: None,
         }
     }
 
@@ -95,6 +97,13 @@ impl Request {
         if let (false, Json::Request(message)) = (entries.is_empty(), &mut self.message) {
             protocol::add_meta(&mut message.params, entries);
         }
+        self
+    }
+
+    /// A tool call that may run as a task (`opts.task`): declared to a
+    /// modern server, asked of a 2025-11-25 one whose tool allows it.
+    pub fn task(mut self, ask: Option<TaskAsk>) -> Request {
+        self.task = ask;
         self
     }
 
@@ -213,6 +222,8 @@ impl Operation {
             resend_at: None,
             queued: None,
             settled_in_queue: None,
+            legacy_task: false,
+            task: None,
             outcome: None,
         }
     }

@@ -63,8 +63,8 @@ fn a_queued_request_cancelled_before_the_session_is_ready_never_goes_out() {
     let mut c = client();
     let mut first = start(&mut c, &mut h, "tools/call first", None);
     let mut second = start(&mut c, &mut h, "tools/call second", None);
-    assert!(c.cancel(&mut first, "no longer needed"));
-    assert!(!c.cancel(&mut first, "twice"));
+    assert!(c.cancel(&mut h, &mut first, "no longer needed"));
+    assert!(!c.cancel(&mut h, &mut first, "twice"));
     assert_eq!(text_of(first.take_outcome()), "MCP tools/call first cancelled");
     settle(&mut c, &mut h, &mut second).unwrap().unwrap();
     assert_eq!(sent_methods(&h), ["initialize", "notifications/initialized", "tools/call"]);

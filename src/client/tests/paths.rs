@@ -331,8 +331,8 @@ fn a_cancel_tells_the_server_and_a_late_reply_is_dropped() {
     // In flight on a session: connected first.
     c.ensure_session(&mut h).unwrap();
     let mut op = start(&mut c, &mut h, "tools/call x", None);
-    assert!(c.cancel(&mut op, "no longer needed"));
-    assert!(!c.cancel(&mut op, "twice"));
+    assert!(c.cancel(&mut h, &mut op, "no longer needed"));
+    assert!(!c.cancel(&mut h, &mut op, "twice"));
     assert!(h.sent.borrow().last().unwrap().contains(r#""reason":"no longer needed","requestId":2"#));
     answer(&h, 2, "too late");
     assert_eq!(text_of(op.take_outcome()), "MCP tools/call x cancelled");
@@ -416,7 +416,7 @@ fn a_request_cancelled_after_its_refusal_came_is_not_sent_again() {
     let mut op = start(&mut c, &mut h, "tools/call x", None);
     c.pump(&mut h, Instant::now()).unwrap();
     // The 404 has come: too late to cancel, and nothing goes out again.
-    assert!(!c.cancel(&mut op, "no longer needed"));
+    assert!(!c.cancel(&mut h, &mut op, "no longer needed"));
     assert_eq!(text_of(settle(&mut c, &mut h, &mut op)), "MCP: the server ended the session (HTTP 404)");
     assert_eq!(h.opened, 1);
     assert_eq!(h.sent.borrow().iter().filter(|s| s.contains("tools/call")).count(), 1);

@@ -294,6 +294,9 @@ pub(super) fn post_headers(message: &Json, own: &[(String, String)], modern: boo
         let named = match method.as_slice() {
             b"tools/call" | b"prompts/get" => message.get("params").and_then(|p| p.get("name")),
             b"resources/read" => message.get("params").and_then(|p| p.get("uri")),
+            // A task's requests name it, so that a load balancer sends
+            // them where the task lives (the Tasks extension asks it).
+            b"tasks/get" | b"tasks/update" | b"tasks/cancel" => message.get("params").and_then(|p| p.get("taskId")),
             _ => None,
         };
         if let Some(Json::Str(name)) = named {
