@@ -70,6 +70,12 @@ if [ "${1:-test}" != demo ]; then
     spec/peers/python/bin/pip install --quiet --disable-pip-version-check -r spec/peers/requirements.txt
     touch spec/peers/python/installed
   fi
+  # The Tasks peer (rmcp 3.11, the only SDK that runs 2026-07-28 tasks),
+  # pinned by its own Cargo.lock, built again when its sources change.
+  tasks_peer=target/peers/release/rmcp-tasks-peer
+  if [ ! -x "$tasks_peer" ] || [ -n "$(find spec/peers/rmcp_tasks -newer "$tasks_peer" -type f | head -1)" ]; then
+    cargo build --quiet --release --locked --manifest-path spec/peers/rmcp_tasks/Cargo.toml --target-dir target/peers
+  fi
   # The legacy Python peer (the SDK's last 1.x), pinned by
   # spec/peers/requirements-v1.txt, in a virtual environment of its own.
   if [ ! -x spec/peers/python-v1/bin/mcp ] ||

@@ -113,7 +113,7 @@ impl ToolSchemas {
             let Some(Json::Array(tools)) = page.get("tools") else { return false };
             tools.iter().any(|t| {
                 let Some(annotations) = t.get("annotations") else { return false };
-                t.get("name") == Some(&Json::Str(tool.to_vec()))
+                matches!(t.get("name"), Some(Json::Str(name)) if name == tool)
                     && (hint(annotations, "readOnlyHint") || hint(annotations, "idempotentHint"))
             })
         })
@@ -130,7 +130,7 @@ impl ToolSchemas {
         self.pages.iter().find_map(|page| {
             let page = page.selected(EXECUTION);
             let Some(Json::Array(tools)) = page.get("tools") else { return None };
-            let listed = tools.iter().find(|t| t.get("name") == Some(&Json::Str(tool.to_vec())))?;
+            let listed = tools.iter().find(|t| matches!(t.get("name"), Some(Json::Str(name)) if name == tool))?;
             match listed.get("execution").and_then(|e| e.get("taskSupport")) {
                 Some(Json::Str(support)) => Some(support.clone()),
                 _ => Some(b"forbidden".to_vec()),

@@ -150,6 +150,7 @@ function Client:close() end
 ---@field cache? "refresh"|"bypass"    "refresh": fetched and kept; "bypass": neither answered from nor kept in the cache.
 ---@field idempotent? boolean          Whether the request may be sent again when a modern server's reply stream breaks (default: only requests that change nothing, and tools annotated readOnlyHint or idempotentHint).
 ---@field rpc_error? "return"          client:request only: a JSON-RPC error is returned as nil, {code, message, data}.
+---@field task? true|{ttl?: number}    tools/call: the server may run the tool as a task, followed to its end (polled at its interval; see docs/async.md). ttl: seconds a 2025-11-25 server is asked to keep it.
 ---@field meta? table<string, any>     Entries for the request's params._meta (e.g. traceparent = mcp.traceparent(...)); the client's own (progressToken, a modern envelope) go beside them.
 ---@field on_done? fun(ok: boolean, ...: any)  On the Lua thread once settled: `true, text, is_error, result` (call_async), `true, result` (request_async), or `false, err`. An error it raises is raised by the dispatch or wait that ran it; other ready callbacks then wait for the next dispatch.
 
@@ -168,6 +169,13 @@ function Client:request(method, params, opts) end
 ---@param opts? mcp.RequestOptions
 ---@return mcp.Handle
 function Client:call_async(name, args, opts) end
+
+---call_async with opts.task = true: the server may run the tool as a task; h:status() shows it.
+---@param name string
+---@param args? table
+---@param opts? mcp.RequestOptions
+---@return mcp.Handle
+function Client:call_task(name, args, opts) end
 
 ---Sends any request and returns at once.
 ---@param method string
@@ -343,7 +351,11 @@ function Handle:wait(timeout) end
 ---@return boolean
 function Handle:done() end
 
----Sends notifications/cancelled; the handle fails with `MCP METHOD cancelled`. False if already settled.
+---The task the server made of a call, as it last described it (taskId, status, statusMessage, ...), or nil.
+---@return table?
+function Handle:status() end
+
+---Sends notifications/cancelled (tasks/cancel for a task); the handle fails with `MCP METHOD cancelled`. False if already settled.
 ---@param reason? string
 ---@return boolean
 function Handle:cancel(reason) end

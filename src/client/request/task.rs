@@ -176,18 +176,23 @@ impl Client {
         if self.envelope.is_some() || !matches!(op.request.shape, Shape::ToolCall(_)) {
             return;
         }
+        // The capability first: the listing is parsed to read a tool's
+        // support, which every call to a server without tasks would pay.
         let server_runs_them = self
             .initialized
             .as_ref()
             .and_then(|r| r.get("capabilities")?.get("tasks")?.get("requests")?.get("tools")?.get("call"))
             .is_some();
+        if !server_runs_them {
+            return;
+        }
         let support = self.tools.schemas.task_support(op.request.tool());
         let asked = match support.as_deref() {
             Some(b"required") => true,
             Some(b"optional") => op.request.task.is_some(),
             _ => false,
         };
-        if !asked || !server_runs_them {
+        if !asked {
             return;
         }
         let mut task = Vec::new();
