@@ -2,8 +2,8 @@
 # Runs the busted suite under one Lua runtime, in a copy of the checkout of
 # its own (target/suite/RUNTIME) whose ./mcp.so is that runtime's module:
 # two runtimes' passes can then run side by side, one per core, each
-# loading its own build. The copy shares the npm and Python peers and
-# cargo's target directory with the checkout.
+# loading its own build. The copy shares the npm, Python and Rust peers
+# and cargo's target directory with the checkout.
 #   scripts/suite.sh RUNTIME MODULE [busted options and spec files...]
 # RUNTIME may carry a suffix naming a variant of its module
 # ("5.4+portable"): the copy is then its own.
@@ -27,6 +27,9 @@ ln -s "$root/spec/peers/node_modules" "$copy/spec/peers/node_modules"
 for venv in python python-v1; do
   if [ -d "spec/peers/$venv" ]; then ln -s "$root/spec/peers/$venv" "$copy/spec/peers/$venv"; fi
 done
+# The Rust peers scripts/deps.sh builds (target/peers).
+mkdir -p "$copy/target"
+if [ -d target/peers ]; then ln -s "$root/target/peers" "$copy/target/peers"; fi
 cp "$module" "$copy/mcp.so"
 cd "$copy"
 # A cache directory of its own: the eras the specs find are remembered

@@ -342,7 +342,7 @@ describe('a modern session', function()
     local client = mcp.new({ command = eras('modern') })
     assert.has_error(function() client:call('weird', {}) end,
       'MCP tools/call weird failed: the result\'s resultType is bogus, which this client does not know (it knows'
-      .. ' complete and input_required)')
+      .. ' complete and input_required, and task on tools/call)')
     client:close()
   end)
 
