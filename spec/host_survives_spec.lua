@@ -255,6 +255,50 @@ describe('close lets go of everything', function()
   end)
 end)
 
+describe('what each stdio server costs the host', function()
+  -- Three pipes and a pidfd each, served by one thread of the process
+  -- (which has a wake pipe); the bell behind client:fd() is made only
+  -- when asked for. (9
+  -- descriptors and 3 threads each once: the 112th server failed under
+  -- a soft limit of 1024.)
+  local linux = io.open('/proc/self/status') ~= nil
+
+  it('twenty clients hold four descriptors each and one thread among them, and close gives them all back', function()
+    if not linux then return pending('counts read from /proc') end
+    local out, status = H.run_lua(string.format([[
+      collectgarbage('stop')
+      local mcp = require('mcp')
+      local function held()
+        local fds = 0
+        for fd = 0, 4095 do
+          local f = io.open('/proc/self/fdinfo/' .. fd)
+          if f then fds = fds + 1; f:close() end
+        end
+        for line in io.lines('/proc/self/status') do
+          local threads = line:match('^Threads:%%s*(%%d+)')
+          if threads then return fds, tonumber(threads) end
+        end
+      end
+      local fds0, threads0 = held()
+      local clients = {}
+      for i = 1, 20 do
+        clients[i] = mcp.new({ command = { %q, %q } })
+        assert(clients[i]:call('increment', {}) == '1')
+      end
+      local fds, threads = held()
+      clients[1]:fd()
+      local with_bell = held()
+      for _, c in ipairs(clients) do c:close() end
+      local fds_after, threads_after = held()
+      print(string.format('connected %%d %%d, one fd() %%d, closed %%d %%d',
+        fds - fds0, threads - threads0, with_bell - fds, fds_after - fds0, threads_after - threads0))
+    ]], H.LUA, H.ROOT .. '/lua/servers/counter.lua'))
+    assert.equal(0, status, out)
+    -- 80: four each; 2: the pipe thread's wake pipe, one per process.
+    assert.equal('connected 82 1, one fd() 3, closed 0 0\n', out)
+  end)
+end)
+
 describe('options are validated', function()
   local bad_number = {
     { 'timeout', H.MAXINT }, { 'timeout', -1 }, { 'timeout', 0 }, { 'timeout', 0 / 0 },

@@ -59,7 +59,7 @@ pub(super) fn open_transport(client: &Table, options: &TransportOptions) -> Outc
 
 pub(super) fn open_server(client: &Table, options: &TransportOptions) -> Outcome<Box<dyn Transport>> {
     if let Some(recorded) = &options.replay {
-        return Ok(Box::new(Replay::new(recorded.clone(), Some(options.doorbell()?))));
+        return Ok(Box::new(Replay::new(recorded.clone(), Some(options.doorbell()))));
     }
     if let Value::String(url) = client.get::<Value>("url")? {
         let http_options = http::Options {
@@ -73,7 +73,7 @@ pub(super) fn open_server(client: &Table, options: &TransportOptions) -> Outcome
             bearer: options.bearer.clone(),
             login: options.login.is_some(),
             lua_handled: options.lua_handled.clone(),
-            doorbell: Some(options.doorbell()?),
+            doorbell: Some(options.doorbell()),
         };
         return Ok(Box::new(Http::connect(http_options)?));
     }
@@ -87,7 +87,7 @@ pub(super) fn open_server(client: &Table, options: &TransportOptions) -> Outcome
         cwd: options.cwd.clone(),
         max_message_bytes: options.max_message_bytes,
         lua_handled: options.lua_handled.clone(),
-        doorbell: Some(options.doorbell()?),
+        doorbell: Some(options.doorbell()),
     };
     Ok(Box::new(Stdio::spawn(&stdio_options)?))
 }
@@ -206,7 +206,7 @@ impl Host for LuaHost<'_, '_> {
         };
         let refusal = Refusal { status: *status, www_authenticate: www_authenticate.as_deref(), again };
         let lua_store = self.entry.store_table()?.is_some();
-        let bell = self.options.doorbell()?;
+        let bell = self.options.doorbell();
         Ok(login.borrow_mut().begin(refusal, lua_store, bell))
     }
 

@@ -19,7 +19,7 @@ use crate::codec::{Json, Members};
 use crate::era::EraChoice;
 use crate::error::Error;
 use crate::protocol::{self};
-use crate::transport::doorbell::Doorbell;
+use crate::transport::doorbell::{Descriptor, Doorbell};
 use crate::transport::record::{open_for_recording, Recorded};
 use crate::transport::stdio::{self};
 pub(super) struct ClientState {
@@ -61,12 +61,17 @@ pub(super) struct TransportOptions {
 }
 
 impl TransportOptions {
-    pub(super) fn doorbell(&self) -> Outcome<Arc<Doorbell>> {
-        if let Some(bell) = self.doorbell.get() {
-            return Ok(bell.clone());
-        }
-        let bell = Arc::new(Doorbell::new().map_err(|e| Error::Lua(cannot_watch(&e)))?);
-        Ok(self.doorbell.get_or_init(|| bell).clone())
+    /// The client's doorbell, which holds no descriptor until armed.
+    pub(super) fn doorbell(&self) -> Arc<Doorbell> {
+        self.doorbell.get_or_init(|| Arc::new(Doorbell::new())).clone()
+    }
+
+    /// The doorbell, armed: the descriptor it rings is made now if it was
+    /// not (`client:fd()`, or a wait on several clients).
+    pub(super) fn armed_doorbell(&self) -> Outcome<(Arc<Doorbell>, Descriptor)> {
+        let bell = self.doorbell();
+        let fd = bell.arm().map_err(|e| Error::Lua(cannot_watch(&e)))?;
+        Ok((bell, fd))
     }
 }
 

@@ -181,8 +181,7 @@ pub(super) fn wait_handles(lua: &Cx, args: &MultiValue, what: &str, all: bool) -
                 let mut bells = Vec::new();
                 for client in clients {
                     let bell = with_client_state(lua, client, what, |core, host| {
-                        let bell = host.options.doorbell()?;
-                        bell.arm();
+                        let (bell, _) = host.options.armed_doorbell()?;
                         // What came before the bell was armed rang nothing.
                         drain(core, host)?;
                         bell.ring_at(core.next_deadline());
@@ -224,8 +223,7 @@ pub(super) fn fd(lua: &Cx, args: MultiValue) -> Outcome {
         .into());
     }
     let fd = with_client_state(lua, &client, "client:fd", |core, host| {
-        let bell = host.options.doorbell()?;
-        let fd = bell.arm();
+        let (bell, fd) = host.options.armed_doorbell()?;
         bell.ring_at(core.next_deadline());
         Ok(fd)
     })?;

@@ -141,10 +141,17 @@ pub fn limit_reached(err: &std::io::Error) -> Option<String> {
                 (true, false) => format!("{} now, {} at most", limit.rlim_cur, limit.rlim_max),
             };
             Some(format!(
-                "this process has reached its limit of open descriptors ({now}; each stdio client holds 9): \
-                 raise it (ulimit -n before starting, or setrlimit RLIMIT_NOFILE) or close clients no longer used"
+                "this process has reached its limit of open descriptors ({now}; each stdio client holds 4, and 3 more once \
+                 its client:fd() is asked for): raise it (ulimit -n before starting, or setrlimit RLIMIT_NOFILE) or close clients no longer used"
             ))
         }
+        // fork(2) and pthread_create(3) say EAGAIN at a limit of processes
+        // or threads, per user (RLIMIT_NPROC) or for the system.
+        Some(libc::EAGAIN) => Some(
+            "this user or the system has reached its limit of processes and threads (ulimit -u, RLIMIT_NPROC; \
+             kernel.threads-max and kernel.pid_max on Linux): raise it, or close clients no longer used"
+                .into(),
+        ),
         Some(libc::ENFILE) => Some(
             "the system has reached its limit of open files (fs.file-max on Linux, kern.maxfiles on the BSDs \
              and macOS): raise it, or close clients no longer used"

@@ -11,9 +11,13 @@
 //!   the next message (see `protocol::dropped_notice`). A reader never waits
 //!   for Lua on their account, so pings keep being answered.
 //! * Everything else (replies, server requests for Lua's handlers) is never
-//!   dropped: past the byte cap the reader waits for room, stops reading,
-//!   and the server's own writes block. That is backpressure on the pipe or
-//!   socket rather than growth here.
+//!   dropped: past the byte cap the reader stops reading, and the server's
+//!   own writes block. That is backpressure on the pipe or socket rather
+//!   than growth here. An HTTP reader waits for room; stdio's pipe thread,
+//!   which serves every server, never waits: it leaves a [`full`] inbox's
+//!   pipe alone until Lua takes from it.
+//!
+//! [`full`]: Inbox::full
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -130,6 +134,8 @@ pub struct Inbox {
     room: Condvar,
     /// Rung after each push, for an event loop watching `client:fd()`.
     doorbell: Option<Arc<Doorbell>>,
+    /// Past the byte cap a push waits for room (see the module's header).
+    waits_for_room: bool,
 }
 
 impl Default for Inbox {
@@ -149,7 +155,26 @@ impl Inbox {
             poppers: 0,
             pushers: 0,
         };
-        Inbox { queue: Mutex::new(queue), arrived: Condvar::new(), room: Condvar::new(), doorbell }
+        Inbox {
+            queue: Mutex::new(queue),
+            arrived: Condvar::new(),
+            room: Condvar::new(),
+            doorbell,
+            waits_for_room: true,
+        }
+    }
+
+    /// For a reader that must never wait: pushes past the byte cap are
+    /// queued anyway, and the reader stops reading while [`Self::full`].
+    pub fn never_waiting_for_room(mut self) -> Self {
+        self.waits_for_room = false;
+        self
+    }
+
+    /// Past the byte cap with something that is never dropped.
+    pub fn full(&self) -> bool {
+        let q = self.lock();
+        q.bytes >= MAX_BUFFERED_BYTES && q.events.len() > q.notifications
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
@@ -180,7 +205,7 @@ impl Inbox {
             // waits: it is the only one who would make room. It reads one
             // chunk at a time and takes what it queued, so the excess is
             // bounded by a chunk.
-            let may_wait = !crate::interrupt::watched();
+            let may_wait = self.waits_for_room && !crate::interrupt::watched();
             while may_wait && q.bytes + bytes > MAX_BUFFERED_BYTES && !q.events.is_empty() && !q.closed {
                 q.pushers += 1;
                 q = self.room.wait(q).unwrap_or_else(|p| p.into_inner());

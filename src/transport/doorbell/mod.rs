@@ -21,11 +21,14 @@
 //! - Windows: a pair of loopback sockets (what libuv can watch there),
 //!   with the same thread for the deadline.
 //!
-//! Ringing costs a system call, so the bell stays silent until someone
-//! asks for the descriptor (`arm`), and rings once per batch: a second
+//! The bell is made when someone first asks for the descriptor (`arm`):
+//! a client nobody watches this way holds none of its descriptors (up to
+//! three), which a host with hundreds of servers needs. Ringing costs a
+//! system call, so it rings only once armed, and once per batch: a second
 //! message queued before Lua looked finds it already rung.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 #[cfg(all(target_os = "linux", not(feature = "portable")))]
@@ -71,9 +74,10 @@ pub type Descriptor = usize;
 /// long, or never).
 use bell::Bell;
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Doorbell {
-    bell: Bell,
+    /// Made by the first `arm`.
+    bell: OnceLock<Bell>,
     /// Someone asked for the descriptor: ring from now on.
     armed: AtomicBool,
     /// Rung and not yet cleared: no need to write again.
@@ -81,14 +85,29 @@ pub struct Doorbell {
 }
 
 impl Doorbell {
-    pub fn new() -> std::io::Result<Doorbell> {
-        Ok(Doorbell { bell: Bell::new()?, armed: AtomicBool::new(false), rung: AtomicBool::new(false) })
+    pub fn new() -> Doorbell {
+        Doorbell::default()
     }
 
-    /// The descriptor to watch; from now on the bell rings.
-    pub fn arm(&self) -> Descriptor {
+    /// The descriptor to watch, made now if it was not; from now on the
+    /// bell rings. Fails when the descriptors cannot be made (a limit).
+    pub fn arm(&self) -> std::io::Result<Descriptor> {
+        let fd = match self.bell.get() {
+            Some(bell) => bell.fd(),
+            None => {
+                let bell = Bell::new()?;
+                // Two threads arming at once: the first one's bell stays.
+                let _ = self.bell.set(bell);
+                self.made().fd()
+            }
+        };
         self.armed.store(true, Ordering::SeqCst);
-        self.bell.fd()
+        Ok(fd)
+    }
+
+    /// The bell, once armed.
+    fn made(&self) -> &Bell {
+        self.bell.get().expect("armed bells are made")
     }
 
     pub fn armed(&self) -> bool {
@@ -98,53 +117,51 @@ impl Doorbell {
     /// Something was queued for Lua. Called after the queueing, so that a
     /// loop woken by it finds what woke it.
     pub fn ring(&self) {
-        if !self.armed.load(Ordering::Relaxed) || self.rung.swap(true, Ordering::SeqCst) {
-            return;
+        let Some(bell) = self.bell.get().filter(|_| self.armed.load(Ordering::Relaxed)) else { return };
+        if !self.rung.swap(true, Ordering::SeqCst) {
+            bell.ring();
         }
-        self.bell.ring();
     }
 
     /// Lua is about to look at everything queued: what arrives from here on
     /// rings again. Also clears an expired timer.
     pub fn clear(&self) {
-        if !self.armed.load(Ordering::Relaxed) {
-            return;
-        }
+        let Some(bell) = self.bell.get().filter(|_| self.armed.load(Ordering::Relaxed)) else { return };
         // Drained first: a reader that rings in between finds `rung` still
         // set and skips the ring, which is right, since Lua is about to
         // take its message. The other order could drain that ring after
         // `rung` was reset by it, and no ring would come again.
-        self.bell.clear();
+        bell.clear();
         self.rung.store(false, Ordering::SeqCst);
     }
 
     /// Makes the descriptor readable at `deadline` (the earliest time an
     /// async request runs out), or never for None.
     pub fn ring_at(&self, deadline: Option<Instant>) {
-        if !self.armed.load(Ordering::Relaxed) {
-            return;
-        }
+        let Some(bell) = self.bell.get().filter(|_| self.armed.load(Ordering::Relaxed)) else { return };
         // A deadline already past gets the smallest delay: a zero would
         // mean "never" to some timers.
-        self.bell.set_timer(deadline.map(|d| d.saturating_duration_since(Instant::now()).max(Duration::from_nanos(1))));
+        bell.set_timer(deadline.map(|d| d.saturating_duration_since(Instant::now()).max(Duration::from_nanos(1))));
     }
 
-    /// Waits until one of `bells` is readable, for `within` at most.
+    /// Waits until one of `bells` (armed) is readable, for `within` at
+    /// most.
     #[cfg(unix)]
     pub fn wait_any(bells: &[&Doorbell], within: Duration) {
         let mut fds: Vec<libc::pollfd> =
-            bells.iter().map(|b| libc::pollfd { fd: b.bell.fd(), events: libc::POLLIN, revents: 0 }).collect();
+            bells.iter().map(|b| libc::pollfd { fd: b.made().fd(), events: libc::POLLIN, revents: 0 }).collect();
         let ms = within.as_millis().min(i32::MAX as u128) as libc::c_int;
         // SAFETY: `fds` is a live array of the length passed.
         unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
     }
 
-    /// Waits until one of `bells` is readable, for `within` at most.
+    /// Waits until one of `bells` (armed) is readable, for `within` at
+    /// most.
     #[cfg(windows)]
     pub fn wait_any(bells: &[&Doorbell], within: Duration) {
         use windows_sys::Win32::Networking::WinSock::{WSAPoll, POLLRDNORM, WSAPOLLFD};
         let mut fds: Vec<WSAPOLLFD> =
-            bells.iter().map(|b| WSAPOLLFD { fd: b.bell.fd(), events: POLLRDNORM, revents: 0 }).collect();
+            bells.iter().map(|b| WSAPOLLFD { fd: b.made().fd(), events: POLLRDNORM, revents: 0 }).collect();
         let ms = within.as_millis().min(i32::MAX as u128) as i32;
         // SAFETY: `fds` is a live array of the length passed.
         unsafe { WSAPoll(fds.as_mut_ptr(), fds.len() as u32, ms) };
@@ -156,17 +173,19 @@ mod tests {
     use super::*;
 
     fn readable(bell: &Doorbell) -> bool {
-        let mut fd = libc::pollfd { fd: bell.bell.fd(), events: libc::POLLIN, revents: 0 };
+        let mut fd = libc::pollfd { fd: bell.made().fd(), events: libc::POLLIN, revents: 0 };
         // SAFETY: one live pollfd.
         unsafe { libc::poll(&mut fd, 1, 0) == 1 }
     }
 
     #[test]
     fn rings_only_once_armed_and_clears() {
-        let bell = Doorbell::new().unwrap();
+        let bell = Doorbell::new();
         bell.ring();
-        assert!(!readable(&bell), "an unarmed bell stays silent");
-        bell.arm();
+        assert!(bell.bell.get().is_none(), "an unarmed bell holds no descriptor");
+        bell.arm().unwrap();
+        bell.clear();
+        assert!(!readable(&bell), "what rang before the bell was armed rings nothing");
         bell.ring();
         bell.ring();
         assert!(readable(&bell));
@@ -176,8 +195,8 @@ mod tests {
 
     #[test]
     fn a_deadline_makes_it_readable_when_it_passes() {
-        let bell = Doorbell::new().unwrap();
-        bell.arm();
+        let bell = Doorbell::new();
+        bell.arm().unwrap();
         bell.ring_at(Some(Instant::now() + Duration::from_millis(30)));
         assert!(!readable(&bell));
         Doorbell::wait_any(&[&bell], Duration::from_secs(2));
@@ -189,8 +208,8 @@ mod tests {
 
     #[test]
     fn a_deadline_moved_later_or_dropped_does_not_ring_early() {
-        let bell = Doorbell::new().unwrap();
-        bell.arm();
+        let bell = Doorbell::new();
+        bell.arm().unwrap();
         bell.ring_at(Some(Instant::now() + Duration::from_millis(20)));
         bell.ring_at(Some(Instant::now() + Duration::from_secs(30)));
         Doorbell::wait_any(&[&bell], Duration::from_millis(80));
@@ -206,8 +225,8 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn the_bell_is_the_one_the_build_chose() {
-        let bell = Doorbell::new().unwrap();
-        let link = std::fs::read_link(format!("/proc/self/fd/{}", bell.arm())).unwrap();
+        let bell = Doorbell::new();
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", bell.arm().unwrap())).unwrap();
         let kind = link.to_string_lossy();
         if cfg!(feature = "portable") {
             assert!(kind.starts_with("pipe:"), "{kind}");
@@ -218,8 +237,8 @@ mod tests {
 
     #[test]
     fn a_deadline_already_past_rings_at_once() {
-        let bell = Doorbell::new().unwrap();
-        bell.arm();
+        let bell = Doorbell::new();
+        bell.arm().unwrap();
         bell.ring_at(Some(Instant::now() - Duration::from_millis(5)));
         Doorbell::wait_any(&[&bell], Duration::from_secs(2));
         assert!(readable(&bell));

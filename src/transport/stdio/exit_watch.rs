@@ -4,10 +4,13 @@
 //!
 //! The reader polls one descriptor that becomes readable at the exit:
 //! - Linux (5.3 and later): a pidfd;
-//! - everywhere else, and on Linux with the `portable` feature or without
-//!   pidfd: a pipe, written by a small thread blocked in `waitid` with
-//!   WNOWAIT (which waits without reaping). It ends when the server does,
-//!   which `stop_group` makes sure of before reaping it.
+//! - macOS and FreeBSD: a kqueue watching the process (EVFILT_PROC,
+//!   NOTE_EXIT), readable once it exits;
+//! - everywhere else, on Linux with the `portable` feature or without
+//!   pidfd, and should the above fail: a pipe, written by a small thread
+//!   blocked in `waitid` with WNOWAIT (which waits without reaping). It
+//!   ends when the server does, which `stop_group` makes sure of before
+//!   reaping it. That costs the server a thread and a descriptor more.
 //! - should even that thread not start, the reader looks every
 //!   [`EXIT_POLL_MS`] instead.
 
@@ -24,25 +27,27 @@ pub(super) const EXIT_POLL_MS: libc::c_int = 100;
 pub(super) struct ExitWatch {
     pid: libc::pid_t,
     /// Readable once the process has exited.
-    notice: Option<OwnedFd>,
+    notice: Option<Notice>,
     /// The thread behind a pipe notice.
     waiter: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl ExitWatch {
     pub(super) fn new(pid: libc::pid_t) -> ExitWatch {
-        if let Some(pidfd) = pidfd(pid) {
-            return ExitWatch { pid, notice: Some(pidfd), waiter: Mutex::new(None) };
+        if let Some(notice) = exit_descriptor(pid) {
+            return ExitWatch { pid, notice: Some(notice), waiter: Mutex::new(None) };
         }
         match waiter_thread(pid) {
-            Ok((notice, waiter)) => ExitWatch { pid, notice: Some(notice), waiter: Mutex::new(Some(waiter)) },
+            Ok((notice, waiter)) => {
+                ExitWatch { pid, notice: Some(Notice::Pipe(notice)), waiter: Mutex::new(Some(waiter)) }
+            }
             Err(_) => ExitWatch { pid, notice: None, waiter: Mutex::new(None) },
         }
     }
 
     /// The descriptor to poll for the exit; None: poll [`Self::exited`].
     pub(super) fn fd(&self) -> Option<RawFd> {
-        self.notice.as_ref().map(AsRawFd::as_raw_fd)
+        self.notice.as_ref().map(Notice::fd)
     }
 
     pub(super) fn exited(&self) -> bool {
@@ -59,18 +64,83 @@ impl ExitWatch {
     }
 }
 
+/// What becomes readable at the exit.
+enum Notice {
+    /// Linux's pidfd.
+    #[cfg(all(target_os = "linux", not(feature = "portable")))]
+    Pidfd(OwnedFd),
+    /// A kqueue watching the process. Fork does not copy a kqueue, so in a
+    /// child the number may name another file by now: only its maker
+    /// closes it.
+    #[cfg(any(target_os = "macos", target_os = "ios", target_os = "freebsd"))]
+    Queue { fd: RawFd, owner: libc::pid_t },
+    /// The waiter thread's pipe.
+    Pipe(OwnedFd),
+}
+
+impl Notice {
+    fn fd(&self) -> RawFd {
+        match self {
+            #[cfg(all(target_os = "linux", not(feature = "portable")))]
+            Notice::Pidfd(fd) => fd.as_raw_fd(),
+            #[cfg(any(target_os = "macos", target_os = "ios", target_os = "freebsd"))]
+            Notice::Queue { fd, .. } => *fd,
+            Notice::Pipe(fd) => fd.as_raw_fd(),
+        }
+    }
+}
+
+#[cfg(any(target_os = "macos", target_os = "ios", target_os = "freebsd"))]
+impl Drop for Notice {
+    fn drop(&mut self) {
+        if let Notice::Queue { fd, owner } = *self {
+            if owner == super::child::current_pid() {
+                // SAFETY: the queue was made by this process and is closed
+                // once, here.
+                unsafe { libc::close(fd) };
+            }
+        }
+    }
+}
+
+/// The exit's own descriptor, where the system has one: a pidfd.
 #[cfg(all(target_os = "linux", not(feature = "portable")))]
-fn pidfd(pid: libc::pid_t) -> Option<OwnedFd> {
+fn exit_descriptor(pid: libc::pid_t) -> Option<Notice> {
     use std::os::fd::FromRawFd;
     // SAFETY: pidfd_open takes a pid and flags and returns a new
     // descriptor or -1; we own the descriptor it returns.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     // SAFETY: a descriptor pidfd_open just returned, owned by nobody else.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    (fd >= 0).then(|| Notice::Pidfd(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
 }
 
-#[cfg(not(all(target_os = "linux", not(feature = "portable"))))]
-fn pidfd(_pid: libc::pid_t) -> Option<OwnedFd> {
+/// The exit's own descriptor, where the system has one: a kqueue with
+/// the process's exit as its one event. A process that exited already is
+/// refused (ESRCH): the waiter thread then sees the exit at once.
+#[cfg(any(target_os = "macos", target_os = "ios", target_os = "freebsd"))]
+fn exit_descriptor(pid: libc::pid_t) -> Option<Notice> {
+    use std::os::fd::IntoRawFd;
+    // SAFETY: kqueue(2) returns a new descriptor or -1.
+    let queue = crate::transport::fds::owned(unsafe { libc::kqueue() }).ok()?;
+    // SAFETY: an all-zero kevent is valid (FreeBSD's has reserved fields
+    // macOS's lacks, hence zeroed() rather than a literal).
+    let mut event: libc::kevent = unsafe { std::mem::zeroed() };
+    event.ident = pid as _;
+    event.filter = libc::EVFILT_PROC as _;
+    event.flags = (libc::EV_ADD | libc::EV_ONESHOT) as _;
+    event.fflags = libc::NOTE_EXIT as _;
+    // SAFETY: one live change and no event list, on our own queue.
+    let added = unsafe { libc::kevent(queue.as_raw_fd(), &event, 1, std::ptr::null_mut(), 0, std::ptr::null()) };
+    (added == 0).then(|| Notice::Queue { fd: queue.into_raw_fd(), owner: super::child::current_pid() })
+}
+
+#[cfg(not(any(
+    all(target_os = "linux", not(feature = "portable")),
+    target_os = "macos",
+    target_os = "ios",
+    target_os = "freebsd"
+)))]
+fn exit_descriptor(_pid: libc::pid_t) -> Option<Notice> {
     None
 }
 

@@ -2,24 +2,28 @@
 //! What follows is the Unix transport (`unix.rs`); Windows keeps the same
 //! guarantees with a Job Object and one thread (`windows/`).
 //!
-//! Three threads per server, because each pipe must be served whatever Lua
-//! is doing:
+//! Each pipe must be served whatever Lua is doing, and one thread of the
+//! process serves the pipes of every server (`poller`): a server costs
+//! four descriptors (its three pipes and the watch on its exit) and no
+//! thread of its own.
 //!
-//! * a writer, for what does not fit in the pipe at once. A message is
-//!   written straight from the calling thread when the pipe has room (a
-//!   hand-off to another thread costs a wake-up, which on a small VM is
-//!   as much as the round trip itself); the rest waits in a queue that the
-//!   writer drains, so Lua never blocks on a server that stopped reading.
-//!   Writes happen with SIGPIPE blocked in the writing thread only: a
-//!   cdylib inside lua5.4 does not inherit Rust's ignored SIGPIPE, and one
-//!   write to a dead server would otherwise kill the Lua host, while the
-//!   host's own handling stays as the host chose it.
-//! * a reader, which splits stdout into lines of any size (up to a cap),
-//!   skips what is not JSON (banners, logs printed to the wrong stream),
-//!   answers `ping` and unknown server requests at once, and queues the
-//!   rest for Lua.
-//! * a stderr drain, keeping the last 64 KiB for error messages. A server
-//!   that logs megabytes to stderr would stall on a full pipe otherwise.
+//! * stdin: a message is written straight from the calling thread when the
+//!   pipe has room (a hand-off to another thread costs a wake-up, which on
+//!   a small VM is as much as the round trip itself); the rest waits in a
+//!   queue that the pipe thread drains, so Lua never blocks on a server
+//!   that stopped reading. Writes happen with SIGPIPE blocked in the
+//!   writing thread only: a cdylib inside lua5.4 does not inherit Rust's
+//!   ignored SIGPIPE, and one write to a dead server would otherwise kill
+//!   the Lua host, while the host's own handling stays as the host chose
+//!   it.
+//! * stdout: split into lines of any size (up to a cap), skipping what is
+//!   not JSON (banners, logs printed to the wrong stream), answering `ping`
+//!   and unknown server requests at once, and queueing the rest for Lua;
+//!   read by the Lua call that waits for a reply, or by the pipe thread
+//!   when none does (`reader`).
+//! * stderr: drained by the pipe thread, its last 64 KiB kept for error
+//!   messages. A server that logs megabytes to stderr would stall on a
+//!   full pipe otherwise.
 //!
 //! The child gets its own process group: wrappers (`sh -c`, npx, uvx) put
 //! the real server one or two processes down, and only a group signal
@@ -38,9 +42,9 @@
 //! Closing never waits on a pipe someone else holds. A grandchild that left
 //! our process group (`setsid`, a daemon) can keep our pipes open forever;
 //! a reader blocked in read(2) would then never return, and joining it hung
-//! `close()` and `lua_close`. Every thread here blocks only in poll(2) on
-//! its pipe and on a wake pipe of ours, which shutdown writes to. The
-//! shutdown itself is the spec's sequence with bounded waits, so it ends
+//! `close()` and `lua_close`. The pipe thread blocks only in poll(2), on
+//! the servers' pipes and on a wake pipe of ours that a shutdown writes
+//! to; a shutdown waits for one round of it. The shutdown itself is the spec's sequence with bounded waits, so it ends
 //! within about [`GRACE`](child::GRACE) twice whatever the children do.
 //!
 //! A host that ends with `os.exit()` without closing its Lua state runs no
@@ -63,6 +67,8 @@ mod exit_watch;
 mod lines;
 #[cfg(unix)]
 mod pipes;
+#[cfg(unix)]
+mod poller;
 #[cfg(unix)]
 mod reader;
 mod reapers;

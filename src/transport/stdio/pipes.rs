@@ -1,13 +1,14 @@
-//! The server's three pipes and the threads that serve them: the writer
-//! for stdin (here), the reader for stdout (`reader`, with the Lua call
-//! that takes its place while it waits), the drain for stderr (`stderr`).
-//! See the module's header.
+//! The server's three pipes: stdin (here), which Lua writes straight to
+//! and the process's pipe thread (`poller`) finishes writing when it was
+//! full; stdout, read by that thread or by the Lua call that takes its
+//! place (`reader`); stderr, drained by the thread into the log
+//! (`stderr`). See the module's header.
 
 use std::collections::VecDeque;
+use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::process::ChildStdin;
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::{self, JoinHandle};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::transport::fds::{nonblocking_pipe, refuse_sigpipe, set_nonblocking, write_without_sigpipe};
@@ -15,57 +16,60 @@ use crate::transport::inbox::Inbox;
 
 use super::exit_watch::{ExitWatch, EXIT_POLL_MS};
 use super::lines::Reader;
+use super::poller::{self, Served};
 use super::reader::{ReadSide, MAX_SPIN};
-use super::stderr::{drain_stderr, PipeLog};
+use super::stderr::PipeLog;
 use super::Options;
 
 /// What is still read from stdout after the server exited: what it wrote
 /// last, not a stream a leftover helper keeps pouring.
 pub(super) const DRAIN_AFTER_EXIT: usize = 4 << 20;
 
-/// What the transport keeps of the pipes once their threads run.
+/// What the transport keeps of the pipes while the pipe thread serves
+/// them.
 pub(super) struct Pipes {
     pub(super) stdin: Arc<StdinPipe>,
     pub(super) inbox: Arc<Inbox>,
     pub(super) log: Arc<Mutex<PipeLog>>,
     pub(super) read_side: Arc<ReadSide>,
-    pub(super) threads: Threads,
+    served: Arc<Served>,
 }
 
-/// Starts the writer, the reader and the stderr drain of the server
-/// `exit` watches.
+/// Hands the server's pipes to the pipe thread (already running: see
+/// [`poller::start`]).
 pub(super) fn start(
     stdin: ChildStdin,
     stdout: std::process::ChildStdout,
     stderr: std::process::ChildStderr,
     exit: Arc<ExitWatch>,
-    wake: Arc<WakePipe>,
     options: &Options,
-) -> Pipes {
+) -> io::Result<Pipes> {
     let log = Arc::new(Mutex::new(PipeLog::default()));
     let pipe = Arc::new(StdinPipe::new(stdin));
-    let inbox = Arc::new(Inbox::new(options.doorbell.clone()));
-
-    let mut handles = Vec::new();
-    let writer_pipe = pipe.clone();
-    handles.push(thread::spawn(move || write_loop(&writer_pipe)));
+    // The pipe thread serves every server: it must never wait for room.
+    let inbox = Arc::new(Inbox::new(options.doorbell.clone()).never_waiting_for_room());
     set_nonblocking(stdout.as_raw_fd());
     let reader = Reader::new(options, inbox.clone(), pipe.clone(), log.clone());
-    let read_side = Arc::new(ReadSide::new(reader, stdout, exit, wake.clone()));
-    let background = read_side.clone();
-    handles.push(thread::spawn(move || background.run()));
-    let (stderr_log, drain_wake) = (log.clone(), wake.clone());
-    handles.push(thread::spawn(move || drain_stderr(stderr, stderr_log, &drain_wake)));
+    let read_side = Arc::new(ReadSide::new(reader, stdout, exit));
+    let served = Arc::new(Served::new(read_side.clone(), pipe.clone(), inbox.clone(), stderr, log.clone()));
+    poller::register(served.clone())?;
+    Ok(Pipes { stdin: pipe, inbox, log, read_side, served })
+}
 
-    let threads = Threads { handles, pipe: pipe.clone(), inbox: inbox.clone(), wake, read_side: read_side.clone() };
-    Pipes { stdin: pipe, inbox, log, read_side, threads }
+impl Pipes {
+    /// Stops serving the pipes; once this returns the pipe thread holds
+    /// none of them, so they close with the transport.
+    pub(super) fn stop(&self) {
+        self.stdin.abandon();
+        self.inbox.close();
+        poller::forget(&self.served);
+    }
 }
 
 /// The server's stdin, shared by Lua (requests), the reader (answers to
-/// server requests) and the writer thread (whatever did not fit).
+/// server requests) and the pipe thread (whatever did not fit).
 pub(super) struct StdinPipe {
     state: Mutex<PipeState>,
-    wake: Condvar,
 }
 
 struct PipeState {
@@ -75,17 +79,14 @@ struct PipeState {
     pending: VecDeque<u8>,
     /// EOF for the server once `pending` is written.
     closing: bool,
-    /// Shutting down: whatever is pending is dropped, and the writer ends
-    /// even if the server never reads again.
-    abandoned: bool,
 }
 
 impl StdinPipe {
     fn new(stdin: ChildStdin) -> Self {
         set_nonblocking(stdin.as_raw_fd());
         refuse_sigpipe(stdin.as_raw_fd());
-        let state = PipeState { stdin: Some(stdin), pending: VecDeque::new(), closing: false, abandoned: false };
-        StdinPipe { state: Mutex::new(state), wake: Condvar::new() }
+        let state = PipeState { stdin: Some(stdin), pending: VecDeque::new(), closing: false };
+        StdinPipe { state: Mutex::new(state) }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, PipeState> {
@@ -93,7 +94,7 @@ impl StdinPipe {
     }
 
     /// Writes what the pipe takes now, in order after anything queued, and
-    /// queues the rest for the writer thread. A broken pipe shows up as EOF
+    /// queues the rest for the pipe thread. A broken pipe shows up as EOF
     /// on stdout soon after, which reports it with the exit status.
     pub(super) fn send(&self, bytes: &[u8]) {
         let mut st = self.lock();
@@ -101,7 +102,10 @@ impl StdinPipe {
             return;
         }
         let Some(fd) = st.stdin.as_ref().map(|s| s.as_raw_fd()) else { return };
-        let written = if st.pending.is_empty() {
+        let queued = !st.pending.is_empty();
+        let written = if queued {
+            0
+        } else {
             match write_without_sigpipe(fd, bytes) {
                 Ok(n) => n,
                 Err(_) => {
@@ -109,32 +113,66 @@ impl StdinPipe {
                     return;
                 }
             }
-        } else {
-            0
         };
         if written < bytes.len() {
             st.pending.extend(&bytes[written..]);
-            self.wake.notify_one();
+            drop(st);
+            // The thread polls this stdin from its next round.
+            if !queued {
+                poller::wake();
+            }
         }
     }
 
     /// EOF for the server once what is queued has been written.
     pub(super) fn close(&self) {
-        self.lock().closing = true;
-        self.wake.notify_one();
+        let mut st = self.lock();
+        st.closing = true;
+        if st.pending.is_empty() {
+            st.stdin = None;
+        }
     }
 
+    /// Shutting down: what is pending is dropped, and stdin closed, even
+    /// if the server never reads again.
     fn abandon(&self) {
         let mut st = self.lock();
-        st.abandoned = true;
         st.pending.clear();
         st.stdin = None;
-        self.wake.notify_one();
+    }
+
+    /// The descriptor to poll for room, while bytes wait for it.
+    pub(super) fn waiting_to_write(&self) -> Option<RawFd> {
+        let st = self.lock();
+        st.stdin.as_ref().filter(|_| !st.pending.is_empty()).map(AsRawFd::as_raw_fd)
+    }
+
+    /// Writes what the pipe takes of what waits; closes stdin once a close
+    /// was asked for and nothing is left.
+    pub(super) fn flush(&self) {
+        let mut st = self.lock();
+        let Some(fd) = st.stdin.as_ref().map(|s| s.as_raw_fd()) else { return };
+        let written = {
+            let (front, _) = st.pending.as_slices();
+            write_without_sigpipe(fd, front)
+        };
+        match written {
+            Ok(n) => {
+                st.pending.drain(..n);
+            }
+            Err(_) => {
+                st.stdin = None;
+                st.pending.clear();
+            }
+        }
+        if st.closing && st.pending.is_empty() {
+            st.stdin = None;
+        }
     }
 }
 
-/// A pipe of our own that every thread here polls beside its real pipe:
-/// one byte written to it tells them all to stop, whoever holds the rest.
+/// A pipe of our own that the pipe thread polls beside the servers': a
+/// byte written to it starts a new round.
 pub(super) struct WakePipe {
     read: OwnedFd,
     write: OwnedFd,
@@ -146,10 +184,19 @@ impl WakePipe {
         Ok(WakePipe { read, write })
     }
 
-    fn signal(&self) {
-        // SAFETY: a one-byte write from a stack buffer to our own pipe. Its
-        // read end is never drained, so one byte wakes every poller.
-        unsafe { libc::write(self.write.as_raw_fd(), b"x".as_ptr().cast(), 1) };
+    pub(super) fn signal(&self) {
+        // A full pipe already wakes the thread: the failed write is fine.
+        let _ = write_without_sigpipe(self.write.as_raw_fd(), b"x");
+    }
+
+    pub(super) fn fd(&self) -> RawFd {
+        self.read.as_raw_fd()
+    }
+
+    /// Empties the pipe, so that the next poll sleeps.
+    pub(super) fn drain(&self) {
+        let mut buf = [0u8; 64];
+        while let Chunk::Bytes(_) = read_now(self.read.as_raw_fd(), &mut buf) {}
     }
 }
 
@@ -170,26 +217,19 @@ pub(super) fn next_spin(spin: Duration, took: Duration) -> Duration {
 pub(super) enum Readiness {
     Data,
     Exited,
-    Stopped,
     /// The time given passed with nothing to read.
     Idle,
     /// poll(2) itself failed: nothing more can be read.
     Failed,
 }
 
-/// Waits until `fd` has data (or EOF), the child exits, shutdown, or
-/// `within` passes (None: no limit).
-pub(super) fn wait_readable(
-    fd: RawFd,
-    exit: Option<&ExitWatch>,
-    wake: &WakePipe,
-    within: Option<Duration>,
-) -> Readiness {
+/// Waits until `fd` has data (or EOF), the child exits, or `within`
+/// passes (None: no limit).
+pub(super) fn wait_readable(fd: RawFd, exit: Option<&ExitWatch>, within: Option<Duration>) -> Readiness {
     let deadline = within.map(|w| Instant::now() + w);
     loop {
         let mut fds = [
             libc::pollfd { fd, events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: wake.read.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 },
         ];
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -198,7 +238,7 @@ pub(super) fn wait_readable(
         let mut polls_exit = false;
         if let Some(exit) = exit {
             match exit.fd() {
-                Some(notice) => fds[2].fd = notice,
+                Some(notice) => fds[1].fd = notice,
                 None if !(0..=EXIT_POLL_MS).contains(&timeout) => {
                     timeout = EXIT_POLL_MS;
                     polls_exit = true;
@@ -206,19 +246,16 @@ pub(super) fn wait_readable(
                 None => polls_exit = true,
             }
         }
-        // SAFETY: poll on three pollfds on the stack; a negative fd is
+        // SAFETY: poll on two pollfds on the stack; a negative fd is
         // ignored by the kernel.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout) };
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
         if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
             return Readiness::Failed;
-        }
-        if fds[1].revents != 0 {
-            return Readiness::Stopped;
         }
         if fds[0].revents != 0 {
             return Readiness::Data;
         }
-        if fds[2].revents != 0 || (polls_exit && exit.is_some_and(ExitWatch::exited)) {
+        if fds[1].revents != 0 || (polls_exit && exit.is_some_and(ExitWatch::exited)) {
             return Readiness::Exited;
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -250,73 +287,6 @@ pub(super) fn read_now(fd: RawFd, buf: &mut [u8]) -> Chunk {
             std::io::ErrorKind::Interrupted => continue,
             std::io::ErrorKind::WouldBlock => return Chunk::Nothing,
             _ => return Chunk::End,
-        }
-    }
-}
-
-/// What the threads of one server share, and what stops them.
-pub(super) struct Threads {
-    handles: Vec<JoinHandle<()>>,
-    pipe: Arc<StdinPipe>,
-    inbox: Arc<Inbox>,
-    wake: Arc<WakePipe>,
-    read_side: Arc<ReadSide>,
-}
-
-impl Threads {
-    /// Stops every thread and waits for them: each one blocks only on
-    /// something this wakes, so the wait is short whoever holds the pipes.
-    pub(super) fn stop(self) {
-        self.pipe.abandon();
-        self.inbox.close();
-        self.read_side.stop();
-        self.wake.signal();
-        for t in self.handles {
-            let _ = t.join();
-        }
-    }
-}
-
-/// Drains what `StdinPipe::send` could not write at once, waiting for
-/// room with poll(2) outside the lock; closes stdin when asked and done,
-/// and gives up when abandoned.
-fn write_loop(pipe: &StdinPipe) {
-    loop {
-        let mut st = pipe.lock();
-        while st.pending.is_empty() && !st.closing && !st.abandoned && st.stdin.is_some() {
-            st = pipe.wake.wait(st).unwrap_or_else(|p| p.into_inner());
-        }
-        if st.abandoned {
-            st.stdin = None;
-            return;
-        }
-        let Some(fd) = st.stdin.as_ref().map(|s| s.as_raw_fd()) else { return };
-        if st.pending.is_empty() {
-            st.stdin = None; // closing, and nothing left: EOF for the server
-            return;
-        }
-        let written = {
-            let (front, _) = st.pending.as_slices();
-            write_without_sigpipe(fd, front)
-        };
-        match written {
-            Ok(0) => {
-                drop(st);
-                let mut poll = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
-                // SAFETY: one pollfd on the stack. The descriptor stays open
-                // meanwhile: only this thread, a broken write or an
-                // abandonment closes it, and the last two leave nothing
-                // pending, which the next round sees before using `fd`.
-                unsafe { libc::poll(&mut poll, 1, 100) };
-            }
-            Ok(n) => {
-                st.pending.drain(..n);
-            }
-            Err(_) => {
-                st.stdin = None;
-                st.pending.clear();
-                return;
-            }
         }
     }
 }

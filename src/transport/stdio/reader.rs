@@ -1,12 +1,12 @@
 //! The reader of the server's stdout on Unix: each read split into lines
-//! (`lines`) and sorted into the inbox, on the reader thread or on the Lua
-//! call that takes its place while it waits for its own reply (see
-//! `ReadSide`).
+//! (`lines`) and sorted into the inbox, by the process's pipe thread
+//! (`poller`) or by the Lua call that takes its place while it waits for
+//! its own reply (see `ReadSide`).
 
 use std::os::fd::{AsRawFd, RawFd};
 use std::process::ChildStdout;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -15,7 +15,7 @@ use crate::transport::inbox::Event;
 
 use super::exit_watch::ExitWatch;
 use super::lines::{split_lines, Piece, Reader};
-use super::pipes::{read_now, wait_readable, Chunk, Readiness, WakePipe, DRAIN_AFTER_EXIT};
+use super::pipes::{read_now, wait_readable, Chunk, Readiness, DRAIN_AFTER_EXIT};
 
 /// Where the line splitter is between two reads.
 pub(super) struct Lines {
@@ -40,11 +40,11 @@ pub(super) enum Step {
 ///
 /// WHY THE WAITING THREAD READS
 ///
-/// A reply read by a reader thread reaches Lua through a hand-off, which
+/// A reply read by another thread reaches Lua through a hand-off, which
 /// costs a thread wake-up: ~3 us on the same CPU, 20-150 us on the other
 /// one on this kind of VM, as much as the pipe round trip itself. So while
 /// a Lua call waits for a reply, the Lua thread reads the pipe itself and
-/// the reader thread stands aside (a leader/follower scheme: one line
+/// the pipe thread leaves it alone (a leader/follower scheme: one line
 /// splitter, one queue, and whoever holds the reading role reads). The
 /// thread takes over again once no call has waited for [`LINGER`], so a
 /// server's ping is still answered within that while Lua is busy
@@ -53,22 +53,32 @@ pub(super) struct ReadSide {
     reader: Reader,
     stdout: ChildStdout,
     exit: Arc<ExitWatch>,
-    wake: Arc<WakePipe>,
     lines: Mutex<Lines>,
     /// A Lua call is reading; the thread must not.
     lua_reading: AtomicBool,
     /// When the last Lua call stopped reading, in ns since `epoch`.
     released_ns: AtomicU64,
     epoch: Instant,
-    stopped: AtomicBool,
-    park: (Mutex<()>, Condvar),
+    /// `Event::Ended` was queued (`Lines::finished`, readable unlocked).
+    over: AtomicBool,
 }
 
-/// How long the reader thread leaves the pipe to Lua after a call: calls
+/// Whose turn it is to read stdout, as the pipe thread sees it.
+pub(super) enum Turn {
+    /// The thread's: poll it, and the exit.
+    Ours,
+    /// A Lua call reads it, or did a moment ago: look again after this.
+    LuaReads(Duration),
+    /// The stream is over.
+    Over,
+}
+
+/// How long the pipe thread leaves the pipe to Lua after a call: calls
 /// in a burst then never wake it.
 pub(super) const LINGER: Duration = Duration::from_millis(2);
 
-/// How often the standing-aside thread looks whether calls have stopped.
+/// How often the thread looks whether calls have stopped reading (or Lua
+/// made room in a full inbox).
 pub(super) const STANDBY: Duration = Duration::from_millis(20);
 
 /// The longest a waiting call spins (reading, yielding the CPU) before it
@@ -77,7 +87,7 @@ pub(super) const STANDBY: Duration = Duration::from_millis(20);
 pub(super) const MAX_SPIN: Duration = Duration::from_micros(100);
 
 impl ReadSide {
-    pub(super) fn new(reader: Reader, stdout: ChildStdout, exit: Arc<ExitWatch>, wake: Arc<WakePipe>) -> ReadSide {
+    pub(super) fn new(reader: Reader, stdout: ChildStdout, exit: Arc<ExitWatch>) -> ReadSide {
         let lines = Lines {
             buf: vec![0u8; 64 * 1024],
             line: Vec::new(),
@@ -89,18 +99,26 @@ impl ReadSide {
             reader,
             stdout,
             exit,
-            wake,
             lines: Mutex::new(lines),
             lua_reading: AtomicBool::new(false),
             released_ns: AtomicU64::new(0),
             epoch: Instant::now(),
-            stopped: AtomicBool::new(false),
-            park: (Mutex::new(()), Condvar::new()),
+            over: AtomicBool::new(false),
         }
     }
 
     pub(super) fn fd(&self) -> RawFd {
         self.stdout.as_raw_fd()
+    }
+
+    /// The descriptor readable at the server's exit; None: look with
+    /// [`Self::has_exited`].
+    pub(super) fn exit_fd(&self) -> Option<RawFd> {
+        self.exit.fd()
+    }
+
+    pub(super) fn has_exited(&self) -> bool {
+        self.exit.exited()
     }
 
     pub(super) fn lock_lines(&self) -> std::sync::MutexGuard<'_, Lines> {
@@ -142,6 +160,7 @@ impl ReadSide {
             self.reader.handle_line(&line);
         }
         lines.finished = true;
+        self.over.store(true, Ordering::SeqCst);
         self.reader.inbox.push(Event::Ended, 0);
         Step::Finished
     }
@@ -166,49 +185,29 @@ impl ReadSide {
         self.epoch.elapsed().saturating_sub(released)
     }
 
-    /// The reader thread: reads whenever no Lua call does.
-    pub(super) fn run(&self) {
-        loop {
-            // Stand aside while a call reads, and for a moment after.
-            loop {
-                if self.stopped.load(Ordering::SeqCst) {
-                    return;
-                }
-                let reading = self.lua_reading.load(Ordering::SeqCst);
-                let since = self.since_release();
-                if !reading && since >= LINGER {
-                    break;
-                }
-                // While a call reads, a nap long enough to cost nothing; the
-                // thread is back within it once calls stop.
-                let nap = if reading { STANDBY } else { LINGER - since };
-                let guard = self.park.0.lock().unwrap_or_else(|p| p.into_inner());
-                let _ = self.park.1.wait_timeout(guard, nap);
-            }
-            match wait_readable(self.fd(), Some(&self.exit), &self.wake, None) {
-                Readiness::Data => {}
-                Readiness::Idle => continue,
-                Readiness::Exited => {
-                    self.exited();
-                    return;
-                }
-                Readiness::Stopped => return,
-                // Reported as the end: the call fails with the status
-                // rather than waiting out its time.
-                Readiness::Failed => {
-                    self.exited();
-                    return;
-                }
-            }
-            let mut lines = self.lock_lines();
-            // Checked again under the lock: a call that began meanwhile
-            // reads for itself (see `Stdio::receive`).
-            if self.lua_reading.load(Ordering::SeqCst) {
-                continue;
-            }
-            if let Step::Finished = self.read_available(&mut lines, false) {
-                return;
-            }
+    /// Whether the pipe thread should poll stdout now.
+    pub(super) fn turn(&self) -> Turn {
+        if self.over.load(Ordering::SeqCst) {
+            return Turn::Over;
+        }
+        // While a call reads, a look now and then costs nothing; after it,
+        // the thread is back within LINGER.
+        if self.lua_reading.load(Ordering::SeqCst) {
+            return Turn::LuaReads(STANDBY);
+        }
+        match self.since_release() {
+            since if since >= LINGER => Turn::Ours,
+            since => Turn::LuaReads(LINGER - since),
+        }
+    }
+
+    /// The pipe thread found stdout readable: one chunk is read, unless a
+    /// Lua call has begun reading meanwhile (checked under the lock: see
+    /// `wait_as_reader`).
+    pub(super) fn read_for_lua(&self) {
+        let mut lines = self.lock_lines();
+        if !self.lua_reading.load(Ordering::SeqCst) {
+            self.read_available(&mut lines, true);
         }
     }
 
@@ -245,7 +244,7 @@ impl ReadSide {
                 continue;
             }
             let within = deadline.min(now + interrupt::SLICE) - now;
-            match wait_readable(self.fd(), Some(&self.exit), &self.wake, Some(within)) {
+            match wait_readable(self.fd(), Some(&self.exit), Some(within)) {
                 Readiness::Data => {}
                 Readiness::Idle => {
                     if interrupt::requested() || Instant::now() >= deadline {
@@ -253,16 +252,10 @@ impl ReadSide {
                     }
                 }
                 Readiness::Exited | Readiness::Failed => self.exited(),
-                Readiness::Stopped => break self.reader.inbox.try_pop(),
             }
         };
         self.released_ns.store(self.epoch.elapsed().as_nanos() as u64, Ordering::SeqCst);
         self.lua_reading.store(false, Ordering::SeqCst);
         event
-    }
-
-    pub(super) fn stop(&self) {
-        self.stopped.store(true, Ordering::SeqCst);
-        self.park.1.notify_all();
     }
 }

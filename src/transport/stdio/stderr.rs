@@ -3,20 +3,12 @@
 //! non-JSON lines of its stdout; both quoted when it dies.
 
 use std::collections::VecDeque;
-#[cfg(unix)]
-use std::os::fd::AsRawFd;
-#[cfg(unix)]
-use std::sync::Arc;
 use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::server_text;
-#[cfg(unix)]
-use crate::transport::fds::set_nonblocking;
 
-#[cfg(unix)]
-use super::pipes::{read_now, wait_readable, Chunk, Readiness, WakePipe};
 use super::Launch;
 
 /// What the pipes have seen, shared with the threads that see it: what the
@@ -46,27 +38,6 @@ impl PipeLog {
         }
         let line = String::from_utf8_lossy(line);
         self.noise.push_back(server_text::printable(head_chars(&line, 200)).into_owned());
-    }
-}
-
-#[cfg(unix)]
-pub(super) fn drain_stderr(stderr: std::process::ChildStderr, log: Arc<Mutex<PipeLog>>, wake: &WakePipe) {
-    let fd = stderr.as_raw_fd();
-    set_nonblocking(fd);
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        match wait_readable(fd, None, wake, None) {
-            Readiness::Data => {}
-            Readiness::Exited | Readiness::Stopped | Readiness::Failed | Readiness::Idle => return,
-        }
-        match read_now(fd, &mut buf) {
-            Chunk::End => {
-                log.lock().unwrap_or_else(|p| p.into_inner()).stderr_done = true;
-                return;
-            }
-            Chunk::Bytes(n) => log.lock().unwrap_or_else(|p| p.into_inner()).keep_stderr(&buf[..n]),
-            Chunk::Nothing => continue,
-        }
     }
 }
 

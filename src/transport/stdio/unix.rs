@@ -1,5 +1,5 @@
-//! The stdio transport on Unix: the server's process group, its three
-//! pipes and their threads. See the module's header.
+//! The stdio transport on Unix: the server's process group and its three
+//! pipes, served by the process's pipe thread. See the module's header.
 
 use std::process::Child;
 use std::sync::{Arc, Mutex};
@@ -12,7 +12,8 @@ use crate::transport::{Received, Transport};
 
 use super::child::{current_pid, exit_code, spawn_in_group, stop_group};
 use super::exit_watch::ExitWatch;
-use super::pipes::{next_spin, StdinPipe, Threads, WakePipe};
+use super::pipes::{next_spin, Pipes, StdinPipe};
+use super::poller;
 use super::reader::ReadSide;
 use super::reapers::reap_in_background;
 use super::stderr::{ended_detail, stderr_excerpt, PipeLog};
@@ -31,7 +32,8 @@ pub struct Stdio {
     pipe: Arc<StdinPipe>,
     inbox: Arc<Inbox>,
     log: Arc<Mutex<PipeLog>>,
-    threads: Option<Threads>,
+    /// Served by the pipe thread until the shutdown takes them back.
+    pipes: Option<Pipes>,
     read_side: Arc<ReadSide>,
     /// Where requests are encoded, reused.
     out: Vec<u8>,
@@ -53,7 +55,7 @@ impl Stdio {
                 None => format!("MCP server produced no output ({}): {}", options.launch.describe(), err),
             },
         };
-        let wake = Arc::new(WakePipe::new().map_err(no_start)?);
+        poller::start().map_err(no_start)?;
         let mut child = spawn_in_group(options).map_err(no_start)?;
         let pid = child.id() as libc::pid_t;
 
@@ -62,18 +64,26 @@ impl Stdio {
             unreachable!("all three pipes were asked for")
         };
         let exit = Arc::new(ExitWatch::new(pid));
-        let started = super::pipes::start(stdin, stdout, stderr, exit.clone(), wake, options);
+        let started = match super::pipes::start(stdin, stdout, stderr, exit.clone(), options) {
+            Ok(started) => started,
+            Err(e) => {
+                // The pipe thread could not be started again (it ended
+                // with the last server meanwhile): the server goes too.
+                stop_group(&mut child, &exit);
+                return Err(no_start(e));
+            }
+        };
 
         Ok(Stdio {
             owner: current_pid(),
             child: Some(child),
             exit,
             launch: options.launch.clone(),
-            pipe: started.stdin,
-            inbox: started.inbox,
-            log: started.log,
-            threads: Some(started.threads),
-            read_side: started.read_side,
+            pipe: started.stdin.clone(),
+            inbox: started.inbox.clone(),
+            log: started.log.clone(),
+            read_side: started.read_side.clone(),
+            pipes: Some(started),
             out: Vec::new(),
             spin: Duration::ZERO,
             max_message_bytes: options.max_message_bytes,
@@ -101,7 +111,7 @@ impl Stdio {
             return false;
         }
         std::mem::forget(self.child.take());
-        std::mem::forget(self.threads.take());
+        std::mem::forget(self.pipes.take());
         true
     }
 
@@ -114,8 +124,8 @@ impl Stdio {
         if let Some(mut child) = self.child.take() {
             stop_group(&mut child, &self.exit);
         }
-        if let Some(threads) = self.threads.take() {
-            threads.stop();
+        if let Some(pipes) = self.pipes.take() {
+            pipes.stop();
         }
     }
 }
@@ -171,8 +181,8 @@ impl Drop for Stdio {
         }
         self.pipe.close();
         let child = self.child.take();
-        let threads = self.threads.take();
-        if child.is_none() && threads.is_none() {
+        let pipes = self.pipes.take();
+        if child.is_none() && pipes.is_none() {
             return;
         }
         let exit = self.exit.clone();
@@ -180,8 +190,8 @@ impl Drop for Stdio {
             if let Some(mut child) = child {
                 stop_group(&mut child, &exit);
             }
-            if let Some(threads) = threads {
-                threads.stop();
+            if let Some(pipes) = pipes {
+                pipes.stop();
             }
         });
     }
