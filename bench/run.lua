@@ -68,15 +68,23 @@ local function lua_calls(module, opts, tool, args, n)
   return xs
 end
 
-local function ts(mode, target, tool, args, n)
+-- The SDK clients take the same arguments and write the same report:
+-- the TypeScript SDK (bench/ts_client.mjs, on node) and rmcp, the Rust
+-- SDK (bench/rmcp_client, built by `make bench`).
+local SDK_CLIENTS = {
+  ts = 'node ' .. root .. '/bench/ts_client.mjs',
+  rmcp = root .. '/target/bench/rmcp/release/rmcp-bench-client',
+}
+local function sdk(which, prefix, mode, target, tool, args, n)
   local out_file = os.tmpname()
-  local cmd = string.format("node %s/bench/ts_client.mjs %s '%s' %s '%s' %d %s", root, mode,
+  local cmd = string.format("%s%s %s '%s' %s '%s' %d %s 2>&1", prefix, SDK_CLIENTS[which], mode,
     mode == 'stdio' and trace.encode(target) or target, tool, trace.encode(args), n, out_file)
-  run_cmd(cmd)
-  local out = assert(trace.decode(H.slurp(out_file) or ''), 'the TS client failed: ' .. cmd)
+  local said = run_cmd(cmd)
+  local out = assert(trace.decode(H.slurp(out_file) or ''), 'the ' .. which .. ' client failed: ' .. cmd .. '\n' .. said)
   os.remove(out_file)
   return out
 end
+local function ts(mode, target, tool, args, n) return sdk('ts', '', mode, target, tool, args, n) end
 
 local reference = H.reference()
 
@@ -89,6 +97,8 @@ local function per_call(section, server_argv, tool, args, counts)
   floor_rate.pure = record(section, 'pure-Lua reference', 'us/call', xs)
   local out = ts('stdio', server_argv, tool, args, reps(counts.ts))
   floor_rate.ts = record(section, 'TypeScript SDK', 'us/call', out.calls_us)
+  out = sdk('rmcp', '', 'stdio', server_argv, tool, args, reps(counts.ts))
+  floor_rate.rmcp = record(section, 'rmcp (Rust SDK)', 'us/call', out.calls_us)
   return floor_rate
 end
 
@@ -130,12 +140,10 @@ for _, place in ipairs({ { 'one CPU', '0 0', {} }, { 'split CPUs', '0 1', { 'tas
       .. table.concat(server, ' ')))
   end
   r.native = record(section, 'native', 'us/call', xs)
-  local out_file = os.tmpname()
-  run_cmd(string.format("taskset -c 0 node %s/bench/ts_client.mjs stdio '%s' echo '{}' %d %s", root,
-    trace.encode(server), reps(5000), out_file))
-  local out = assert(trace.decode(H.slurp(out_file) or ''), 'the TS client failed')
-  os.remove(out_file)
+  local out = sdk('ts', 'taskset -c 0 ', 'stdio', server, 'echo', {}, reps(5000))
   r.ts = record(section, 'TypeScript SDK', 'us/call', out.calls_us)
+  out = sdk('rmcp', 'taskset -c 0 ', 'stdio', server, 'echo', {}, reps(5000))
+  r.rmcp = record(section, 'rmcp (Rust SDK)', 'us/call', out.calls_us)
   placed[name] = r
 end
 
@@ -176,13 +184,8 @@ local function count_lines(path)
   local _, n = (H.slurp(path) or ''):gsub('\n', '')
   return n
 end
-local function ts_calls(prefix, url, args, n)
-  local out_file = os.tmpname()
-  run_cmd(string.format("%snode %s/bench/ts_client.mjs http '%s' echo '%s' %d %s", prefix, root, url,
-    trace.encode(args), n, out_file))
-  local out = assert(trace.decode(H.slurp(out_file) or ''), 'the TS client failed')
-  os.remove(out_file)
-  return out.calls_us
+local function sdk_calls(which, prefix, url, args, n)
+  return sdk(which, prefix, 'http', url, 'echo', args, n).calls_us
 end
 
 local http_placed = {}
@@ -199,7 +202,8 @@ for _, place in ipairs({ { 'one CPU', 'taskset -c 0 ' }, { 'split CPUs', 'taskse
     xs[i] = first_number(run_cmd('taskset -c 0 lua5.4 ' .. root .. '/bench/race.lua ' .. reps(5000) .. ' ' .. url))
   end
   r.native = record(section, 'native', 'us/call', xs)
-  r.ts = record(section, 'TypeScript SDK', 'us/call', ts_calls('taskset -c 0 ', url, {}, reps(5000)))
+  r.ts = record(section, 'TypeScript SDK', 'us/call', sdk_calls('ts', 'taskset -c 0 ', url, {}, reps(5000)))
+  r.rmcp = record(section, 'rmcp (Rust SDK)', 'us/call', sdk_calls('rmcp', 'taskset -c 0 ', url, {}, reps(5000)))
   stop()
   http_placed[name] = r
 end
@@ -222,7 +226,8 @@ if os.execute('command -v curl >/dev/null') then
   http.pure = record(section, 'pure-Lua reference (curl)', 'us/call',
     lua_calls(reference, { url = url }, 'echo', { message = 'hi' }, reps(100)))
 end
-http.ts = record(section, 'TypeScript SDK', 'us/call', ts_calls('', url, { message = 'hi' }, reps(2000)))
+http.ts = record(section, 'TypeScript SDK', 'us/call', sdk_calls('ts', '', url, { message = 'hi' }, reps(2000)))
+http.rmcp = record(section, 'rmcp (Rust SDK)', 'us/call', sdk_calls('rmcp', '', url, { message = 'hi' }, reps(2000)))
 os.remove(connection_log)
 
 -- time to the tool list --------------------------------------------------------
@@ -353,6 +358,7 @@ for _, name in ipairs({ 'one CPU', 'split CPUs' }) do
     ratios[#ratios + 1] = { 'native per call / pipe floor, ' .. name, r.native / r.floor,
       name == 'one CPU' and 'target <= 2.0' or '' }
     ratios[#ratios + 1] = { 'TS SDK / native per call, ' .. name, r.ts / r.native, 'target >= 3' }
+    ratios[#ratios + 1] = { 'rmcp / native per call, ' .. name, r.rmcp / r.native, 'target > 1' }
   end
 end
 ratios[#ratios + 1] = { 'ten parallel 100 ms calls / one call', parallel_ms / 100, 'target < 1.5' }
@@ -364,6 +370,8 @@ for _, r in ipairs({
   { 'pure / native per call (server-everything)', everything.pure / everything.native, '' },
   { 'native per call / keep-alive floor (HTTP, server-everything)', http.native / http.floor, '' },
   { 'TS SDK / native per call (HTTP, server-everything)', http.ts / http.native, 'target >= 4' },
+  { 'rmcp / native per call (server-everything)', everything.rmcp / everything.native, 'target > 1' },
+  { 'rmcp / native per call (HTTP, server-everything)', http.rmcp / http.native, 'target > 1' },
 }) do ratios[#ratios + 1] = r end
 for _, name in ipairs({ 'one CPU', 'split CPUs' }) do
   local r = http_placed[name]
@@ -371,6 +379,7 @@ for _, name in ipairs({ 'one CPU', 'split CPUs' }) do
     ratios[#ratios + 1] = { 'native per call / keep-alive floor (HTTP, C server), ' .. name, r.native / r.floor,
       'target <= 2' }
     ratios[#ratios + 1] = { 'TS SDK / native per call (HTTP, C server), ' .. name, r.ts / r.native, '' }
+    ratios[#ratios + 1] = { 'rmcp / native per call (HTTP, C server), ' .. name, r.rmcp / r.native, 'target > 1' }
   end
 end
 if http.pure then ratios[#ratios + 1] = { 'pure / native per call (HTTP)', http.pure / http.native, 'target >= 5' } end

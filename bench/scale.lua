@@ -1,8 +1,11 @@
--- scale.lua - what each connected stdio server costs the host, and how
+-- scale.lua - what each connected server costs the host, and how
 -- connecting many grows: N bundled counter servers connected, discovered
--- and called once from one Lua process, for N = 1, 10, 100, 500.
+-- and called once from one Lua process, for N = 1, 10, 100, 500; then
+-- N HTTP clients of one server-everything (Streamable HTTP), N = 1, 10,
+-- 200.
 --
---   lua5.4 bench/scale.lua [MODULE.so] [N...]      (after make build)
+--   lua5.4 bench/scale.lua [MODULE.so] [N...]      (after make build, and
+--                                                   make test once for node's peers)
 --
 -- Each N runs in a process of its own under `ulimit -n 4096` (the soft
 -- limit most desktops and services give is 1024), which prints, per
@@ -17,6 +20,8 @@ if arg[1] == '--one' then
   package.cpath = arg[3] .. '/?.so;' .. package.cpath
   local mcp = require('mcp')
   local n = tonumber(arg[2])
+  -- A URL: HTTP clients of that server; otherwise stdio counter servers.
+  local url = arg[4]
 
   -- This process's own figures, read from /proc/self (io.open reads them
   -- as this process: no child in between).
@@ -44,10 +49,17 @@ if arg[1] == '--one' then
   local clients, started = {}, mcp.clock()
   local ok, err = pcall(function()
     for i = 1, n do
-      local c = mcp.new({ command = { 'lua5.4', root .. '/lua/servers/counter.lua' } })
-      clients[i] = c
-      c:discover()
-      assert(c:call('increment', {}) == '1')
+      if url then
+        local c = mcp.new({ url = url })
+        clients[i] = c
+        c:discover()
+        assert(c:call('echo', { message = 'hi' }) == 'Echo: hi')
+      else
+        local c = mcp.new({ command = { 'lua5.4', root .. '/lua/servers/counter.lua' } })
+        clients[i] = c
+        c:discover()
+        assert(c:call('increment', {}) == '1')
+      end
     end
   end)
   local took = mcp.clock() - started
@@ -71,12 +83,29 @@ os.remove(dir)
 assert(os.execute(string.format('mkdir -p %s && cp %s %s/mcp.so', dir, module, dir)))
 local counts = {}
 for _, a in ipairs(arg) do counts[#counts + 1] = tonumber(a) end
+local http_counts = #counts > 0 and counts or { 1, 10, 200 }
 if #counts == 0 then counts = { 1, 10, 100, 500 } end
 
-print(string.format('module %s; per client: descriptors, threads, KiB of VmRSS; ms to connect all', module))
-print('    N connected      fds  threads  KiB/cli connect ms  all returned')
-for _, n in ipairs(counts) do
+local function run(n, url)
   io.stdout:flush()
-  os.execute(string.format("sh -c 'ulimit -n 4096; exec lua5.4 %s/bench/scale.lua --one %d %s'", root, n, dir))
+  os.execute(string.format("sh -c 'ulimit -n 4096; exec lua5.4 %s/bench/scale.lua --one %d %s %s'", root, n, dir,
+    url or ''))
+end
+
+print(string.format('module %s; per client: descriptors, threads, KiB of VmRSS; ms to connect all', module))
+print('stdio: the bundled counter server, one process each')
+print('    N connected      fds  threads  KiB/cli connect ms  all returned')
+for _, n in ipairs(counts) do run(n) end
+
+package.path = root .. '/spec/?.lua;' .. package.path
+local H = require('helpers')
+if io.open(H.EVERYTHING) then
+  local url, stop = H.everything_http()
+  print('HTTP: clients of one server-everything (Streamable HTTP, a 2025 session: each keeps the server\'s GET stream)')
+  print('    N connected      fds  threads  KiB/cli connect ms  all returned')
+  for _, n in ipairs(http_counts) do run(n, url) end
+  stop()
+else
+  print('HTTP: skipped (server-everything is not installed: make test installs it)')
 end
 os.execute('rm -rf ' .. dir)
