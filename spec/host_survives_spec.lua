@@ -255,30 +255,46 @@ describe('close lets go of everything', function()
   end)
 end)
 
-describe('what each stdio server costs the host', function()
-  -- Three pipes and a pidfd each, served by one thread of the process
-  -- (which has a wake pipe); the bell behind client:fd() is made only
-  -- when asked for. (9
-  -- descriptors and 3 threads each once: the 112th server failed under
-  -- a soft limit of 1024.)
+describe('what each client costs the host', function()
+  -- One thread of the process serves every client: a stdio server's three
+  -- pipes and its pidfd, an HTTP session's stream from the server. The
+  -- bell behind client:fd() is made only when asked for. (9 descriptors
+  -- and 3 threads per stdio server once: the 112th failed under a soft
+  -- limit of 1024; and a thread per HTTP client, blocked on its stream.)
   local linux = io.open('/proc/self/status') ~= nil
+  -- Descriptors and threads of this process, once the threads that end
+  -- with their job (the one that opened a server's stream) have ended.
+  local HELD = [[
+    local function count()
+      local fds = 0
+      for fd = 0, 4095 do
+        local f = io.open('/proc/self/fdinfo/' .. fd)
+        if f then fds = fds + 1; f:close() end
+      end
+      -- Read and closed here: io.lines left open until a collection
+      -- (stopped) would count as one more under Lua 5.1 and 5.3.
+      local f = io.open('/proc/self/status')
+      local status = f:read('*a')
+      f:close()
+      return fds, tonumber(status:match('Threads:%s*(%d+)'))
+    end
+    local function held()
+      local fds, threads = count()
+      for _ = 1, 40 do
+        os.execute('sleep 0.05')
+        local fds2, threads2 = count()
+        if fds2 == fds and threads2 == threads then break end
+        fds, threads = fds2, threads2
+      end
+      return fds, threads
+    end
+  ]]
 
-  it('twenty clients hold four descriptors each and one thread among them, and close gives them all back', function()
+  it('twenty stdio clients hold four descriptors each and one thread among them, and close gives them all back', function()
     if not linux then return pending('counts read from /proc') end
-    local out, status = H.run_lua(string.format([[
+    local out, status = H.run_lua(HELD .. string.format([[
       collectgarbage('stop')
       local mcp = require('mcp')
-      local function held()
-        local fds = 0
-        for fd = 0, 4095 do
-          local f = io.open('/proc/self/fdinfo/' .. fd)
-          if f then fds = fds + 1; f:close() end
-        end
-        for line in io.lines('/proc/self/status') do
-          local threads = line:match('^Threads:%%s*(%%d+)')
-          if threads then return fds, tonumber(threads) end
-        end
-      end
       local fds0, threads0 = held()
       local clients = {}
       for i = 1, 20 do
@@ -294,8 +310,33 @@ describe('what each stdio server costs the host', function()
         fds - fds0, threads - threads0, with_bell - fds, fds_after - fds0, threads_after - threads0))
     ]], H.LUA, H.ROOT .. '/lua/servers/counter.lua'))
     assert.equal(0, status, out)
-    -- 80: four each; 2: the pipe thread's wake pipe, one per process.
+    -- 80: four each; 2: the poll thread's wake pipe, one per process.
     assert.equal('connected 82 1, one fd() 3, closed 0 0\n', out)
+  end)
+
+  it('twenty idle HTTP clients hold no thread of their own (the poll thread reads their streams from the server), and close gives everything back', function()
+    if not linux then return pending('counts read from /proc') end
+    local url, stop = H.everything_http()
+    local out, status = H.run_lua(HELD .. string.format([[
+      collectgarbage('stop')
+      local mcp = require('mcp')
+      local fds0, threads0 = held()
+      local clients = {}
+      for i = 1, 20 do
+        clients[i] = mcp.new({ url = %q, protocol_version = '2025-06-18' })
+        assert(clients[i]:call('echo', { message = 'hi' }) == 'Echo: hi')
+      end
+      local fds, threads = held()
+      for _, c in ipairs(clients) do c:close() end
+      local fds_after, threads_after = held()
+      print(string.format('connected %%d %%d, closed %%d %%d',
+        fds - fds0, threads - threads0, fds_after - fds0, threads_after - threads0))
+    ]], url))
+    stop()
+    assert.equal(0, status, out)
+    -- 40: each client's kept connection for its POSTs and its stream from
+    -- the server; 2: the poll thread's wake pipe.
+    assert.equal('connected 42 1, closed 0 0\n', out)
   end)
 end)
 

@@ -1,6 +1,7 @@
 //! Descriptor chores every Unix does a little differently: pipes made
-//! close-on-exec and non-blocking, and writes to a pipe whose reader may
-//! be gone that must never raise SIGPIPE in the host.
+//! close-on-exec and non-blocking, reads that never wait, and writes to a
+//! pipe whose reader may be gone that must never raise SIGPIPE in the
+//! host.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
@@ -158,6 +159,33 @@ pub fn limit_reached(err: &std::io::Error) -> Option<String> {
                 .into(),
         ),
         _ => None,
+    }
+}
+
+/// What a read without blocking found.
+pub enum Chunk {
+    Bytes(usize),
+    /// Nothing there right now.
+    Nothing,
+    /// EOF, or the pipe failed: either way nothing more will come.
+    End,
+}
+
+pub fn read_now(fd: RawFd, buf: &mut [u8]) -> Chunk {
+    loop {
+        // SAFETY: read(2) into a live, writable slice.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n > 0 {
+            return Chunk::Bytes(n as usize);
+        }
+        if n == 0 {
+            return Chunk::End;
+        }
+        match std::io::Error::last_os_error().kind() {
+            std::io::ErrorKind::Interrupted => continue,
+            std::io::ErrorKind::WouldBlock => return Chunk::Nothing,
+            _ => return Chunk::End,
+        }
     }
 }
 

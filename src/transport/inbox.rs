@@ -13,9 +13,9 @@
 //! * Everything else (replies, server requests for Lua's handlers) is never
 //!   dropped: past the byte cap the reader stops reading, and the server's
 //!   own writes block. That is backpressure on the pipe or socket rather
-//!   than growth here. An HTTP reader waits for room; stdio's pipe thread,
-//!   which serves every server, never waits: it leaves a [`full`] inbox's
-//!   pipe alone until Lua takes from it.
+//!   than growth here. An HTTP reply stream's thread waits for room; the
+//!   process's poll thread, which serves every client, never waits: it
+//!   leaves a [`full`] inbox's pipe or stream alone until Lua takes from it.
 //!
 //! [`full`]: Inbox::full
 
@@ -183,6 +183,19 @@ impl Inbox {
 
     /// Queues `event`, which took `bytes` on the wire, by the policies above.
     pub fn push(&self, event: Event, bytes: usize) {
+        self.push_waiting(event, bytes, self.waits_for_room);
+    }
+
+    /// Queues `event` without ever waiting for room, for the poll thread
+    /// (which serves every other client meanwhile): past the byte cap it
+    /// is queued anyway, and the thread leaves this inbox's source alone
+    /// while [`Self::full`].
+    #[cfg(unix)]
+    pub fn push_now(&self, event: Event, bytes: usize) {
+        self.push_waiting(event, bytes, false);
+    }
+
+    fn push_waiting(&self, event: Event, bytes: usize, waits_for_room: bool) {
         let notification = matches!(&event, Event::Message(m) if classify(m) == Kind::Notification);
         let mut q = self.lock();
         // Notifications make room first, oldest first, for anything.
@@ -205,7 +218,7 @@ impl Inbox {
             // waits: it is the only one who would make room. It reads one
             // chunk at a time and takes what it queued, so the excess is
             // bounded by a chunk.
-            let may_wait = self.waits_for_room && !crate::interrupt::watched();
+            let may_wait = waits_for_room && !crate::interrupt::watched();
             while may_wait && q.bytes + bytes > MAX_BUFFERED_BYTES && !q.events.is_empty() && !q.closed {
                 q.pushers += 1;
                 q = self.room.wait(q).unwrap_or_else(|p| p.into_inner());

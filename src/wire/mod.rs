@@ -33,6 +33,8 @@ use crate::interrupt;
 
 mod tcp;
 
+pub(crate) use tcp::{last_socket, Socket};
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -15,8 +15,11 @@
 //! here, as ureq does it (each resolved address in turn sharing the
 //! connect budget, a time limit on each read and write), and the socket
 //! is registered with the agent so that `Agent::shutdown` still wakes a
-//! thread blocked on it.
+//! thread blocked on it. Each read also notes its socket for the thread
+//! (see [`last_socket`]): a response's body keeps its connection out of
+//! sight, and the server's stream is watched by polling that socket.
 
+use std::cell::Cell;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Weak};
@@ -25,6 +28,34 @@ use std::time::Duration;
 use ureq::unversioned::transport::{
     Buffers, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout, ShutdownHandle, Transport,
 };
+
+/// A socket as the system names it.
+#[cfg(unix)]
+pub(crate) type Socket = std::os::fd::RawFd;
+#[cfg(windows)]
+pub(crate) type Socket = std::os::windows::io::RawSocket;
+
+thread_local! {
+    /// The socket this thread last read from.
+    static LAST_SOCKET: Cell<Option<Socket>> = const { Cell::new(None) };
+}
+
+/// The socket this thread read from last since the last call, if any: after
+/// a response's head came, the socket its body will come on. None when
+/// it came through a connection made elsewhere (a SOCKS proxy's).
+pub(crate) fn last_socket() -> Option<Socket> {
+    LAST_SOCKET.take()
+}
+
+#[cfg(unix)]
+fn socket_of(stream: &TcpStream) -> Socket {
+    std::os::fd::AsRawFd::as_raw_fd(stream)
+}
+
+#[cfg(windows)]
+fn socket_of(stream: &TcpStream) -> Socket {
+    std::os::windows::io::AsRawSocket::as_raw_socket(stream)
+}
 
 /// Connects TCP like ureq's own connector (which it stands in for).
 #[derive(Debug, Default)]
@@ -133,6 +164,7 @@ impl Transport for QuickAckTransport {
             self.read_limit = limit;
         }
         acknowledge_at_once(&self.socket);
+        LAST_SOCKET.set(Some(socket_of(&self.socket)));
         let input = self.buffers.input_append_buf();
         let amount = loop {
             match (&*self.socket).read(input) {

@@ -19,7 +19,7 @@ use crate::protocol;
 use crate::protocol::id_key;
 use crate::tool_headers::header_value;
 use crate::wire::is_user_interrupt;
-use crate::wire::pausing_at;
+use crate::wire::{last_socket, pausing_at, Socket};
 use std::time::Instant;
 
 /// How much of an error body an error message quotes.
@@ -174,8 +174,12 @@ impl Shared {
         self.exchange(&self.agent, Verb::Post(body, headers), timeout)
     }
 
-    pub(super) fn get_stream(&self, last_event_id: Option<&str>) -> Result<Response<Body>> {
-        self.exchange(&self.agent, Verb::Get { last_event_id }, self.options.timeout)
+    /// The server's own stream (GET), with the socket it comes on where
+    /// that is known (see `wire::last_socket`).
+    pub(super) fn get_stream(&self, last_event_id: Option<&str>) -> Result<(Response<Body>, Option<Socket>)> {
+        last_socket();
+        let response = self.exchange(&self.agent, Verb::Get { last_event_id }, self.options.timeout)?;
+        Ok((response, last_socket()))
     }
 
     pub(super) fn url(&self) -> String {

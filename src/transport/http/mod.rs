@@ -6,11 +6,12 @@
 //! machine by choosing its session id.
 //!
 //! After the handshake a second connection (GET, the server's own stream)
-//! is opened and read by a thread, so a server can ping us or notify us
-//! between requests; the thread answers server requests itself, as the
-//! stdio reader does. It is opened from that thread too, and waited for
-//! one second at most: a server that accepts the GET and never answers it
-//! must not hold anything long (see `Shared::listen`).
+//! is opened, so a server can ping us or notify us between requests. It
+//! is opened from a thread, waited for one second at most (a server that
+//! accepts the GET and never answers it must not hold anything long: see
+//! `Shared::listen`), and then read by the process's poll thread, which
+//! serves every client (`listener`); server requests are answered by the
+//! client itself, as the stdio reader does.
 //!
 //! Here: what the Lua thread and the stream threads share, the transport
 //! itself, the server's own stream and the ending. Beside it, a file per
@@ -86,6 +87,8 @@ use crate::transport::{Received, Transport};
 use crate::wire::{pausing_at, sliced_connector, tls_config, RememberingResolver, SharedResolver};
 
 mod exchange;
+#[cfg(unix)]
+mod listener;
 mod send;
 mod sse;
 mod streams;
@@ -175,6 +178,12 @@ struct Shared {
     reading: Mutex<Vec<IdKey>>,
     abandoned: Mutex<Vec<IdKey>>,
     resolver: Arc<RememberingResolver>,
+    /// The server's own stream, while the process's poll thread watches it.
+    #[cfg(unix)]
+    server_stream: Mutex<Option<Arc<listener::ServerStream>>>,
+    /// Answers to the server read by the poll thread, waiting to be posted
+    /// (see `Shared::answer_aside`), and whether a thread posts them.
+    answers_aside: Mutex<(VecDeque<Vec<u8>>, bool)>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -208,12 +217,6 @@ impl Shared {
         let shared = self.clone();
         threads.retain(|t| !t.is_finished());
         threads.push(thread::spawn(move || work(shared)));
-    }
-
-    /// Sends our answer to a request the server sent us, on a connection
-    /// of its own.
-    fn answer(&self, answer: &Json) {
-        self.post_answer(&codec::encode(answer), &PostHeaders::default());
     }
 
     /// Posts an answer; whatever comes back is read to its end, so that
@@ -310,11 +313,16 @@ impl Shared {
         self.agent.clone().shutdown();
     }
 
+    /// Waits for the stream threads, and for the poll thread to let go
+    /// of the server's stream.
     fn join_streams(&self) {
         let threads = std::mem::take(&mut *lock(&self.threads));
         for t in threads {
             let _ = t.join();
         }
+        // After the threads: the one that opened the stream handed it over.
+        #[cfg(unix)]
+        listener::forget(self);
     }
 
     /// The session's DELETE (405 means the server does not let clients
@@ -401,6 +409,9 @@ impl Http {
             reading: Mutex::new(Vec::new()),
             abandoned: Mutex::new(Vec::new()),
             resolver,
+            #[cfg(unix)]
+            server_stream: Mutex::new(None),
+            answers_aside: Mutex::new((VecDeque::new(), false)),
         });
         Ok(Http {
             shared,
@@ -531,11 +542,14 @@ impl Shared {
             let response = shared.get_stream(None);
             *lock(&signal.0) = true;
             signal.1.notify_all();
-            let Ok(response) = response else { return };
+            let Ok((response, socket)) = response else { return };
             if response.status().as_u16() != 200 || !is_event_stream(&response) {
                 return;
             }
-            let stream = ReplyStream::new(&shared, response, None);
+            let stream = ReplyStream::new(&shared, response, None).on_socket(socket);
+            #[cfg(unix)]
+            listener::watch(&shared, stream);
+            #[cfg(not(unix))]
             read_stream(&shared, stream);
         });
         let (done, wake) = &*answered;

@@ -6,13 +6,14 @@
 //! `opts.max_header_bytes` and its time bounded by what is left of the
 //! handshake.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::exchange::{post_headers, PostHeaders, Verb};
 
 use super::exchange::{drain_briefly, header, is_cancellation, is_event_stream};
 use super::streams::ReplyStream;
-use super::{lock, Http, Slot, MAX_ANSWERS_BESIDE, NOTICE_TIMEOUT, READ_BESIDE_KEPT};
+use super::{lock, Http, Shared, Slot, MAX_ANSWERS_BESIDE, NOTICE_TIMEOUT, READ_BESIDE_KEPT};
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
 use crate::protocol::{self, classify, id_key, Kind};
@@ -211,5 +212,37 @@ impl Http {
         if lock(&self.shared.reading).contains(&key) {
             lock(&self.shared.abandoned).push(key);
         }
+    }
+}
+
+/// Answers queued for one client's thread at most: a server that asks
+/// faster than it takes answers has the rest dropped, as if lost.
+const MAX_ANSWERS_ASIDE: usize = 64;
+
+impl Shared {
+    /// Posts an answer to the server read on the poll thread, which must
+    /// not wait for it: one thread per client posts them in order, and
+    /// ends when none is left.
+    pub(super) fn answer_aside(self: &Arc<Self>, body: Vec<u8>) {
+        let mut aside = lock(&self.answers_aside);
+        if aside.0.len() >= MAX_ANSWERS_ASIDE {
+            return;
+        }
+        aside.0.push_back(body);
+        if std::mem::replace(&mut aside.1, true) {
+            return;
+        }
+        drop(aside);
+        self.spawn(|shared| loop {
+            let Some(body) = ({
+                let mut aside = lock(&shared.answers_aside);
+                let next = aside.0.pop_front();
+                aside.1 = next.is_some();
+                next
+            }) else {
+                return;
+            };
+            shared.post_answer(&body, &PostHeaders::default());
+        });
     }
 }

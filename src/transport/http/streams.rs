@@ -3,6 +3,7 @@
 //! before its reply, and read past the reply (to give its connection back
 //! to the pool) on a thread of its own.
 
+use std::sync::Weak;
 use std::time::{Duration, Instant};
 
 use ureq::http::Response;
@@ -12,7 +13,7 @@ use crate::codec;
 use crate::error::Error;
 use crate::protocol::{IdKey, Kind};
 use crate::transport::inbox::{sort, Event, Sorted};
-use crate::wire::{never_pausing, pausing_at};
+use crate::wire::{never_pausing, pausing_at, Socket};
 
 use super::sse::{SseReader, StreamError};
 use super::{is_event_stream, trim, PostHeaders, Shared, Slot};
@@ -58,6 +59,13 @@ pub(super) struct ReplyStream {
     /// revision has no `Last-Event-ID`); its request fails at once when it
     /// ends without the reply, to be sent again as a new request.
     modern: bool,
+    /// The socket it comes on, where known: the server's stream is then
+    /// watched by the process's poll thread (see `listener`).
+    pub(super) socket: Option<Socket>,
+    /// Read by the poll thread, which must not wait: answers to the
+    /// server go out from a thread of the client's (see
+    /// `Shared::answer_aside`).
+    answers_aside: Option<Weak<Shared>>,
 }
 
 impl ReplyStream {
@@ -74,7 +82,22 @@ impl ReplyStream {
             resumes: 0,
             answered: false,
             modern: false,
+            socket: None,
+            answers_aside: None,
         }
+    }
+
+    /// The server's own stream, on `socket` (see [`ReplyStream::socket`]).
+    pub(super) fn on_socket(mut self, socket: Option<Socket>) -> ReplyStream {
+        self.socket = socket;
+        self
+    }
+
+    /// Answers to the server are posted aside (see [`ReplyStream::answers_aside`]).
+    #[cfg(unix)]
+    pub(super) fn answering_aside(mut self, shared: &std::sync::Arc<Shared>) -> ReplyStream {
+        self.answers_aside = Some(std::sync::Arc::downgrade(shared));
+        self
     }
 
     /// The reply stream of a modern request (see [`ReplyStream::modern`]).
@@ -127,13 +150,17 @@ impl ReplyStream {
                     self.answered |= id.is_some() && id == self.awaiting;
                     return Step::Deliver(Event::TooDeep(id), text.len());
                 }
-                Sorted::Answer(answer) => never_pausing(|| shared.answer(&answer)),
-                Sorted::Refuse(refusal) => {
-                    let refusal = codec::encode(&refusal);
-                    let _ = never_pausing(|| shared.post(&refusal, &PostHeaders::default(), shared.options.timeout));
-                }
+                Sorted::Answer(answer) | Sorted::Refuse(answer) => self.answer(shared, codec::encode(&answer)),
                 Sorted::Skip | Sorted::NotJson => {}
             }
+        }
+    }
+
+    /// Posts an answer to the server: from this thread, or aside.
+    fn answer(&self, shared: &Shared, body: Vec<u8>) {
+        match self.answers_aside.as_ref().and_then(Weak::upgrade) {
+            Some(shared) => shared.answer_aside(body),
+            None => never_pausing(|| shared.post_answer(&body, &PostHeaders::default())),
         }
     }
 
@@ -153,20 +180,29 @@ impl ReplyStream {
         if !self.resumable(shared) {
             return false;
         }
+        // Read on: a failed reconnection ends the stream there, and the
+        // next end comes back here while resumptions are left.
+        self.reconnect(shared);
+        true
+    }
+
+    /// One resumption, once [`Self::resumable`]: after the server's
+    /// `retry:` (or a backoff), a GET with `Last-Event-ID`. Whether the
+    /// stream now reads from the new connection.
+    pub(super) fn reconnect(&mut self, shared: &Shared) -> bool {
         let Some(last_id) = self.reader.last_event_id.clone() else { return false };
         self.resumes += 1;
         let backoff = DEFAULT_RETRY * (1 << (self.resumes - 1)).min(8);
         shared.pause(self.reader.retry.unwrap_or(backoff).min(MAX_RETRY));
-        if let Ok(r) = shared.get_stream(Some(&last_id)) {
-            if r.status().as_u16() == 200 && is_event_stream(&r) {
-                let retry = self.reader.retry;
-                self.reader = SseReader::new(r.into_body().into_reader(), shared.options.max_message_bytes);
-                self.reader.last_event_id = Some(last_id);
-                self.reader.retry = retry;
-            }
+        let Ok((r, socket)) = shared.get_stream(Some(&last_id)) else { return false };
+        if r.status().as_u16() != 200 || !is_event_stream(&r) {
+            return false;
         }
-        // Read on: a failed reconnection ends the stream there, and the
-        // next end comes back here while resumptions are left.
+        let retry = self.reader.retry;
+        self.reader = SseReader::new(r.into_body().into_reader(), shared.options.max_message_bytes);
+        self.reader.last_event_id = Some(last_id);
+        self.reader.retry = retry;
+        self.socket = socket;
         true
     }
 }

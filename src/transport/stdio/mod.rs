@@ -3,14 +3,14 @@
 //! guarantees with a Job Object and one thread (`windows/`).
 //!
 //! Each pipe must be served whatever Lua is doing, and one thread of the
-//! process serves the pipes of every server (`poller`): a server costs
-//! four descriptors (its three pipes and the watch on its exit) and no
-//! thread of its own.
+//! process serves the pipes of every server (`transport::poller`; what
+//! it does for a server is in `served`): a server costs four descriptors
+//! (its three pipes and the watch on its exit) and no thread of its own.
 //!
 //! * stdin: a message is written straight from the calling thread when the
 //!   pipe has room (a hand-off to another thread costs a wake-up, which on
 //!   a small VM is as much as the round trip itself); the rest waits in a
-//!   queue that the pipe thread drains, so Lua never blocks on a server
+//!   queue that the poll thread drains, so Lua never blocks on a server
 //!   that stopped reading. Writes happen with SIGPIPE blocked in the
 //!   writing thread only: a cdylib inside lua5.4 does not inherit Rust's
 //!   ignored SIGPIPE, and one write to a dead server would otherwise kill
@@ -19,9 +19,9 @@
 //! * stdout: split into lines of any size (up to a cap), skipping what is
 //!   not JSON (banners, logs printed to the wrong stream), answering `ping`
 //!   and unknown server requests at once, and queueing the rest for Lua;
-//!   read by the Lua call that waits for a reply, or by the pipe thread
+//!   read by the Lua call that waits for a reply, or by the poll thread
 //!   when none does (`reader`).
-//! * stderr: drained by the pipe thread, its last 64 KiB kept for error
+//! * stderr: drained by the poll thread, its last 64 KiB kept for error
 //!   messages. A server that logs megabytes to stderr would stall on a
 //!   full pipe otherwise.
 //!
@@ -42,7 +42,7 @@
 //! Closing never waits on a pipe someone else holds. A grandchild that left
 //! our process group (`setsid`, a daemon) can keep our pipes open forever;
 //! a reader blocked in read(2) would then never return, and joining it hung
-//! `close()` and `lua_close`. The pipe thread blocks only in poll(2), on
+//! `close()` and `lua_close`. The poll thread blocks only in poll(2), on
 //! the servers' pipes and on a wake pipe of ours that a shutdown writes
 //! to; a shutdown waits for one round of it. The shutdown itself is the spec's sequence with bounded waits, so it ends
 //! within about [`GRACE`](child::GRACE) twice whatever the children do.
@@ -68,10 +68,10 @@ mod lines;
 #[cfg(unix)]
 mod pipes;
 #[cfg(unix)]
-mod poller;
-#[cfg(unix)]
 mod reader;
 mod reapers;
+#[cfg(unix)]
+mod served;
 mod stderr;
 #[cfg(unix)]
 mod unix;

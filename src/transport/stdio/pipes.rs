@@ -1,23 +1,24 @@
 //! The server's three pipes: stdin (here), which Lua writes straight to
-//! and the process's pipe thread (`poller`) finishes writing when it was
+//! and the process's poll thread (`transport::poller`) finishes writing when it was
 //! full; stdout, read by that thread or by the Lua call that takes its
 //! place (`reader`); stderr, drained by the thread into the log
 //! (`stderr`). See the module's header.
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::process::ChildStdin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::transport::fds::{nonblocking_pipe, refuse_sigpipe, set_nonblocking, write_without_sigpipe};
+use crate::transport::fds::{refuse_sigpipe, set_nonblocking, write_without_sigpipe};
 use crate::transport::inbox::Inbox;
+use crate::transport::poller::{self, Watched};
 
 use super::exit_watch::{ExitWatch, EXIT_POLL_MS};
 use super::lines::Reader;
-use super::poller::{self, Served};
 use super::reader::{ReadSide, MAX_SPIN};
+use super::served::Served;
 use super::stderr::PipeLog;
 use super::Options;
 
@@ -25,17 +26,17 @@ use super::Options;
 /// last, not a stream a leftover helper keeps pouring.
 pub(super) const DRAIN_AFTER_EXIT: usize = 4 << 20;
 
-/// What the transport keeps of the pipes while the pipe thread serves
+/// What the transport keeps of the pipes while the poll thread serves
 /// them.
 pub(super) struct Pipes {
     pub(super) stdin: Arc<StdinPipe>,
     pub(super) inbox: Arc<Inbox>,
     pub(super) log: Arc<Mutex<PipeLog>>,
     pub(super) read_side: Arc<ReadSide>,
-    served: Arc<Served>,
+    served: Arc<dyn Watched>,
 }
 
-/// Hands the server's pipes to the pipe thread (already running: see
+/// Hands the server's pipes to the poll thread (already running: see
 /// [`poller::start`]).
 pub(super) fn start(
     stdin: ChildStdin,
@@ -46,18 +47,19 @@ pub(super) fn start(
 ) -> io::Result<Pipes> {
     let log = Arc::new(Mutex::new(PipeLog::default()));
     let pipe = Arc::new(StdinPipe::new(stdin));
-    // The pipe thread serves every server: it must never wait for room.
+    // The poll thread serves every server: it must never wait for room.
     let inbox = Arc::new(Inbox::new(options.doorbell.clone()).never_waiting_for_room());
     set_nonblocking(stdout.as_raw_fd());
     let reader = Reader::new(options, inbox.clone(), pipe.clone(), log.clone());
     let read_side = Arc::new(ReadSide::new(reader, stdout, exit));
-    let served = Arc::new(Served::new(read_side.clone(), pipe.clone(), inbox.clone(), stderr, log.clone()));
+    let served: Arc<dyn Watched> =
+        Arc::new(Served::new(read_side.clone(), pipe.clone(), inbox.clone(), stderr, log.clone()));
     poller::register(served.clone())?;
     Ok(Pipes { stdin: pipe, inbox, log, read_side, served })
 }
 
 impl Pipes {
-    /// Stops serving the pipes; once this returns the pipe thread holds
+    /// Stops serving the pipes; once this returns the poll thread holds
     /// none of them, so they close with the transport.
     pub(super) fn stop(&self) {
         self.stdin.abandon();
@@ -67,7 +69,7 @@ impl Pipes {
 }
 
 /// The server's stdin, shared by Lua (requests), the reader (answers to
-/// server requests) and the pipe thread (whatever did not fit).
+/// server requests) and the poll thread (whatever did not fit).
 pub(super) struct StdinPipe {
     state: Mutex<PipeState>,
 }
@@ -94,7 +96,7 @@ impl StdinPipe {
     }
 
     /// Writes what the pipe takes now, in order after anything queued, and
-    /// queues the rest for the pipe thread. A broken pipe shows up as EOF
+    /// queues the rest for the poll thread. A broken pipe shows up as EOF
     /// on stdout soon after, which reports it with the exit status.
     pub(super) fn send(&self, bytes: &[u8]) {
         let mut st = self.lock();
@@ -171,35 +173,6 @@ impl StdinPipe {
     }
 }
 
-/// A pipe of our own that the pipe thread polls beside the servers': a
-/// byte written to it starts a new round.
-pub(super) struct WakePipe {
-    read: OwnedFd,
-    write: OwnedFd,
-}
-
-impl WakePipe {
-    pub(super) fn new() -> std::io::Result<WakePipe> {
-        let (read, write) = nonblocking_pipe()?;
-        Ok(WakePipe { read, write })
-    }
-
-    pub(super) fn signal(&self) {
-        // A full pipe already wakes the thread: the failed write is fine.
-        let _ = write_without_sigpipe(self.write.as_raw_fd(), b"x");
-    }
-
-    pub(super) fn fd(&self) -> RawFd {
-        self.read.as_raw_fd()
-    }
-
-    /// Empties the pipe, so that the next poll sleeps.
-    pub(super) fn drain(&self) {
-        let mut buf = [0u8; 64];
-        while let Chunk::Bytes(_) = read_now(self.read.as_raw_fd(), &mut buf) {}
-    }
-}
-
 /// The spin for the next wait, from how long this one took to get a
 /// message: replies within microseconds earn a spin of about twice that
 /// (so the next one is caught awake), anything slower none.
@@ -260,33 +233,6 @@ pub(super) fn wait_readable(fd: RawFd, exit: Option<&ExitWatch>, within: Option<
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Readiness::Idle;
-        }
-    }
-}
-
-/// What a read without blocking found.
-pub(super) enum Chunk {
-    Bytes(usize),
-    /// Nothing there right now.
-    Nothing,
-    /// EOF, or the pipe failed: either way nothing more will come.
-    End,
-}
-
-pub(super) fn read_now(fd: RawFd, buf: &mut [u8]) -> Chunk {
-    loop {
-        // SAFETY: read(2) into a live, writable slice.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n > 0 {
-            return Chunk::Bytes(n as usize);
-        }
-        if n == 0 {
-            return Chunk::End;
-        }
-        match std::io::Error::last_os_error().kind() {
-            std::io::ErrorKind::Interrupted => continue,
-            std::io::ErrorKind::WouldBlock => return Chunk::Nothing,
-            _ => return Chunk::End,
         }
     }
 }

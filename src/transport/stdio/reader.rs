@@ -1,6 +1,6 @@
 //! The reader of the server's stdout on Unix: each read split into lines
-//! (`lines`) and sorted into the inbox, by the process's pipe thread
-//! (`poller`) or by the Lua call that takes its place while it waits for
+//! (`lines`) and sorted into the inbox, by the process's poll thread
+//! (`transport::poller`) or by the Lua call that takes its place while it waits for
 //! its own reply (see `ReadSide`).
 
 use std::os::fd::{AsRawFd, RawFd};
@@ -11,11 +11,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::interrupt;
+use crate::transport::fds::{read_now, Chunk};
 use crate::transport::inbox::Event;
 
 use super::exit_watch::ExitWatch;
 use super::lines::{split_lines, Piece, Reader};
-use super::pipes::{read_now, wait_readable, Chunk, Readiness, DRAIN_AFTER_EXIT};
+use super::pipes::{wait_readable, Readiness, DRAIN_AFTER_EXIT};
 
 /// Where the line splitter is between two reads.
 pub(super) struct Lines {
@@ -44,7 +45,7 @@ pub(super) enum Step {
 /// costs a thread wake-up: ~3 us on the same CPU, 20-150 us on the other
 /// one on this kind of VM, as much as the pipe round trip itself. So while
 /// a Lua call waits for a reply, the Lua thread reads the pipe itself and
-/// the pipe thread leaves it alone (a leader/follower scheme: one line
+/// the poll thread leaves it alone (a leader/follower scheme: one line
 /// splitter, one queue, and whoever holds the reading role reads). The
 /// thread takes over again once no call has waited for [`LINGER`], so a
 /// server's ping is still answered within that while Lua is busy
@@ -63,7 +64,7 @@ pub(super) struct ReadSide {
     over: AtomicBool,
 }
 
-/// Whose turn it is to read stdout, as the pipe thread sees it.
+/// Whose turn it is to read stdout, as the poll thread sees it.
 pub(super) enum Turn {
     /// The thread's: poll it, and the exit.
     Ours,
@@ -73,7 +74,7 @@ pub(super) enum Turn {
     Over,
 }
 
-/// How long the pipe thread leaves the pipe to Lua after a call: calls
+/// How long the poll thread leaves the pipe to Lua after a call: calls
 /// in a burst then never wake it.
 pub(super) const LINGER: Duration = Duration::from_millis(2);
 
@@ -185,7 +186,7 @@ impl ReadSide {
         self.epoch.elapsed().saturating_sub(released)
     }
 
-    /// Whether the pipe thread should poll stdout now.
+    /// Whether the poll thread should poll stdout now.
     pub(super) fn turn(&self) -> Turn {
         if self.over.load(Ordering::SeqCst) {
             return Turn::Over;
@@ -201,7 +202,7 @@ impl ReadSide {
         }
     }
 
-    /// The pipe thread found stdout readable: one chunk is read, unless a
+    /// The poll thread found stdout readable: one chunk is read, unless a
     /// Lua call has begun reading meanwhile (checked under the lock: see
     /// `wait_as_reader`).
     pub(super) fn read_for_lua(&self) {

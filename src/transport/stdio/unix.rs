@@ -1,5 +1,5 @@
 //! The stdio transport on Unix: the server's process group and its three
-//! pipes, served by the process's pipe thread. See the module's header.
+//! pipes, served by the process's poll thread. See the module's header.
 
 use std::process::Child;
 use std::sync::{Arc, Mutex};
@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 use crate::codec::Json;
 use crate::error::{Error, Result};
 use crate::transport::inbox::{Event, Inbox};
+use crate::transport::poller;
 use crate::transport::{Received, Transport};
 
 use super::child::{current_pid, exit_code, spawn_in_group, stop_group};
 use super::exit_watch::ExitWatch;
 use super::pipes::{next_spin, Pipes, StdinPipe};
-use super::poller;
 use super::reader::ReadSide;
 use super::reapers::reap_in_background;
 use super::stderr::{ended_detail, stderr_excerpt, PipeLog};
@@ -32,7 +32,7 @@ pub struct Stdio {
     pipe: Arc<StdinPipe>,
     inbox: Arc<Inbox>,
     log: Arc<Mutex<PipeLog>>,
-    /// Served by the pipe thread until the shutdown takes them back.
+    /// Served by the poll thread until the shutdown takes them back.
     pipes: Option<Pipes>,
     read_side: Arc<ReadSide>,
     /// Where requests are encoded, reused.
@@ -67,7 +67,7 @@ impl Stdio {
         let started = match super::pipes::start(stdin, stdout, stderr, exit.clone(), options) {
             Ok(started) => started,
             Err(e) => {
-                // The pipe thread could not be started again (it ended
+                // The poll thread could not be started again (it ended
                 // with the last server meanwhile): the server goes too.
                 stop_group(&mut child, &exit);
                 return Err(no_start(e));
