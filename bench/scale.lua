@@ -97,7 +97,7 @@ print('stdio: the bundled counter server, one process each')
 print('    N connected      fds  threads  KiB/cli connect ms  all returned')
 for _, n in ipairs(counts) do run(n) end
 
-package.path = root .. '/spec/?.lua;' .. package.path
+package.path = root .. '/spec/?.lua;' .. root .. '/lua/?.lua;' .. package.path
 local H = require('helpers')
 if io.open(H.EVERYTHING) then
   local url, stop = H.everything_http()
