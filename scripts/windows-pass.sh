@@ -5,7 +5,9 @@
 # busted on the specs that hold on Windows: spec/windows_spec.lua (the
 # stdio transport, its Job Object, the async API, server-everything on a
 # Windows node), and the differential and fuzz specs (the module against
-# the reference, byte for byte). Servers run under Wine too.
+# the reference, byte for byte). Servers run under Wine too, but for the
+# HTTP one (spec/servers/http_faults.js on the Linux node; its loopback
+# is Wine's): the Windows client is what is under test.
 #
 #   scripts/windows-pass.sh [busted options and spec files...]
 set -euo pipefail
@@ -21,6 +23,12 @@ SPECS=(spec/windows_spec.lua spec/differential_spec.lua spec/fuzz_spec.lua)
 out=target/suite
 mkdir -p "$out"
 failed=0
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+node spec/servers/http_faults.js "$port" >"$out/windows-http.log" 2>&1 &
+http_server=$!
+trap 'kill $http_server 2>/dev/null || true' EXIT
+for _ in $(seq 100); do grep -q 'listening on' "$out/windows-http.log" && break; sleep 0.1; done
+export MCP_HTTP_FAULTS=http://127.0.0.1:$port
 for runtime in ${RUNTIMES:-lua.exe luajit.exe}; do
   abi=54 version=5.4 features=lua54
   [ "$runtime" = luajit.exe ] && abi=51 version=5.1 features=luajit

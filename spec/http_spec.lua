@@ -272,6 +272,26 @@ describe('HTTP faults', function()
     assert.equal('evt-1', last.headers['last-event-id'])
   end)
 
+  it("the server's own stream, ended after its priming event while idle, is resumed with Last-Event-ID", function()
+    local seen = {}
+    local client = mcp.new({ url = base .. '/get-drop', on_notification = function(m) seen[#seen + 1] = m.params.data end })
+    client:discover()
+    -- The stream ends 300 ms after its head, while no request waits: the
+    -- reconnection is the poll thread's to start, not a call's.
+    os.execute('sleep 0.5')
+    for _ = 1, 40 do
+      client:call('echo', { message = 'x' })
+      if #seen > 0 then break end
+      os.execute('sleep 0.05')
+    end
+    client:close()
+    assert.same({ 'resumed after g-1' }, seen)
+    local gets = requests('GET', '/get-drop')
+    assert.equal(2, #gets)
+    assert.is_nil(gets[1].headers['last-event-id'])
+    assert.equal('g-1', gets[2].headers['last-event-id'])
+  end)
+
   it('a JSON-RPC error body on a 4xx is the error, with its message', function()
     local client = mcp.new({ url = base .. '/errors' })
     local ok, err = pcall(client.call, client, 'bad', {})

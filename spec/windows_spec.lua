@@ -1,8 +1,8 @@
 -- What only Windows does: commands found and run as cmd.exe would, the
 -- server's process tree held in a Job Object, one pump thread per server,
--- client:fd() as a socket. Runs in the Windows pass (scripts/windows-pass.sh,
--- the Windows lua.exe and luajit.exe under Wine); elsewhere it has nothing
--- to test.
+-- client:fd() as a socket, HTTP streams polled with WSAPoll. Runs in the
+-- Windows pass (scripts/windows-pass.sh, the Windows lua.exe and
+-- luajit.exe under Wine); elsewhere it has nothing to test.
 local H = require('helpers')
 if not H.WINDOWS then return end
 
@@ -30,6 +30,21 @@ local function stopped_beating(file)
   local before = size(file)
   pause(0.5)
   return size(file) == before
+end
+
+-- The threads of this process, as WMI counts them: wmic's row names its
+-- parent (the cmd.exe of io.popen), whose row names this process.
+local function threads()
+  local p = assert(io.popen('wmic process get Name,ParentProcessId,ProcessId,ThreadCount 2>&1'))
+  local text = p:read('*a'):gsub('%z', '')
+  p:close()
+  local rows, wmic = {}, nil
+  for name, parent, pid, count in text:gmatch('(%S+)%s+(%d+)%s+(%d+)%s+(%d+)') do
+    rows[pid] = { parent = parent, count = tonumber(count) }
+    if name == 'wmic.exe' then wmic = rows[pid] end
+  end
+  local shell = assert(wmic and rows[wmic.parent], text)
+  return assert(rows[shell.parent], text).count
 end
 
 local function heartbeat_file()
@@ -200,6 +215,31 @@ describe('on Windows', function()
     local text = f:read('*a')
     f:close()
     assert.is_truthy(text:find('"legacy"', 1, true), text)
+  end)
+
+  it("idle HTTP clients hold no thread each: the server's streams are polled, and close returns every thread", function()
+    local base = assert(os.getenv('MCP_HTTP_FAULTS'), 'scripts/windows-pass.sh starts the HTTP server')
+    local before = threads()
+    local clients, seen = {}, {}
+    for i = 1, 10 do
+      local function note(m) seen[i] = m.params.data end
+      clients[i] = mcp.new({ url = base .. '/plain', on_notification = note })
+      clients[i]:discover()
+    end
+    -- Each stream brings a ping (answered aside) and a notification,
+    -- handed to Lua during a call.
+    for i, client in ipairs(clients) do
+      for _ = 1, 40 do
+        assert.equal('Echo: ' .. i, (client:call('echo', { message = tostring(i) })))
+        if seen[i] then break end
+        pause(0.05)
+      end
+      assert.equal('hello from the server stream', seen[i])
+    end
+    pause(0.5)
+    assert.equal(before + 1, threads(), 'the poll thread, and none per client')
+    for _, client in ipairs(clients) do client:close() end
+    assert.equal(before, threads())
   end)
 
   it('server-everything on the Windows node: discover and echo #peer', function()

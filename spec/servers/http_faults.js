@@ -14,6 +14,10 @@
 //   /slow       tools/call "slow" answers after 3 s
 //   /evil       hands out a session id full of shell metacharacters
 //   /nostream   a GET gets 405: no server stream
+//   /get-drop   a normal session whose GET stream sends a priming event
+//               (id g-1, retry 50 ms) and ends 300 ms later; a GET with
+//               Last-Event-ID gets a stream that brings a log message
+//               naming the id it resumed from, and stays open
 //   /keepalive  a normal session whose GET stream sends only SSE comments
 //               (": ping") every 100 ms and never ends; DELETE gets 405
 //   /slow-delete  as /keepalive, but DELETE is answered (200) only after 3 s
@@ -315,6 +319,18 @@ function handle(path, req, res, body) {
     if (path === '/drop') {
       res.writeHead(405);
       res.end();
+      return;
+    }
+    if (path === '/get-drop') {
+      res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+      const from = req.headers['last-event-id'];
+      if (from) {
+        const note = { level: 'info', data: `resumed after ${from}` };
+        res.write(`id: g-2\ndata: ${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/message', params: note })}\n\n`);
+        return; // kept open until the client goes away
+      }
+      res.write('id: g-1\nretry: 50\ndata: \n\n');
+      setTimeout(() => res.end(), 300);
       return;
     }
     if (path === '/hang-get') {

@@ -368,25 +368,31 @@ pub(super) fn ring_for_lua(lua: &Cx, client: &Table) -> Outcome<()> {
     Ok(())
 }
 
+/// Settles the handle if what arrived settles it (its client gone, it
+/// does), running the `on_done` callbacks that became ready; never waits.
+fn take_what_arrived(lua: &Cx, handle: &Table, state_ud: &AnyUserData, what: &str) -> Outcome<()> {
+    let state = state_ud.borrow::<HandleState>()?;
+    if state.settled.borrow().is_some() {
+        return Ok(());
+    }
+    let Some(client) = client_of(lua, handle)? else {
+        settle_orphan(&state);
+        return Ok(());
+    };
+    with_client_state(lua, &client, what, |core, host| {
+        drain(core, host)?;
+        take_if_settled(core, host, &state);
+        Ok(())
+    })?;
+    drop(state);
+    run_on_done(lua, &client).map(drop)
+}
+
 /// `handle:done()`: whether it has settled; reads what already arrived,
 /// never waits.
 pub(super) fn done(lua: &Cx, args: MultiValue) -> Outcome {
     let (handle, state_ud) = handle_arg(lua, &arg(&args, 0), "handle:done")?;
-    let state = state_ud.borrow::<HandleState>()?;
-    if state.settled.borrow().is_none() {
-        match client_of(lua, &handle)? {
-            None => settle_orphan(&state),
-            Some(client) => {
-                with_client_state(lua, &client, "handle:done", |core, host| {
-                    drain(core, host)?;
-                    take_if_settled(core, host, &state);
-                    Ok(())
-                })?;
-                drop(state);
-                run_on_done(lua, &client)?;
-            }
-        }
-    }
+    take_what_arrived(lua, &handle, &state_ud, "handle:done")?;
     let state = state_ud.borrow::<HandleState>()?;
     let done = state.settled.borrow().is_some();
     Ok(MultiValue::from_vec(vec![Value::Boolean(done)]))
@@ -398,18 +404,7 @@ pub(super) fn done(lua: &Cx, args: MultiValue) -> Outcome {
 /// what has arrived, never waits.
 pub(super) fn status(lua: &Cx, args: MultiValue) -> Outcome {
     let (handle, state_ud) = handle_arg(lua, &arg(&args, 0), "handle:status")?;
-    let state = state_ud.borrow::<HandleState>()?;
-    if state.settled.borrow().is_none() {
-        if let Some(client) = client_of(lua, &handle)? {
-            with_client_state(lua, &client, "handle:status", |core, host| {
-                drain(core, host)?;
-                take_if_settled(core, host, &state);
-                Ok(())
-            })?;
-            drop(state);
-            run_on_done(lua, &client)?;
-        }
-    }
+    take_what_arrived(lua, &handle, &state_ud, "handle:status")?;
     let state = state_ud.borrow::<HandleState>()?;
     let op = state.op.borrow();
     let task = match op.as_ref().and_then(|op| op.task()) {

@@ -190,7 +190,6 @@ impl Inbox {
     /// (which serves every other client meanwhile): past the byte cap it
     /// is queued anyway, and the thread leaves this inbox's source alone
     /// while [`Self::full`].
-    #[cfg(unix)]
     pub fn push_now(&self, event: Event, bytes: usize) {
         self.push_waiting(event, bytes, false);
     }

@@ -13,7 +13,6 @@ pub mod doorbell;
 pub mod fds;
 pub mod http;
 pub mod inbox;
-#[cfg(unix)]
 pub mod poller;
 pub mod record;
 pub mod stdio;

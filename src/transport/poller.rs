@@ -27,14 +27,27 @@
 //! it is with no calls to keep a kernel copy in step, and it is the same
 //! on every Unix. A round over 500 servers costs tens of microseconds
 //! (see bench/scale.lua), and rounds happen only when something does.
+//! Windows has WSAPoll, the same call for sockets only (`poller/windows.rs`):
+//! there the thread serves HTTP streams, and stdio keeps its pipe threads.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use crate::transport::fds::{nonblocking_pipe, read_now, write_without_sigpipe, Chunk};
+#[cfg(unix)]
+#[path = "poller/unix.rs"]
+mod sys;
+#[cfg(windows)]
+#[path = "poller/windows.rs"]
+mod sys;
+
+pub use sys::{Descriptor, READABLE, WRITABLE};
+use sys::{Entry, WakeUp};
+
+/// How often a client left alone for a full inbox is looked at again:
+/// Lua taking from the inbox does not wake the thread.
+pub const FULL_INBOX_LOOK: Duration = Duration::from_millis(20);
 
 /// What the thread serves for one client.
 pub trait Watched: Send + Sync {
@@ -55,7 +68,7 @@ struct Registry {
     owner: u32,
     running: bool,
     thread: Option<JoinHandle<()>>,
-    wake: Option<Arc<WakePipe>>,
+    wake: Option<Arc<WakeUp>>,
     /// Rounds the thread began: one that began after a client was taken
     /// off no longer touches its descriptors.
     rounds: u64,
@@ -94,7 +107,7 @@ fn start_locked(r: &mut Registry) -> io::Result<()> {
     if let Some(ended) = r.thread.take() {
         let _ = ended.join();
     }
-    let wake = Arc::new(WakePipe::new()?);
+    let wake = Arc::new(WakeUp::new()?);
     let theirs = wake.clone();
     let thread = thread::Builder::new().name("mcp-io".into()).spawn(move || serve(&theirs))?;
     r.running = true;
@@ -154,7 +167,7 @@ fn signal(r: &Registry) {
 }
 
 /// The thread: a round per wake-up, until no client is left.
-fn serve(wake: &WakePipe) {
+fn serve(wake: &WakeUp) {
     let mut served: Vec<Arc<dyn Watched>> = Vec::new();
     let mut round = Round::default();
     let mut buf = vec![0u8; 16 * 1024];
@@ -164,14 +177,14 @@ fn serve(wake: &WakePipe) {
             r.rounds += 1;
             ROUND_BEGAN.notify_all();
             if r.served.is_empty() {
-                // Its wake pipe goes with it: no descriptor is left.
+                // Its wake-up goes with it: no descriptor is left.
                 r.running = false;
                 r.wake = None;
                 return;
             }
             served.extend(r.served.iter().cloned());
         }
-        round.gather(&served, wake.fd());
+        round.gather(&served, wake.descriptor());
         round.wait();
         wake.drain();
         round.handle(&served, &mut buf);
@@ -187,18 +200,18 @@ fn serve(wake: &WakePipe) {
 /// to wait when nothing happens.
 #[derive(Default)]
 pub struct Round {
-    fds: Vec<libc::pollfd>,
+    entries: Vec<Entry>,
     owners: Vec<(usize, u8)>,
     /// The client gathering now.
     current: usize,
-    timeout_ms: libc::c_int,
+    timeout_ms: i32,
 }
 
 impl Round {
-    /// Watches `fd` for `events` (POLLIN, POLLOUT); [`Watched::ready`]
-    /// gets `tag` back.
-    pub fn watch(&mut self, fd: RawFd, events: libc::c_short, tag: u8) {
-        self.fds.push(libc::pollfd { fd, events, revents: 0 });
+    /// Watches `descriptor` for `events` ([`READABLE`], [`WRITABLE`]);
+    /// [`Watched::ready`] gets `tag` back.
+    pub fn watch(&mut self, descriptor: Descriptor, events: i16, tag: u8) {
+        self.entries.push(sys::entry(descriptor, events));
         self.owners.push((self.current, tag));
     }
 
@@ -206,18 +219,18 @@ impl Round {
     /// that no descriptor signals is looked at again then).
     pub fn wait_at_most(&mut self, within: Duration) {
         // Whole milliseconds, rounded up: a 0 would spin.
-        let ms = within.as_micros().div_ceil(1000).clamp(1, i32::MAX as u128) as libc::c_int;
+        let ms = within.as_micros().div_ceil(1000).clamp(1, i32::MAX as u128) as i32;
         if self.timeout_ms < 0 || ms < self.timeout_ms {
             self.timeout_ms = ms;
         }
     }
 
-    fn gather(&mut self, served: &[Arc<dyn Watched>], wake: RawFd) {
-        self.fds.clear();
+    fn gather(&mut self, served: &[Arc<dyn Watched>], wake: Descriptor) {
+        self.entries.clear();
         self.owners.clear();
         self.timeout_ms = -1;
         self.current = usize::MAX;
-        self.watch(wake, libc::POLLIN, 0);
+        self.watch(wake, READABLE, 0);
         for (i, s) in served.iter().enumerate() {
             self.current = i;
             s.gather(self);
@@ -225,9 +238,7 @@ impl Round {
     }
 
     fn wait(&mut self) {
-        // SAFETY: `fds` is a live array of the length passed.
-        let n = unsafe { libc::poll(self.fds.as_mut_ptr(), self.fds.len() as libc::nfds_t, self.timeout_ms) };
-        if n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+        if sys::poll(&mut self.entries, self.timeout_ms).is_err() {
             // Nothing else can fail here but the kernel's memory: a pause,
             // rather than a spin, before the next round tries again.
             thread::sleep(Duration::from_millis(10));
@@ -235,40 +246,11 @@ impl Round {
     }
 
     fn handle(&self, served: &[Arc<dyn Watched>], buf: &mut [u8]) {
-        // The first is the wake pipe, drained already.
-        for (fd, &(owner, tag)) in self.fds.iter().zip(&self.owners).skip(1) {
-            if fd.revents != 0 {
+        // The first is the wake-up, drained already.
+        for (entry, &(owner, tag)) in self.entries.iter().zip(&self.owners).skip(1) {
+            if sys::revents(entry) != 0 {
                 served[owner].ready(tag, buf);
             }
         }
-    }
-}
-
-/// A pipe of our own that the thread polls beside the clients'
-/// descriptors: a byte written to it starts a new round.
-struct WakePipe {
-    read: OwnedFd,
-    write: OwnedFd,
-}
-
-impl WakePipe {
-    fn new() -> io::Result<WakePipe> {
-        let (read, write) = nonblocking_pipe()?;
-        Ok(WakePipe { read, write })
-    }
-
-    fn signal(&self) {
-        // A full pipe already wakes the thread: the failed write is fine.
-        let _ = write_without_sigpipe(self.write.as_raw_fd(), b"x");
-    }
-
-    fn fd(&self) -> RawFd {
-        self.read.as_raw_fd()
-    }
-
-    /// Empties the pipe, so that the next poll sleeps.
-    fn drain(&self) {
-        let mut buf = [0u8; 64];
-        while let Chunk::Bytes(_) = read_now(self.read.as_raw_fd(), &mut buf) {}
     }
 }

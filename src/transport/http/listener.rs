@@ -13,13 +13,13 @@
 //! stream that broke (`Last-Event-ID`, after the server's `retry:`).
 //!
 //! Where the socket under the stream is unknown (a SOCKS proxy's
-//! connection), where no poll thread can be started, and on Windows, the
-//! stream is read by a thread of its own as before.
+//! connection) or no poll thread can be started, the stream is read by
+//! a thread of its own as before.
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crate::transport::poller::{self, Round, Watched};
+use crate::transport::poller::{self, Round, Watched, FULL_INBOX_LOOK, READABLE};
 use crate::wire::pausing_at;
 
 use super::streams::{read_stream, ReplyStream, Step};
@@ -27,8 +27,6 @@ use super::{lock, Shared};
 
 /// How long a read from the poll thread waits for the rest of what came.
 const READ_WINDOW: Duration = Duration::from_micros(200);
-/// How often a stream left alone for a full inbox is looked at again.
-const FULL_INBOX_LOOK: Duration = Duration::from_millis(20);
 /// One client's stream from the server, as the poll thread serves it.
 pub(super) struct ServerStream {
     shared: Weak<Shared>,
@@ -49,13 +47,8 @@ pub(super) fn watch(shared: &Arc<Shared>, mut stream: ReplyStream) {
             break;
         }
         // Ended already: reconnected here, or given up.
-        loop {
-            if !stream.resumable(shared) {
-                return;
-            }
-            if stream.reconnect(shared) {
-                break;
-            }
+        if !reconnected(shared, &mut stream) {
+            return;
         }
     }
     if let Some(watched) = lock(&shared.server_stream).clone() {
@@ -96,15 +89,23 @@ pub(super) fn forget(shared: &Shared) {
 
 /// Reconnects a stream that broke, on a thread of the client's, and
 /// hands it back to the poll thread.
-fn reconnect_aside(shared: &Arc<Shared>, stream: ReplyStream) {
+fn reconnect_aside(shared: &Arc<Shared>, mut stream: ReplyStream) {
     shared.spawn(move |shared| {
-        let mut stream = stream;
-        while stream.resumable(&shared) {
-            if stream.reconnect(&shared) {
-                return watch(&shared, stream);
-            }
+        if reconnected(&shared, &mut stream) {
+            watch(&shared, stream);
         }
     });
+}
+
+/// Reconnects an ended stream while the server allows it: whether it
+/// reads from a new connection.
+fn reconnected(shared: &Shared, stream: &mut ReplyStream) -> bool {
+    while stream.resumable(shared) {
+        if stream.reconnect(shared) {
+            return true;
+        }
+    }
+    false
 }
 
 impl Watched for ServerStream {
@@ -120,7 +121,7 @@ impl Watched for ServerStream {
             round.wait_at_most(FULL_INBOX_LOOK);
             return;
         }
-        round.watch(socket, libc::POLLIN, 0);
+        round.watch(socket, READABLE, 0);
     }
 
     fn ready(&self, _tag: u8, _buf: &mut [u8]) {

@@ -87,7 +87,6 @@ use crate::transport::{Received, Transport};
 use crate::wire::{pausing_at, sliced_connector, tls_config, RememberingResolver, SharedResolver};
 
 mod exchange;
-#[cfg(unix)]
 mod listener;
 mod send;
 mod sse;
@@ -179,7 +178,6 @@ struct Shared {
     abandoned: Mutex<Vec<IdKey>>,
     resolver: Arc<RememberingResolver>,
     /// The server's own stream, while the process's poll thread watches it.
-    #[cfg(unix)]
     server_stream: Mutex<Option<Arc<listener::ServerStream>>>,
     /// Answers to the server read by the poll thread, waiting to be posted
     /// (see `Shared::answer_aside`), and whether a thread posts them.
@@ -321,7 +319,6 @@ impl Shared {
             let _ = t.join();
         }
         // After the threads: the one that opened the stream handed it over.
-        #[cfg(unix)]
         listener::forget(self);
     }
 
@@ -409,7 +406,6 @@ impl Http {
             reading: Mutex::new(Vec::new()),
             abandoned: Mutex::new(Vec::new()),
             resolver,
-            #[cfg(unix)]
             server_stream: Mutex::new(None),
             answers_aside: Mutex::new((VecDeque::new(), false)),
         });
@@ -547,10 +543,7 @@ impl Shared {
                 return;
             }
             let stream = ReplyStream::new(&shared, response, None).on_socket(socket);
-            #[cfg(unix)]
             listener::watch(&shared, stream);
-            #[cfg(not(unix))]
-            read_stream(&shared, stream);
         });
         let (done, wake) = &*answered;
         let _ = wake.wait_timeout_while(lock(done), LISTEN_WAIT, |done| !*done);

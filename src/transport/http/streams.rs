@@ -94,7 +94,6 @@ impl ReplyStream {
     }
 
     /// Answers to the server are posted aside (see [`ReplyStream::answers_aside`]).
-    #[cfg(unix)]
     pub(super) fn answering_aside(mut self, shared: &std::sync::Arc<Shared>) -> ReplyStream {
         self.answers_aside = Some(std::sync::Arc::downgrade(shared));
         self

@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use crate::transport::fds::{read_now, set_nonblocking, Chunk};
 use crate::transport::inbox::Inbox;
-use crate::transport::poller::{Round, Watched};
+use crate::transport::poller::{Round, Watched, FULL_INBOX_LOOK, READABLE, WRITABLE};
 
 use super::exit_watch::EXIT_POLL_MS;
 use super::pipes::StdinPipe;
-use super::reader::{ReadSide, Turn, STANDBY};
+use super::reader::{ReadSide, Turn};
 use super::stderr::PipeLog;
 
 const STDOUT: u8 = 0;
@@ -71,13 +71,13 @@ impl Watched for Served {
     fn gather(&self, round: &mut Round) {
         // Full of what Lua has not taken: its stdout waits (and the
         // server's writes with it), looked at again a little later.
-        let turn = if self.inbox.full() { Turn::LuaReads(STANDBY) } else { self.read_side.turn() };
+        let turn = if self.inbox.full() { Turn::LuaReads(FULL_INBOX_LOOK) } else { self.read_side.turn() };
         let mut looks_for_exit = false;
         match turn {
             Turn::Ours => {
-                round.watch(self.read_side.fd(), libc::POLLIN, STDOUT);
+                round.watch(self.read_side.fd(), READABLE, STDOUT);
                 match self.read_side.exit_fd() {
-                    Some(fd) => round.watch(fd, libc::POLLIN, EXIT),
+                    Some(fd) => round.watch(fd, READABLE, EXIT),
                     None => {
                         looks_for_exit = true;
                         round.wait_at_most(Duration::from_millis(EXIT_POLL_MS as u64));
@@ -89,10 +89,10 @@ impl Watched for Served {
         }
         self.looks_for_exit.store(looks_for_exit, Ordering::Relaxed);
         if self.stderr_open.load(Ordering::SeqCst) {
-            round.watch(self.stderr.as_raw_fd(), libc::POLLIN, STDERR);
+            round.watch(self.stderr.as_raw_fd(), READABLE, STDERR);
         }
         if let Some(fd) = self.stdin.waiting_to_write() {
-            round.watch(fd, libc::POLLOUT, STDIN);
+            round.watch(fd, WRITABLE, STDIN);
         }
     }
 
