@@ -104,7 +104,7 @@ dist:
 # The artifacts the install check installs: the Linux ones, for the
 # runtimes it installs them for.
 dist-check:
-	ABIS="lua51 lua54 luajit" bash scripts/dist.sh linux-x86_64 linux-aarch64
+	PROFILE=dist-check ABIS="lua51 lua54 luajit" bash scripts/dist.sh linux-x86_64 linux-aarch64
 	bash scripts/dist-check.sh
 
 vimdoc:

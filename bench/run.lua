@@ -147,6 +147,27 @@ for _, place in ipairs({ { 'one CPU', '0 0', {} }, { 'split CPUs', '0 1', { 'tas
   placed[name] = r
 end
 
+-- server-everything placed: node's own work (~45 us a call) dwarfs a
+-- client's, and unpinned its scheduling moves the medians by 20% from
+-- run to run, so the clients are compared with the server on CPU 1 and
+-- the client on CPU 0, in alternating rounds, a median per round.
+local everything_split = { native = {}, ts = {}, rmcp = {} }
+do
+  local server = { 'taskset', '-c', '1', table.unpack(EVERYTHING) }
+  for i = 1, reps(5) do
+    everything_split.native[i] = first_number(run_cmd('RACE_MESSAGE=hi taskset -c 0 lua5.4 ' .. root
+      .. '/bench/race.lua ' .. reps(2000) .. ' ' .. table.concat(server, ' ')))
+    for _, which in ipairs({ 'rmcp', 'ts' }) do
+      local out = sdk(which, 'taskset -c 0 ', 'stdio', server, 'echo', { message = 'hi' }, reps(2000))
+      everything_split[which][i] = summary(out.calls_us).median
+    end
+  end
+  local section = 'stdio per call, server-everything echo, split CPUs (median of round medians)'
+  everything_split.native = record(section, 'native', 'us/call', everything_split.native)
+  everything_split.ts = record(section, 'TypeScript SDK', 'us/call', everything_split.ts)
+  everything_split.rmcp = record(section, 'rmcp (Rust SDK)', 'us/call', everything_split.rmcp)
+end
+
 -- many in flight ---------------------------------------------------------------
 io.stderr:write('ten parallel calls\n')
 local parallel = {}
@@ -371,6 +392,9 @@ for _, r in ipairs({
   { 'native per call / keep-alive floor (HTTP, server-everything)', http.native / http.floor, '' },
   { 'TS SDK / native per call (HTTP, server-everything)', http.ts / http.native, 'target >= 4' },
   { 'rmcp / native per call (server-everything)', everything.rmcp / everything.native, 'target > 1' },
+  { 'rmcp / native per call (server-everything, split CPUs)', everything_split.rmcp / everything_split.native,
+    'target > 1' },
+  { 'TS SDK / native per call (server-everything, split CPUs)', everything_split.ts / everything_split.native, '' },
   { 'rmcp / native per call (HTTP, server-everything)', http.rmcp / http.native, 'target > 1' },
 }) do ratios[#ratios + 1] = r end
 for _, name in ipairs({ 'one CPU', 'split CPUs' }) do

@@ -10,6 +10,8 @@
 #
 #   scripts/dist.sh [PLATFORM...]     default: all of PLATFORMS below
 #   ABIS="lua51 lua54" scripts/dist.sh linux-x86_64    only those ABIs
+#   PROFILE=dist-check scripts/dist.sh ...    unoptimised, for the install
+#                                     check (`make dist-check`)
 #
 # PLATFORM is LuaRocks' name for it (the rock's file name carries it, and
 # `luarocks install` refuses a rock for another). The same sources and
@@ -22,6 +24,7 @@ cd "$(dirname "$0")/.."
 
 ALL_PLATFORMS=(linux-x86_64 linux-aarch64 macosx-aarch64 macosx-x86_64 freebsd-x86_64 win32-x86_64)
 read -r -a ABIS <<<"${ABIS:-lua51 lua52 lua53 lua54 luajit}"
+PROFILE=${PROFILE:-release}
 PLATFORMS=("$@")
 [ ${#PLATFORMS[@]} -gt 0 ] || PLATFORMS=("${ALL_PLATFORMS[@]}")
 
@@ -53,9 +56,9 @@ GLIBC_SUFFIX=.$GLIBC_BASELINE
 # there (Lua's cpath asks for ?.so on every Unix, macOS included).
 built_file() {
   case "$1" in
-  win32-*) echo "target/$2/release/mcp.dll" ;;
-  macosx-*) echo "target/$2/release/libmcp.dylib" ;;
-  *) echo "target/$2/release/libmcp.so" ;;
+  win32-*) echo "target/$2/$PROFILE/mcp.dll" ;;
+  macosx-*) echo "target/$2/$PROFILE/libmcp.dylib" ;;
+  *) echo "target/$2/$PROFILE/libmcp.so" ;;
   esac
 }
 extension() { case "$1" in win32-*) echo dll ;; *) echo so ;; esac; }
@@ -69,8 +72,8 @@ build() {
   local remap="target.$triple.rustflags=['--remap-path-prefix=$PWD=/lua-mcp', '--remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo']"
   # Symbols go too (exports stay): a quarter of the Windows DLL, a seventh
   # of the macOS one.
-  local args=(--quiet --release --locked --no-default-features --features "$abi,module" --config "$remap"
-    --config 'profile.release.strip="symbols"')
+  local args=(--quiet --profile "$PROFILE" --locked --no-default-features --features "$abi,module" --config "$remap"
+    --config "profile.$PROFILE.strip=\"symbols\"")
   case "$platform" in
   win32-*) nice cargo build --target "$triple" "${args[@]}" ;; # mingw-w64 links it
   linux-*) nice cargo zigbuild --target "$triple$GLIBC_SUFFIX" "${args[@]}" ;;
