@@ -104,8 +104,9 @@ dist:
 # The artifacts the install check installs: the Linux ones, for the
 # runtimes it installs them for.
 dist-check:
-	PROFILE=dist-check ABIS="lua51 lua54 luajit" bash scripts/dist.sh linux-x86_64 linux-aarch64
-	bash scripts/dist-check.sh
+	PROFILE=dist-check DIST_DIR=target/dist-check-artifacts ABIS="lua51 lua54 luajit" \
+	  bash scripts/dist.sh linux-x86_64 linux-aarch64
+	DIST_DIR=target/dist-check-artifacts bash scripts/dist-check.sh
 
 vimdoc:
 	lua5.4 scripts/vimdoc.lua > doc/lua-mcp.txt.part && mv doc/lua-mcp.txt.part doc/lua-mcp.txt

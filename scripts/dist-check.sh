@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# `make dist-check` (part of `make test`): the Linux artifacts in dist/
-# installed the way users install them, with no Rust on PATH, and used.
+# `make dist-check` (part of `make test`): the Linux artifacts in $DIST_DIR
+# (dist/ unless set; `make dist-check` builds them in a folder of their
+# own) installed the way users install them, with no Rust on PATH, and used.
 #
 #   linux-x86_64   its binary rock into a fresh LuaRocks tree for Lua 5.1,
 #                  LuaJIT and Lua 5.4; from each tree the README's first
 #                  agent and the lua-mcp command; the Neovim loader from
-#                  dist/ in LuaJIT and in Neovim
+#                  the artifacts in LuaJIT and in Neovim
 #   linux-aarch64  the same rock installs and agent runs, by Debian's arm64
 #                  Lua 5.1, LuaJIT and Lua 5.4 (and LuaRocks run by the
 #                  arm64 Lua) under qemu-user; the loader in arm64 LuaJIT
@@ -18,6 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
 ROCK=lua-mcp-$VERSION-1
+dist=$PWD/${DIST_DIR:-dist}
 work=$PWD/target/dist-check
 rm -rf "$work"
 mkdir -p "$work"
@@ -62,7 +64,7 @@ install_and_run() { # PLATFORM NAME LUA_VERSION INTERPRETER RUN...
   local tree=$work/$platform-$name config=$work/$platform-$name.config.lua
   rocks_config "$config" "$interpreter"
   PATH=$NO_RUST_PATH LUAROCKS_CONFIG=$config "$@" "$interpreter" /usr/bin/luarocks \
-    --lua-version "$lua_version" --tree "$tree" install "dist/$ROCK.$platform.rock" >"$tree.install.log" 2>&1 ||
+    --lua-version "$lua_version" --tree "$tree" install "$dist/$ROCK.$platform.rock" >"$tree.install.log" 2>&1 ||
     fail "$platform $name: luarocks install: $(cat "$tree.install.log")"
   local lua_path lua_cpath
   lua_path="$tree/share/lua/$lua_version/?.lua;$tree/share/lua/$lua_version/?/init.lua;;"
@@ -83,18 +85,18 @@ install_and_run() { # PLATFORM NAME LUA_VERSION INTERPRETER RUN...
   ok "$platform $name: the rock installed with no cargo, the first agent ran from the tree, lua-mcp called a tool"
 }
 
-# The loader takes the module for this runtime out of dist/, checks it and
-# loads it.
+# The loader takes the module for this runtime out of the artifacts' folder,
+# checks it and loads it.
 loader_loads() { # PLATFORM INTERPRETER RUN...
   local platform=$1 interpreter=$2
   shift 2
   local dir=$work/$platform-loader loaded
   loaded=$(LUA_PATH="$PWD/lua/?.lua;;" "$@" "$interpreter" -e "
-    local mcp = require('mcp.install').load({ from = '$PWD/dist', dir = '$dir' })
+    local mcp = require('mcp.install').load({ from = '$dist', dir = '$dir' })
     io.write(tostring(mcp.native), ' ', mcp._VERSION, ' ', require('mcp.install').loaded_from)")
   [ "$loaded" = "true lua-mcp $VERSION $dir/mcp-$VERSION-$platform-luajit.so" ] ||
     fail "$platform: the loader gave: $loaded"
-  ok "$platform: the loader installed and loaded the LuaJIT module from dist/"
+  ok "$platform: the loader installed and loaded the LuaJIT module from ${dist#"$PWD/"}/"
 }
 
 # --- linux-x86_64 ------------------------------------------------------
@@ -107,7 +109,7 @@ loader_loads linux-x86_64 luajit
 # with vim.loop.
 checkout=$PWD
 nvim_out=$(cd "$work" && timeout 60 nvim --headless -u NONE --cmd "set rtp^=$checkout" -c "lua
-  local mcp = require('mcp.install').load({ from = '$checkout/dist', dir = '$work/nvim-loader' })
+  local mcp = require('mcp.install').load({ from = '$dist', dir = '$work/nvim-loader' })
   io.stdout:write(tostring(mcp.native), ' ', mcp._VERSION, ' ', require('mcp').PROTOCOL_VERSION)" -c 'qa!' 2>&1)
 [[ "$nvim_out" == "true lua-mcp $VERSION 2025-06-18"* ]] || fail "Neovim's loader gave: $nvim_out"
 ok "linux-x86_64: the loader in Neovim installed the LuaJIT module, and require('mcp') then gave it"
@@ -124,8 +126,8 @@ loader_loads linux-aarch64 "$root/usr/bin/luajit" qemu-aarch64 -L "$root"
 # --- refusals --------------------------------------------------------------
 bad=$work/corrupt-dist
 mkdir -p "$bad"
-cp dist/manifest.json "$bad/"
-cp "dist/mcp-$VERSION-linux-x86_64-luajit.so" "$bad/"
+cp "$dist/manifest.json" "$bad/"
+cp "$dist/mcp-$VERSION-linux-x86_64-luajit.so" "$bad/"
 # One byte changed in the middle: a download that went wrong.
 printf 'X' | dd of="$bad/mcp-$VERSION-linux-x86_64-luajit.so" bs=1 seek=100000 conv=notrunc status=none
 refused=$(LUA_PATH="$PWD/lua/?.lua;;" luajit -e "
@@ -137,7 +139,7 @@ case "$refused" in
 esac
 [ -z "$(ls -A "$work/corrupt-install")" ] || fail "a refused module left files: $(ls "$work/corrupt-install")"
 ok "a module whose SHA-256 is not the manifest's is refused, and nothing is installed or loaded"
-cp dist/SHA256SUMS "dist/$ROCK.linux-x86_64.rock" "$bad/"
+cp "$dist/SHA256SUMS" "$dist/$ROCK.linux-x86_64.rock" "$bad/"
 printf 'X' | dd of="$bad/$ROCK.linux-x86_64.rock" bs=1 seek=100000 conv=notrunc status=none
 if (cd "$bad" && sha256sum -c --ignore-missing --quiet SHA256SUMS >/dev/null 2>&1); then fail "sha256sum -c passed a corrupt rock"; fi
 ok "a rock whose SHA-256 is not SHA256SUMS' fails sha256sum -c, the check docs/install.md gives before installing"

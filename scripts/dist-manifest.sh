@@ -5,7 +5,8 @@
 # JSON decoder (lua/mcp/install.lua outside Neovim) can take it line by
 # line. Both files are written beside and renamed into place.
 set -euo pipefail
-cd "$(dirname "$0")/../dist"
+dist=${DIST_DIR:-dist}
+cd "$(dirname "$0")/../$dist"
 version=$1
 entry() { # FILE PLATFORM ABI
   printf '    {"platform": "%s", "abi": "%s", "file": "%s", "size": %s, "sha256": "%s"}' \
@@ -40,4 +41,4 @@ list() { # the entries of one list, comma-separated
 mv -f manifest.json.new manifest.json
 find . -maxdepth 1 -type f ! -name SHA256SUMS ! -name '*.new' -printf '%f\n' | LC_ALL=C sort | xargs sha256sum >SHA256SUMS.new
 mv -f SHA256SUMS.new SHA256SUMS
-echo "dist: $(grep -c '"platform"' manifest.json) files in dist/manifest.json and dist/SHA256SUMS"
+echo "dist: $(grep -c '"platform"' manifest.json) files in $dist/manifest.json and $dist/SHA256SUMS"

@@ -10,8 +10,9 @@
 #
 #   scripts/dist.sh [PLATFORM...]     default: all of PLATFORMS below
 #   ABIS="lua51 lua54" scripts/dist.sh linux-x86_64    only those ABIs
-#   PROFILE=dist-check scripts/dist.sh ...    unoptimised, for the install
-#                                     check (`make dist-check`)
+#   PROFILE=dist-check DIST_DIR=target/dist-check-artifacts scripts/dist.sh ...
+#       unoptimised, and beside dist/ rather than in it: the install
+#       check's (`make dist-check`), which must not pass for a release
 #
 # PLATFORM is LuaRocks' name for it (the rock's file name carries it, and
 # `luarocks install` refuses a rock for another). The same sources and
@@ -25,6 +26,7 @@ cd "$(dirname "$0")/.."
 ALL_PLATFORMS=(linux-x86_64 linux-aarch64 macosx-aarch64 macosx-x86_64 freebsd-x86_64 win32-x86_64)
 read -r -a ABIS <<<"${ABIS:-lua51 lua52 lua53 lua54 luajit}"
 PROFILE=${PROFILE:-release}
+export DIST_DIR=${DIST_DIR:-dist}
 PLATFORMS=("$@")
 [ ${#PLATFORMS[@]} -gt 0 ] || PLATFORMS=("${ALL_PLATFORMS[@]}")
 
@@ -79,12 +81,12 @@ build() {
   linux-*) nice cargo zigbuild --target "$triple$GLIBC_SUFFIX" "${args[@]}" ;;
   *) nice cargo zigbuild --target "$triple" "${args[@]}" 2> >(grep -v -e xcrun -e 'SDK is needed' -e 'DEVELOPER_DIR' -e '^  |$' -e '^$' -e 'generated 1 warning' >&2) ;;
   esac
-  local artifact="dist/mcp-$VERSION-$platform-$abi.$(extension "$platform")"
+  local artifact="$DIST_DIR/mcp-$VERSION-$platform-$abi.$(extension "$platform")"
   sh scripts/install-module.sh "$(built_file "$platform" "$triple")" "$artifact"
   check_module "$platform" "$abi" "$artifact"
 }
 
-mkdir -p dist
+mkdir -p "$DIST_DIR"
 for platform in "${PLATFORMS[@]}"; do
   started=$SECONDS
   for abi in "${ABIS[@]}"; do build "$platform" "$abi"; done

@@ -11,6 +11,7 @@
 # fixed time and mode, so the same files give the same rock.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+dist=${DIST_DIR:-dist}
 platform=$1 version=$2
 shift 2
 extension=so
@@ -21,7 +22,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/lib/mcp" "$stage/lua/mcp" "$stage/bin" "$stage/doc" "$stage/types"
 for abi in "$@"; do
-  cp "dist/mcp-$version-$platform-$abi.$extension" "$stage/lib/mcp/$abi.$extension"
+  cp "$dist/mcp-$version-$platform-$abi.$extension" "$stage/lib/mcp/$abi.$extension"
 done
 cp lua/rock/mcp.lua "$stage/lua/mcp.lua"
 cp lua/mcp/install.lua lua/mcp/health.lua "$stage/lua/mcp/"
@@ -34,7 +35,7 @@ chmod 755 "$stage"/lib/mcp/* "$stage/bin/lua-mcp"
 lua5.4 scripts/rock-manifest.lua "$stage" >"$stage/rock_manifest"
 chmod 644 "$stage/rock_manifest"
 
-rock="dist/lua-mcp-$rock_version.$platform.rock"
+rock="$dist/lua-mcp-$rock_version.$platform.rock"
 (
   cd "$stage"
   find . -type f -exec touch -d '1980-01-01 00:00:00' {} +

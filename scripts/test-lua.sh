@@ -12,8 +12,10 @@
 # "5.4+portable" is 5.4 with the module built with the `portable` feature,
 # running the specs that exercise what it changes (PORTABLE_SPECS).
 # The first lane's first runtime is built first and its pass starts at
-# once; the other modules are built meanwhile (cargo builds one at a time),
-# and the types checker (built from crates.io the first time) beside them.
+# once; the other lanes start then too, each pass waiting for its module;
+# the other modules are built meanwhile (cargo builds one at a time), each
+# lane's first before the rest, and the types checker (built from
+# crates.io the first time) beside them.
 # Builds run under `nice`, so that the specs' own processes, some of which
 # bound a stall, keep their CPU.
 #
@@ -88,16 +90,18 @@ if [ -n "${DIST_CHECK:-}" ]; then
   (nice make --no-print-directory dist-check > "$out/dist-check.log" 2>&1 || touch "$out/dist-check.failed") &
   jobs="$jobs $!"
 fi
+# Every other lane starts now, its passes waiting for their modules;
+# each lane's first module is built before the rest, so that no lane
+# waits for modules another lane needs later.
+firsts= rest=
 for runtimes in "$@"; do
+  lead=$(echo "$runtimes" | cut -d' ' -f1)
+  [ "$runtimes" = "$1" ] || { lane "$runtimes" & jobs="$jobs $!"; firsts="$firsts $lead"; }
   for runtime in $runtimes; do
-    [ "$runtime" = "$first" ] || build "$runtime"
+    [ "$runtime" = "$first" ] || [ "$runtime" = "$lead" -a "$runtimes" != "$1" ] || rest="$rest $runtime"
   done
 done
-shift
-for runtimes in "$@"; do
-  lane "$runtimes" &
-  jobs="$jobs $!"
-done
+for runtime in $firsts $rest; do build "$runtime"; done
 for job in $jobs; do wait "$job"; done
 
 echo "== types:"

@@ -23,11 +23,17 @@ SPECS=(spec/windows_spec.lua spec/differential_spec.lua spec/fuzz_spec.lua)
 out=target/suite
 mkdir -p "$out"
 failed=0
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-node spec/servers/http_faults.js "$port" >"$out/windows-http.log" 2>&1 &
+# Port 0: the kernel's choice, which the server prints.
+node spec/servers/http_faults.js 0 >"$out/windows-http.log" 2>&1 &
 http_server=$!
 trap 'kill $http_server 2>/dev/null || true' EXIT
-for _ in $(seq 100); do grep -q 'listening on' "$out/windows-http.log" && break; sleep 0.1; done
+port=
+for _ in $(seq 100); do
+  port=$(sed -n 's/^listening on \([0-9]*\)$/\1/p' "$out/windows-http.log")
+  [ -n "$port" ] && break
+  sleep 0.1
+done
+[ -n "$port" ] || { echo "== the HTTP server for the Windows pass did not start:"; cat "$out/windows-http.log"; exit 1; }
 export MCP_HTTP_FAULTS=http://127.0.0.1:$port
 for runtime in ${RUNTIMES:-lua.exe luajit.exe}; do
   abi=54 version=5.4 features=lua54

@@ -155,7 +155,7 @@ fn same(a: &Arc<dyn Watched>, b: &Arc<dyn Watched>) -> bool {
 }
 
 /// Wakes the thread: the set to watch changed (a client came or went, a
-/// stdin has bytes waiting, an inbox has room again).
+/// stdin has bytes waiting, a stream handed back after reconnecting).
 pub fn wake() {
     signal(&registry());
 }

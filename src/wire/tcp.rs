@@ -165,6 +165,12 @@ impl Transport for QuickAckTransport {
         }
         acknowledge_at_once(&self.socket);
         LAST_SOCKET.set(Some(socket_of(&self.socket)));
+        #[cfg(windows)]
+        if let Some(limit) = limit {
+            if !readable_within(&self.socket, limit).map_err(|e| io_error(e, timeout))? {
+                return Err(io_error(ErrorKind::TimedOut.into(), timeout));
+            }
+        }
         let input = self.buffers.input_append_buf();
         let amount = loop {
             match (&*self.socket).read(input) {
@@ -203,6 +209,26 @@ fn io_error(e: std::io::Error, timeout: NextTimeout) -> ureq::Error {
         ErrorKind::TimedOut | ErrorKind::WouldBlock => ureq::Error::Timeout(timeout.reason),
         _ => e.into(),
     }
+}
+
+/// Whether the socket has something to read, or its end, within
+/// `limit`. On Windows a recv that SO_RCVTIMEO cut off leaves the socket
+/// in an undefined state, and the poll thread's reads (which pause after
+/// a fraction of a millisecond) would each end that way; so a read with a
+/// limit waits in WSAPoll, and reads only once there is something.
+/// (SO_RCVTIMEO stays set too; after WSAPoll the recv does not wait.)
+#[cfg(windows)]
+fn readable_within(socket: &TcpStream, limit: Duration) -> std::io::Result<bool> {
+    use windows_sys::Win32::Networking::WinSock::{WSAPoll, POLLRDNORM, WSAPOLLFD};
+    let mut entry = WSAPOLLFD { fd: socket_of(socket) as _, events: POLLRDNORM, revents: 0 };
+    // Whole milliseconds, rounded up: 0 would not wait at all.
+    let ms = limit.as_micros().div_ceil(1000).clamp(1, i32::MAX as u128) as i32;
+    // SAFETY: one live entry, its count given.
+    let n = unsafe { WSAPoll(&mut entry, 1, ms) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(n > 0)
 }
 
 #[cfg(target_os = "linux")]

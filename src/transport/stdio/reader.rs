@@ -78,8 +78,7 @@ pub(super) enum Turn {
 /// in a burst then never wake it.
 pub(super) const LINGER: Duration = Duration::from_millis(2);
 
-/// How often the thread looks whether calls have stopped reading (or Lua
-/// made room in a full inbox).
+/// How often the thread looks whether calls have stopped reading.
 pub(super) const STANDBY: Duration = Duration::from_millis(20);
 
 /// The longest a waiting call spins (reading, yielding the CPU) before it
