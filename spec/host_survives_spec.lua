@@ -312,9 +312,9 @@ describe('what each client costs the host', function()
     assert.equal(0, status, out)
     if H.ROOT:find('+portable', 1, true) then
       -- A Unix with neither pidfd nor kqueue (the `portable` build stands
-      -- in for one) watches each exit with a waiter thread and its pipe:
-      -- five descriptors and a thread each; its bell is a pipe.
-      assert.equal('connected 102 21, one fd() 2, closed 0 0\n', out)
+      -- in for one) watches each exit with a waiter thread, which wakes the
+      -- poll thread: three descriptors and a thread each; its bell is a pipe.
+      assert.equal('connected 62 21, one fd() 2, closed 0 0\n', out)
     else
       -- 80: four each; 2: the poll thread's wake pipe, one per process.
       assert.equal('connected 82 1, one fd() 3, closed 0 0\n', out)

@@ -7,20 +7,26 @@
 //! - macOS and FreeBSD: a kqueue watching the process (EVFILT_PROC,
 //!   NOTE_EXIT), readable once it exits;
 //! - everywhere else, on Linux with the `portable` feature or without
-//!   pidfd, and should the above fail: a pipe, written by a small thread
-//!   blocked in `waitid` with WNOWAIT (which waits without reaping). It
-//!   ends when the server does, which `stop_group` makes sure of before
-//!   reaping it. That costs the server a thread and a descriptor more.
+//!   pidfd, and should the above fail: a small thread blocked in `waitid`
+//!   with WNOWAIT (which waits without reaping) marks the exit and wakes
+//!   the poll thread. It ends when the server does, which `stop_group`
+//!   makes sure of before reaping it. That costs the server a thread but
+//!   no descriptor (a pipe of its own made it 5 a server, over the 4 a
+//!   host can count on); a Lua call waiting on the server looks at the
+//!   mark between its 50 ms slices.
 //! - should even that thread not start, the reader looks every
 //!   [`EXIT_POLL_MS`] instead.
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::Mutex;
+use std::os::fd::RawFd;
+#[cfg(all(target_os = "linux", not(feature = "portable")))]
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use super::child::exit_status_without_reaping;
-use crate::transport::fds::{nonblocking_pipe, write_without_sigpipe};
+use crate::transport::poller;
 
 pub(super) const EXIT_POLL_MS: libc::c_int = 100;
 
@@ -28,29 +34,40 @@ pub(super) struct ExitWatch {
     pid: libc::pid_t,
     /// Readable once the process has exited.
     notice: Option<Notice>,
-    /// The thread behind a pipe notice.
+    /// Set by the waiter thread at the exit, where there is no notice.
+    ended: Arc<AtomicBool>,
+    /// The waiter thread, where there is no notice.
     waiter: Mutex<Option<JoinHandle<()>>>,
+    has_waiter: bool,
 }
 
 impl ExitWatch {
     pub(super) fn new(pid: libc::pid_t) -> ExitWatch {
-        if let Some(notice) = exit_descriptor(pid) {
-            return ExitWatch { pid, notice: Some(notice), waiter: Mutex::new(None) };
-        }
-        match waiter_thread(pid) {
-            Ok((notice, waiter)) => {
-                ExitWatch { pid, notice: Some(Notice::Pipe(notice)), waiter: Mutex::new(Some(waiter)) }
-            }
-            Err(_) => ExitWatch { pid, notice: None, waiter: Mutex::new(None) },
-        }
+        let ended = Arc::new(AtomicBool::new(false));
+        let (notice, waiter) = match exit_descriptor(pid) {
+            Some(notice) => (Some(notice), None),
+            None => (None, waiter_thread(pid, ended.clone()).ok()),
+        };
+        let has_waiter = waiter.is_some();
+        ExitWatch { pid, notice, ended, waiter: Mutex::new(waiter), has_waiter }
     }
 
-    /// The descriptor to poll for the exit; None: poll [`Self::exited`].
+    /// The descriptor to poll for the exit; None: look at [`Self::exited`].
     pub(super) fn fd(&self) -> Option<RawFd> {
         self.notice.as_ref().map(Notice::fd)
     }
 
+    /// Whether the poll thread is woken at the exit, with no descriptor
+    /// to poll: it then looks at [`Self::exited`] after each round, and
+    /// needs no rounds of its own for it.
+    pub(super) fn wakes_the_poll_thread(&self) -> bool {
+        self.has_waiter
+    }
+
     pub(super) fn exited(&self) -> bool {
+        if self.has_waiter {
+            return self.ended.load(Ordering::SeqCst);
+        }
         exit_status_without_reaping(self.pid).is_some()
     }
 
@@ -74,18 +91,15 @@ enum Notice {
     /// closes it.
     #[cfg(any(target_os = "macos", target_os = "ios", target_os = "freebsd"))]
     Queue { fd: RawFd, owner: libc::pid_t },
-    /// The waiter thread's pipe.
-    Pipe(OwnedFd),
 }
 
 impl Notice {
     fn fd(&self) -> RawFd {
-        match self {
+        match *self {
             #[cfg(all(target_os = "linux", not(feature = "portable")))]
-            Notice::Pidfd(fd) => fd.as_raw_fd(),
+            Notice::Pidfd(ref fd) => fd.as_raw_fd(),
             #[cfg(any(target_os = "macos", target_os = "ios", target_os = "freebsd"))]
-            Notice::Queue { fd, .. } => *fd,
-            Notice::Pipe(fd) => fd.as_raw_fd(),
+            Notice::Queue { fd, .. } => fd,
         }
     }
 }
@@ -144,15 +158,12 @@ fn exit_descriptor(_pid: libc::pid_t) -> Option<Notice> {
     None
 }
 
-fn waiter_thread(pid: libc::pid_t) -> std::io::Result<(OwnedFd, JoinHandle<()>)> {
-    let (read, write) = nonblocking_pipe()?;
-    let waiter = thread::Builder::new().name("mcp-exit-watch".into()).stack_size(64 * 1024).spawn(move || {
+fn waiter_thread(pid: libc::pid_t, ended: Arc<AtomicBool>) -> std::io::Result<JoinHandle<()>> {
+    thread::Builder::new().name("mcp-exit-watch".into()).stack_size(64 * 1024).spawn(move || {
         block_until_ended(pid);
-        // The read end lives in the watch; should the watch go first, the
-        // write fails without a signal (the pipe refuses it on macOS).
-        let _ = write_without_sigpipe(write.as_raw_fd(), b"x");
-    })?;
-    Ok((read, waiter))
+        ended.store(true, Ordering::SeqCst);
+        poller::wake();
+    })
 }
 
 /// Returns once `pid` has ended (or is no child of ours any more).
@@ -182,20 +193,27 @@ mod tests {
     use std::process::Command;
     use std::time::Instant;
 
-    fn readable(fd: RawFd, within_ms: libc::c_int) -> bool {
-        let mut poll = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        // SAFETY: one live pollfd.
-        unsafe { libc::poll(&mut poll, 1, within_ms) == 1 }
+    /// Whether `ended` is set within `within_ms`.
+    fn set_within(ended: &AtomicBool, within_ms: u64) -> bool {
+        let deadline = Instant::now() + Duration::from_millis(within_ms);
+        while !ended.load(Ordering::SeqCst) {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        true
     }
 
     #[test]
     fn the_waiter_thread_notices_an_exit_without_reaping() {
         let mut child = Command::new("sh").arg("-c").arg("sleep 0.1; exit 3").spawn().unwrap();
         let pid = child.id() as libc::pid_t;
-        let (notice, waiter) = waiter_thread(pid).unwrap();
-        assert!(!readable(notice.as_raw_fd(), 0));
+        let ended = Arc::new(AtomicBool::new(false));
+        let waiter = waiter_thread(pid, ended.clone()).unwrap();
+        assert!(!ended.load(Ordering::SeqCst));
         let started = Instant::now();
-        assert!(readable(notice.as_raw_fd(), 5000));
+        assert!(set_within(&ended, 5000));
         assert!(started.elapsed() < Duration::from_secs(4));
         waiter.join().unwrap();
         // Not reaped: the status is still ours to read.
@@ -207,15 +225,18 @@ mod tests {
     fn the_watch_is_the_one_the_build_chose() {
         let mut child = Command::new("sleep").arg("30").spawn().unwrap();
         let watch = ExitWatch::new(child.id() as libc::pid_t);
-        let link = std::fs::read_link(format!("/proc/self/fd/{}", watch.fd().unwrap())).unwrap();
-        let kind = link.to_string_lossy().into_owned();
+        let kind = watch.fd().map(|fd| std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap());
+        let kind = kind.map(|link| link.to_string_lossy().into_owned());
+        let woken = watch.wakes_the_poll_thread();
         child.kill().unwrap();
         watch.finish();
         child.wait().unwrap();
         if cfg!(all(target_os = "linux", not(feature = "portable"))) {
-            assert_eq!(kind, "anon_inode:[pidfd]");
+            assert_eq!(kind.as_deref(), Some("anon_inode:[pidfd]"));
+            assert!(!woken);
         } else {
-            assert!(kind.starts_with("pipe:"), "{kind}");
+            assert_eq!(kind, None, "the waiter thread needs no descriptor");
+            assert!(woken);
         }
     }
 
@@ -223,13 +244,14 @@ mod tests {
     fn the_waiter_thread_waits_out_a_stop() {
         let mut child = Command::new("sleep").arg("30").spawn().unwrap();
         let pid = child.id() as libc::pid_t;
-        let (notice, waiter) = waiter_thread(pid).unwrap();
+        let ended = Arc::new(AtomicBool::new(false));
+        let waiter = waiter_thread(pid, ended.clone()).unwrap();
         // SAFETY: kill has no memory preconditions; the pid is our child's.
         unsafe { libc::kill(pid, libc::SIGSTOP) };
-        assert!(!readable(notice.as_raw_fd(), 200), "a stopped child has not exited");
+        assert!(!set_within(&ended, 200), "a stopped child has not exited");
         // SAFETY: as above.
         unsafe { libc::kill(pid, libc::SIGKILL) };
-        assert!(readable(notice.as_raw_fd(), 5000));
+        assert!(set_within(&ended, 5000));
         waiter.join().unwrap();
         child.wait().unwrap();
     }

@@ -117,6 +117,10 @@ impl ReadSide {
         self.exit.fd()
     }
 
+    pub(super) fn exit_wakes_the_poll_thread(&self) -> bool {
+        self.exit.wakes_the_poll_thread()
+    }
+
     pub(super) fn has_exited(&self) -> bool {
         self.exit.exited()
     }

@@ -80,7 +80,11 @@ impl Watched for Served {
                     Some(fd) => round.watch(fd, READABLE, EXIT),
                     None => {
                         looks_for_exit = true;
-                        round.wait_at_most(Duration::from_millis(EXIT_POLL_MS as u64));
+                        // Unless a waiter thread wakes this one at the exit,
+                        // it looks now and then.
+                        if !self.read_side.exit_wakes_the_poll_thread() {
+                            round.wait_at_most(Duration::from_millis(EXIT_POLL_MS as u64));
+                        }
                     }
                 }
             }
