@@ -17,9 +17,16 @@
 //! - should even that thread not start, the reader looks every
 //!   [`EXIT_POLL_MS`] instead.
 
-use std::os::fd::RawFd;
+#[cfg(any(
+    all(target_os = "linux", not(feature = "portable")),
+    target_os = "macos",
+    target_os = "ios",
+    target_os = "freebsd"
+))]
+use std::os::fd::AsRawFd;
 #[cfg(all(target_os = "linux", not(feature = "portable")))]
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
@@ -107,12 +114,11 @@ impl Notice {
 #[cfg(any(target_os = "macos", target_os = "ios", target_os = "freebsd"))]
 impl Drop for Notice {
     fn drop(&mut self) {
-        if let Notice::Queue { fd, owner } = *self {
-            if owner == super::child::current_pid() {
-                // SAFETY: the queue was made by this process and is closed
-                // once, here.
-                unsafe { libc::close(fd) };
-            }
+        let Notice::Queue { fd, owner } = *self;
+        if owner == super::child::current_pid() {
+            // SAFETY: the queue was made by this process and is closed
+            // once, here.
+            unsafe { libc::close(fd) };
         }
     }
 }
