@@ -6,16 +6,17 @@
 #
 # Each argument is a lane: runtimes whose passes run one after the other.
 # With DIST_CHECK=1 (as `make test` runs it) the install check, `make
-# dist-check`, runs beside the lanes under `nice` once the first module is
-# built: it builds the Linux release artifacts and installs them, which
-# leaves the CPU to the specs whenever they want it.
+# dist-check`, runs beside the lanes under `nice` once each lane's first
+# module is built: it builds the Linux release artifacts and installs
+# them, which leaves the CPU to the specs whenever they want it.
 # "5.4+portable" is 5.4 with the module built with the `portable` feature,
 # running the specs that exercise what it changes (PORTABLE_SPECS).
-# The first lane's first runtime is built first and its pass starts at
-# once; the other lanes start then too, each pass waiting for its module;
-# the other modules are built meanwhile (cargo builds one at a time), each
-# lane's first before the rest, and the types checker (built from
-# crates.io the first time) beside them.
+# The first lane's first runtime is built first, alone, and its pass
+# starts at once; the other lanes start then too, each pass waiting for
+# its module; the other modules are built meanwhile (cargo builds one at a
+# time), each lane's first before the rest, and only then, beside the
+# rest, the install check and the types checker (built from crates.io the
+# first time): what the lanes wait for gets the CPU first.
 # Builds run under `nice`, so that the specs' own processes, some of which
 # bound a stall, keep their CPU.
 #
@@ -76,20 +77,10 @@ lane() {
   for runtime in $1; do pass "$runtime"; done
 }
 
-(nice make --no-print-directory test-types > "$out/types.log" 2>&1 || touch "$out/types.failed") &
-jobs=$!
-
 first=$(echo "$1" | cut -d' ' -f1)
-if ! build "$first"; then
-  kill $jobs 2>/dev/null
-  exit 1
-fi
+build "$first" || exit 1
 lane "$1" &
-jobs="$jobs $!"
-if [ -n "${DIST_CHECK:-}" ]; then
-  (nice make --no-print-directory dist-check > "$out/dist-check.log" 2>&1 || touch "$out/dist-check.failed") &
-  jobs="$jobs $!"
-fi
+jobs=$!
 # Every other lane starts now, its passes waiting for their modules;
 # each lane's first module is built before the rest, so that no lane
 # waits for modules another lane needs later.
@@ -101,7 +92,14 @@ for runtimes in "$@"; do
     [ "$runtime" = "$first" ] || [ "$runtime" = "$lead" -a "$runtimes" != "$1" ] || rest="$rest $runtime"
   done
 done
-for runtime in $firsts $rest; do build "$runtime"; done
+for runtime in $firsts; do build "$runtime"; done
+(nice make --no-print-directory test-types > "$out/types.log" 2>&1 || touch "$out/types.failed") &
+jobs="$jobs $!"
+if [ -n "${DIST_CHECK:-}" ]; then
+  (nice make --no-print-directory dist-check > "$out/dist-check.log" 2>&1 || touch "$out/dist-check.failed") &
+  jobs="$jobs $!"
+fi
+for runtime in $rest; do build "$runtime"; done
 for job in $jobs; do wait "$job"; done
 
 echo "== types:"
