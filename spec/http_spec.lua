@@ -156,6 +156,16 @@ describe('HTTP faults', function()
     return out
   end
 
+  -- What the server's own stream brings is handed to Lua while Lua waits
+  -- on a request: calls echo (`tries` times at most) until `seen` has it.
+  local function call_until_seen(client, seen, tries)
+    for _ = 1, tries do
+      client:call('echo', { message = 'x' })
+      if #seen > 0 then return end
+      os.execute('sleep 0.05')
+    end
+  end
+
   it('sends the session id and the negotiated version on every later request, and our headers on all', function()
     local client = mcp.new({ url = base .. '/plain', headers = { Authorization = 'Bearer t0k', ['X-Trace'] = 'abc' } })
     client:discover()
@@ -190,13 +200,7 @@ describe('HTTP faults', function()
     local seen = {}
     local client = mcp.new({ url = base .. '/plain', on_notification = function(m) seen[#seen + 1] = m.params.data end })
     client:discover()
-    -- The server's stream is read by a thread; what it brings is handed
-    -- to Lua while Lua waits on a request, so give it a few requests.
-    for _ = 1, 20 do
-      client:call('echo', { message = 'x' })
-      if #seen > 0 then break end
-      os.execute('sleep 0.05')
-    end
+    call_until_seen(client, seen, 20)
     client:close()
     assert.same({ 'hello from the server stream' }, seen)
     local answered = false
@@ -286,12 +290,7 @@ describe('HTTP faults', function()
     assert.equal(2, #gets)
     assert.is_nil(gets[1].headers['last-event-id'])
     assert.equal('g-1', gets[2].headers['last-event-id'])
-    -- What the resumed stream brought is handed to Lua during a call.
-    for _ = 1, 40 do
-      client:call('echo', { message = 'x' })
-      if #seen > 0 then break end
-      os.execute('sleep 0.05')
-    end
+    call_until_seen(client, seen, 40)
     client:close()
     assert.same({ 'resumed after g-1' }, seen)
   end)

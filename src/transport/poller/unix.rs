@@ -24,10 +24,13 @@ pub fn revents(entry: &Entry) -> i16 {
 pub fn poll(entries: &mut [Entry], timeout_ms: i32) -> io::Result<()> {
     // SAFETY: `entries` is a live array of the length passed.
     let n = unsafe { libc::poll(entries.as_mut_ptr(), entries.len() as libc::nfds_t, timeout_ms) };
-    match io::Error::last_os_error() {
-        e if n < 0 && e.kind() != io::ErrorKind::Interrupted => Err(e),
-        _ => Ok(()),
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
     }
+    Ok(())
 }
 
 /// A pipe of our own that the thread polls beside the clients'
