@@ -32,12 +32,28 @@ local function stopped_beating(file)
   return size(file) == before
 end
 
+-- wmic's table of processes. Wine now and then fails to start a process
+-- (io.popen's "Invalid argument"): that is tried again, a few times.
+local function process_table()
+  local why
+  for _ = 1, 5 do
+    local p
+    p, why = io.popen('wmic process get Name,ParentProcessId,ProcessId,ThreadCount 2>&1')
+    if p then
+      local text = p:read('*a'):gsub('%z', '')
+      p:close()
+      if text:find('wmic.exe', 1, true) then return text end
+      why = text
+    end
+    pause(0.2)
+  end
+  error('wmic: ' .. tostring(why))
+end
+
 -- The threads of this process, as WMI counts them: wmic's row names its
 -- parent (the cmd.exe of io.popen), whose row names this process.
 local function threads()
-  local p = assert(io.popen('wmic process get Name,ParentProcessId,ProcessId,ThreadCount 2>&1'))
-  local text = p:read('*a'):gsub('%z', '')
-  p:close()
+  local text = process_table()
   local rows, wmic = {}, nil
   for name, parent, pid, count in text:gmatch('(%S+)%s+(%d+)%s+(%d+)%s+(%d+)') do
     rows[pid] = { parent = parent, count = tonumber(count) }
