@@ -317,6 +317,46 @@ describe('a modern HTTP server', function()
   setup(function() base, stop = H.fault_server() end)
   teardown(function() stop() end)
 
+  it('Ctrl-C during a blocking task call sends tasks/cancel over HTTP too', function()
+    node_get(base, '/log')
+    local out, status = H.run_lua(string.format([[
+      local mcp = require('mcp')
+      local f = io.open('/proc/self/stat')
+      local self_pid = f:read('*n')
+      f:close()
+      local c = mcp.new({ url = %q, timeout = 1 })
+      os.execute(string.format('(sleep 0.5; kill -INT %%d) &', self_pid))
+      local ok, err = pcall(c.call, c, 'slow_task', {}, { task = true })
+      print('raised: ' .. tostring(err))
+      -- the cancel's POST runs beside Lua; a close ends it with the rest
+      os.execute('sleep 0.3')
+      c:close()
+    ]], base .. '/modern-drop'))
+    assert.equal(0, status, out)
+    assert.is_truthy(out:find('raised: [^\n]*interrupted!\n'), out)
+    local cancelled
+    within(5, function()
+      for _, r in ipairs(node_get(base, '/log')) do
+        local m = r.method == 'POST' and trace.decode(r.body)
+        if m and m.method == 'tasks/cancel' then cancelled = m.params.taskId end
+      end
+      return cancelled ~= nil
+    end)
+    assert.is_truthy(tostring(cancelled):find('^http%-task%-%d+$'), out)
+  end)
+
+  it('a task whose id cannot be named in a header is said to be running at the server, never "not sent"', function()
+    local client = mcp.new({ url = base .. '/modern-drop' })
+    local ok, err = pcall(client.call, client, 'wide_task', {}, { task = true })
+    assert.is_false(ok)
+    assert.equal('MCP tools/call wide_task failed: its task ' .. ('w'):rep(64) .. '... (65472 more characters) is '
+      .. 'running at the server, but tasks/get about it could not be sent (its Mcp-Name header would be 65536 bytes, '
+      .. 'over the 8192 this client sends in one header (opts.max_header_bytes)); the call itself was sent, so '
+      .. 'calling the tool again would run it twice', err)
+    client:close()
+    node_get(base, '/log')
+  end)
+
   it('a reply stream that breaks is not resumed: the request goes again as a new one, with no session', function()
     local client = mcp.new({ url = base .. '/modern-drop' })
     client:discover()

@@ -78,6 +78,69 @@ describe('a task server that fails in the ways a real one can', function()
     assert.truthy(client:call('seen', {}):find('tasks/cancel task%-1 declared'))
   end)
 
+  it('a poll answered about another task fails the call, and the task keeps the id the call owns', function()
+    local h = client:call_task('impostor', {})
+    local ok, err = pcall(h.wait, h, 10)
+    assert.is_false(ok)
+    assert.equal('MCP tools/call impostor failed: the server\'s answer about its task is unusable: '
+      .. 'asked about task task-1, it answered about task someone-elses-task', err)
+    assert.equal('task-1', h:status().taskId)
+  end)
+
+  it('a task status that is 1 MB of JSON is quoted bounded and inert', function()
+    local err = raised('strange')
+    assert.equal('MCP tools/call strange failed: the server\'s answer about its task is unusable: its status is '
+      .. '{"junk":"\239\191\189' .. ('x'):rep(54) .. '... (1048524 more characters), which is not a string', err)
+  end)
+
+  -- OSC 52 (a clipboard write) and a screen clear, 320,000 characters of
+  -- them, as the method of an input request no handler answers.
+  local function hostile_method_quoted()
+    local method = ('\27]52;c;aGk=\7\27[2J'):rep(20000)
+    local shown = method:sub(1, 64):gsub('%c', '\239\191\189')
+    return shown .. '... (' .. (#method - 64) .. ' more characters)'
+  end
+
+  for _, case in ipairs({ { 'a task', 'asks_oddly', { task = true } }, { 'an input round', 'round_oddly' } }) do
+    it('the method of ' .. case[1] .. '\'s input request is quoted bounded and inert in the error', function()
+      local ok, err = pcall(client.call, client, case[2], {}, case[3])
+      assert.is_false(ok)
+      local m = hostile_method_quoted()
+      assert.equal('MCP tools/call ' .. case[2] .. ' failed: the server asked for ' .. m
+        .. ' and it could not be given: there is no handler for it (set opts.handlers["' .. m .. '"])', err)
+    end)
+  end
+
+  it('200 tasks waited for together all move at once: wait_all settles them within its bound', function()
+    local hs = {}
+    for i = 1, 200 do hs[i] = client:call_task('finishes', {}) end
+    -- each finishes on its second poll, 20 ms apart: 20 s in all when
+    -- only the first unsettled handle was polled
+    local t0 = mcp.clock()
+    assert.is_true(mcp.wait_all(hs, 10))
+    local took = mcp.clock() - t0
+    for i = 1, 200 do assert.equal('done', (hs[i]:wait())) end
+    assert.is_true(took < 10, took)
+  end)
+
+  it('Ctrl-C during a blocking task call sends tasks/cancel before Lua gets its thread back', function()
+    local out, status = H.run_lua(string.format([[
+      local mcp = require('mcp')
+      local f = io.open('/proc/self/stat')
+      local self_pid = f:read('*n')
+      f:close()
+      local c = mcp.new({ command = { %q, %q }, timeout = 1 })
+      os.execute(string.format('(sleep 0.5; kill -INT %%d) &', self_pid))
+      local ok, err = pcall(c.call, c, 'slow', {}, { task = true })
+      print('raised: ' .. tostring(err))
+      print(c:call('seen', {}))
+      c:close()
+    ]], H.LUA, TASKS[2]))
+    assert.equal(0, status, out)
+    assert.is_truthy(out:find('raised: [^\n]*interrupted!\n'), out)
+    assert.is_truthy(out:find('tasks/cancel task%-1 declared'), out)
+  end)
+
   it('opts.task must be true or a table', function()
     local ok, err = pcall(client.call, client, 'plain', {}, { task = 'yes' })
     assert.is_false(ok)

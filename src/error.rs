@@ -53,6 +53,17 @@ pub enum Error {
     #[error("MCP {what} failed: its task {task} was still {status} {ttl_ms} ms after it was made, past the time the server gave it to live; the server may have discarded it")]
     TaskExpired { what: String, task: String, status: String, ttl_ms: u64 },
 
+    /// A request about a call's task (a poll, answers, its result) could
+    /// not be sent, after the call itself reached the server: the task may
+    /// still be running there, so the call must not read as unsent.
+    #[error("MCP {what} failed: its task {task} is running at the server, but {method} about it could not be sent ({why}); the call itself was sent, so calling the tool again would run it twice")]
+    TaskUnreachable { what: String, task: String, method: String, why: String },
+
+    /// A call whose task was stopped here (`handle:cancel()`, Ctrl-C)
+    /// but whose `tasks/cancel` could not be sent: the server was not told.
+    #[error("MCP {what} cancelled here, but its task {task} may still be running at the server: tasks/cancel could not be sent ({why})")]
+    TaskNotCancelled { what: String, task: String, why: String },
+
     /// What the server said of a call's task cannot be used: no task id,
     /// or a status this client does not know.
     #[error("MCP {what} failed: the server's answer about its task is unusable: {why}")]

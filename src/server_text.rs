@@ -53,6 +53,12 @@ pub fn quoted_str(text: &str, max_chars: usize) -> String {
     format!("{}... ({left_out} more characters)", printable(shown))
 }
 
+/// A JSON value a server sent, as Lua would show it (a string as is,
+/// anything else as JSON), fit for an error: see [`quoted_str`].
+pub fn quoted_value(value: Option<&crate::codec::Json>, max_chars: usize) -> String {
+    quoted_str(&crate::protocol::lua_text(value), max_chars)
+}
+
 /// `error` with the server's own words in it (a JSON-RPC error's message
 /// and code) bounded and inert: what a live client raises. The fixture
 /// seam raises them as they came, as the reference does, since its

@@ -21,7 +21,9 @@
 --              tools/list has `weather` (an outputSchema its result keeps),
 --              `misshapen` and `shapeless` (results that break it), and
 --              `grow`, after which `extra` is listed and `shapeless` is
---              not, and the client is told (notifications/tools/list_changed)
+--              not, `grow` itself is re-listed as destructive (it was
+--              read-only), and the client is told
+--              (notifications/tools/list_changed)
 --   deaf       answers nothing at all, initialize included
 --   slowstart  reads nothing for $SLOW_START_MS (2000) after it starts, as
 --              a server loading its runtime does; tools/call "die" exits
@@ -292,7 +294,9 @@ function hooks.catalog(msg)
         { src = 'data:image/png;base64,AAAA' }, { src = 'file:///etc/passwd' }, { src = 'http://example.com/x.png' },
       } },
       { name = 'misshapen', inputSchema = { type = 'object' }, outputSchema = schema },
-      { name = 'grow', inputSchema = { type = 'object' } },
+      -- read-only until it has grown, destructive after
+      { name = 'grow', inputSchema = { type = 'object' },
+        annotations = grown and { destructiveHint = true } or { readOnlyHint = true } },
     }
     tools[#tools + 1] = grown and { name = 'extra', description = 'new' }
       or { name = 'shapeless', inputSchema = { type = 'object' }, outputSchema = schema }

@@ -59,6 +59,9 @@
 //   /sse-open   as /sse, but the stream never ends (a log notification
 //               follows the reply)
 //   /modern-drop  a 2026-07-28 server (no sessions; GET and DELETE get 405)
+//               whose tool "slow_task" becomes a task (Tasks extension)
+//               working until tasks/cancel names it, and "wide_task" a
+//               task whose id is 64 KiB long
 //               whose first tools/call reply stream closes after a priming
 //               event, before the reply; later calls are answered, but for
 //               tool "hang", whose stream stays open with nothing on it
@@ -168,6 +171,8 @@ function trickle(req, res, body) {
 }
 
 let modernCalls = 0;
+let taskCount = 0;
+const tasks = {};
 let charges = 0;
 function modern(req, res, body) {
   if (req.method !== 'POST') {
@@ -186,7 +191,8 @@ function modern(req, res, body) {
   }
   if (msg.method === 'server/discover') {
     return json(res, 200, result(msg.id, { resultType: 'complete', supportedVersions: ['2026-07-28'],
-      capabilities: { tools: {} }, _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'modern-drop', version: '1' } },
+      capabilities: { tools: {}, extensions: { 'io.modelcontextprotocol/tasks': {} } },
+      _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'modern-drop', version: '1' } },
       ttlMs: 0, cacheScope: 'public' }));
   }
   if (msg.method === 'tools/list') {
@@ -198,6 +204,19 @@ function modern(req, res, body) {
       { name: 'charges', inputSchema: { type: 'object' }, annotations: { readOnlyHint: true } },
       { name: 'route', inputSchema: { type: 'object', properties: { region: { type: 'string', 'x-mcp-header': 'Region' } } },
         annotations: { readOnlyHint: true } }] }));
+  }
+  if (msg.method === 'tools/call' && /_task$/.test(msg.params.name)) {
+    const id = msg.params.name === 'wide_task' ? 'w'.repeat(65536) : `http-task-${++taskCount}`;
+    tasks[id] = 'working';
+    return json(res, 200, result(msg.id, { resultType: 'task', taskId: id, status: 'working',
+      pollIntervalMs: 20, ttlMs: 60000, createdAt: '2026-12-01T10:00:00Z', lastUpdatedAt: '2026-12-01T10:00:00Z' }));
+  }
+  if (msg.method === 'tasks/get' || msg.method === 'tasks/cancel') {
+    const id = msg.params.taskId;
+    if (!(id in tasks)) return json(res, 200, { jsonrpc: '2.0', id: msg.id, error: { code: -32602, message: 'Unknown task' } });
+    if (msg.method === 'tasks/cancel') tasks[id] = 'cancelled';
+    return json(res, 200, result(msg.id, { resultType: 'complete', taskId: id, status: tasks[id],
+      pollIntervalMs: 20, ttlMs: 60000, createdAt: '2026-12-01T10:00:00Z', lastUpdatedAt: '2026-12-01T10:00:00Z' }));
   }
   if (msg.method === 'tools/call' && msg.params.name === 'route') {
     const header = req.headers['mcp-param-region'] || '';

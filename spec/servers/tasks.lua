@@ -17,6 +17,12 @@
 --              consistent), then completed with it
 --   slow       working until cancelled (tasks/cancel), then cancelled
 --   plain      never a task: its result at once
+--   impostor   every poll answers about another task ("someone-elses-task")
+--   strange    its status is a table of 1 MB with a C1 control in it
+--   asks_oddly input_required for an input whose method is 400 KB of
+--              terminal escapes (a clipboard write, a screen clear)
+--   round_oddly never a task: an input_required round asking what
+--              asks_oddly asks
 --
 -- `seen` lists the requests received so far, one per line: the method,
 -- the taskId it names, and "declared" when its envelope declared the
@@ -28,6 +34,10 @@ local trace = require('trace')
 
 local EXTENSION = 'io.modelcontextprotocol/tasks'
 local seen = {}
+-- An input request whose method is terminal escapes (OSC 52 sets the
+-- clipboard, ESC [2J clears the screen), 400 KB of them.
+local HOSTILE_METHOD = ('\27]52;c;aGk=\7\27[2J'):rep(20000)
+local HOSTILE_INPUT = { ['k\27[2J'] = { method = HOSTILE_METHOD, params = {} } }
 local tasks = {}
 local made = 0
 
@@ -65,6 +75,9 @@ local steps = {
     } } }
   end,
   slow = function(t) return t.cancelled and { status = 'cancelled' } or {} end,
+  impostor = function() return { id = 'someone-elses-task' } end,
+  strange = function() return { status = { junk = '\194\155' .. ('x'):rep(1 << 20) } } end,
+  asks_oddly = function() return { status = 'input_required', inputRequests = HOSTILE_INPUT } end,
 }
 
 local function step(task)
@@ -72,7 +85,9 @@ local function step(task)
   local now = steps[task.tool](task)
   task.status = now.status or 'working'
   task.message = now.message
-  return described(task, { result = now.result, error = now.error, inputRequests = now.inputRequests })
+  local out = described(task, { result = now.result, error = now.error, inputRequests = now.inputRequests })
+  out.taskId = now.id or out.taskId
+  return out
 end
 
 local function discover(msg)
@@ -87,6 +102,9 @@ end
 local function call(msg)
   local name = msg.params.name
   if name == 'seen' then return server.result(msg.id, server.text(table.concat(seen, '\n'))) end
+  if name == 'round_oddly' then
+    return server.result(msg.id, { resultType = 'input_required', inputRequests = HOSTILE_INPUT })
+  end
   if name == 'plain' or not declared(msg) then return server.result(msg.id, server.text('plain ' .. name)) end
   made = made + 1
   local task = { id = 'task-' .. made, tool = name, polls = 0, status = 'working',

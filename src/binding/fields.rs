@@ -19,13 +19,23 @@ use crate::codec::Json;
 use crate::error::Error;
 use crate::protocol::{self};
 /// `client:id()`: the next request id, kept in the table's `next_id`.
+///
+/// Read raw where the field is the client's own: a lookup through a
+/// metatable runs Lua, where a pending Ctrl-C raises, and the one request
+/// that must still go out then (a task's `tasks/cancel`) found no id.
 pub(super) fn next_id(client: &Table) -> Outcome<Json> {
-    let next = match client.get::<Value>("next_id")? {
+    let own = client.raw_get::<Value>("next_id")?;
+    let inherited = own.is_nil();
+    let current = if inherited { client.get::<Value>("next_id")? } else { own };
+    let next = match current {
         Value::Integer(i) => Value::Integer(i.wrapping_add(1)),
         Value::Number(f) => Value::Number(f + 1.0),
         _ => return Err(Error::BadInput("MCP: client.next_id must be a number".into()).into()),
     };
-    client.set("next_id", next.clone())?;
+    match inherited {
+        true => client.set("next_id", next.clone())?,
+        false => client.raw_set("next_id", next.clone())?,
+    }
     Ok(match next {
         Value::Integer(i) => Json::Int(i),
         Value::Number(f) => Json::Float(f),

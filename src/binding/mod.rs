@@ -41,7 +41,7 @@ use handles::{call_async, cancel, discover_async, done, request_async, status};
 use json::{json_decode, json_encode};
 use lua::Prelude;
 use methods::{call, close, discover, exchange, handshake, id, initialize_msg, list, new, notify, request};
-use registry::mount_tools;
+use registry::{current_tool, mount_tools};
 use waits::{dispatch, fd, wait, wait_all, wait_any};
 mod auth;
 mod boundary;
@@ -78,6 +78,7 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     native.set("call", export(lua, &cell, call)?)?;
     native.set("close", export(lua, &cell, close)?)?;
     native.set("mount", export(lua, &cell, mount_tools)?)?;
+    native.set("current_tool", export(lua, &cell, current_tool)?)?;
     native.set("request", export(lua, &cell, request)?)?;
     native.set("call_async", export(lua, &cell, call_async)?)?;
     native.set("discover_async", export(lua, &cell, discover_async)?)?;

@@ -270,12 +270,15 @@ mcp.clock = native.clock
 
 -- A mounted tool's `run`: the tool's own failure text is raised as is,
 -- so the agent loop hands it to the model as an observation. With
--- mount's `approve`, the host is asked first, with the tool as the server
--- described it; a refusal is raised the same way, so the agent reads why.
+-- mount's `approve`, the host is asked first, with the tool as the client
+-- last heard of it at this moment (a tool re-listed as destructive is
+-- judged as destructive), or as it was mounted if the server no longer
+-- lists it; a refusal is raised the same way, so the agent reads why.
 local function runner(client, tool_name, approve, tool)
   return function(args)
     if approve then
-      local allowed, reason = approve(tool, args, tool.annotations, client)
+      local now = native.current_tool(client, tool_name) or tool
+      local allowed, reason = approve(now, args, now.annotations, client)
       if allowed ~= true then
         error(reason ~= nil and tostring(reason) or ("refused: the host did not approve " .. tostring(tool_name)), 0)
       end

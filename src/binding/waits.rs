@@ -1,7 +1,8 @@
 //! Waiting for handles and for an event loop: `handle:wait`,
 //! `mcp.wait_any`, `mcp.wait_all`, the descriptor behind `client:fd()` and
 //! `client:dispatch()`. A wait on one client waits on its session
-//! directly; on several, on their doorbells at once. Ctrl-C ends any wait.
+//! directly; on several, on the process-wide arrival signal. Ctrl-C ends
+//! any wait.
 
 use std::time::{Duration, Instant};
 
@@ -12,10 +13,12 @@ use super::entry::Entry;
 use super::handles::{
     client_of, finish, handle_arg, poll_handle, run_on_done, settle_orphan, take_if_settled, HandleState,
 };
+use super::host::LuaHost;
 use super::lua::{arg, client_arg, Cx, Outcome, Raise};
+use crate::client::Client;
 use crate::error::Error;
 use crate::interrupt;
-use crate::transport::doorbell::Doorbell;
+use crate::transport::arrivals;
 /// The time a wait may take: nil for no bound, else seconds.
 pub(super) fn wait_bound(value: &Value, what: &str) -> Outcome<Option<Duration>> {
     let seconds = match value {
@@ -111,37 +114,34 @@ impl HandleList {
     }
 }
 
-/// Waits for handles of one or more clients: one client's session is
-/// waited on directly (the fast path: its reply wakes us with no detour);
-/// several are watched through their doorbells at once.
+/// Waits for handles of one or more clients. Each turn looks at every
+/// handle not yet settled: a task's handle moves on only when it is
+/// looked at (its next poll is sent then), so a wait that looked only at
+/// the first unsettled one advanced 200 tasks one at a time. A turn
+/// follows each batch of arrivals, not each message, which keeps a wait
+/// for thousands of handles far from quadratic. One client's session is
+/// waited on directly (its reply wakes us with no detour); several, on the
+/// process-wide arrival signal, which holds no descriptor of theirs.
 pub(super) fn wait_handles(lua: &Cx, args: &MultiValue, what: &str, all: bool) -> Outcome {
     let handles = HandleList::read(lua, &arg(args, 0), what)?;
     let until = deadline_after(wait_bound(&arg(args, 1), what)?);
-    // For wait_all, the handles before this one have settled, and one
-    // that has not is enough to go on waiting: looking at every handle on
-    // every turn made a wait for thousands quadratic. Its clients are
-    // then all those of the list.
+    // For wait_all, the handles before this one have settled.
     let mut first_unsettled = 0;
-    let every_client = if all { handles.clients(lua, what)? } else { Vec::new() };
     loop {
+        let mark = arrivals::mark();
         let mut unsettled_clients: Vec<Table> = Vec::new();
         let mut all_settled = true;
-        let start = first_unsettled;
-        for i in start..handles.len {
-            if all && !all_settled {
-                unsettled_clients = every_client.clone();
-                break;
-            }
+        for i in first_unsettled..handles.len {
             let (handle, state_ud) = handles.at(lua, i, what)?;
             if poll_handle(lua, &handle, &state_ud)? {
-                if all {
-                    first_unsettled = i + 1;
-                }
                 if !all {
                     for client in handles.clients(lua, what)? {
                         run_on_done(lua, &client)?;
                     }
                     return Ok(MultiValue::from_vec(vec![Value::Integer((i + 1) as _)]));
+                }
+                if all_settled {
+                    first_unsettled = i + 1;
                 }
                 continue;
             }
@@ -167,37 +167,47 @@ pub(super) fn wait_handles(lua: &Cx, args: &MultiValue, what: &str, all: bool) -
         let slice_end = until.min(Instant::now() + interrupt::SLICE);
         match unsettled_clients.as_slice() {
             [client] => {
-                let pumped = with_client_state(lua, client, what, |core, host| core.pump(host, slice_end));
+                let pumped = with_client_state(lua, client, what, |core, host| {
+                    let wake = core.next_deadline().map_or(slice_end, |due| due.min(slice_end));
+                    if core.pump(host, wake)? {
+                        drain(core, host)?;
+                    }
+                    Ok(())
+                });
                 match pumped {
                     Err(Raise::Mcp(Error::Interrupted { .. })) => {
                         return Err(Error::Interrupted { what: what.to_string() }.into())
                     }
-                    other => {
-                        other?;
-                    }
+                    other => other?,
                 }
             }
             clients => {
-                let mut bells = Vec::new();
+                let mut wake = slice_end;
+                let mut routed = false;
                 for client in clients {
-                    let bell = with_client_state(lua, client, what, |core, host| {
-                        let (bell, _) = host.options.armed_doorbell()?;
-                        // What came before the bell was armed rang nothing.
-                        drain(core, host)?;
-                        bell.ring_at(core.next_deadline());
-                        Ok(bell)
+                    with_client_state(lua, client, what, |core, host| {
+                        routed |= drain_routed(core, host)?;
+                        if let Some(due) = core.next_deadline() {
+                            wake = wake.min(due);
+                        }
+                        Ok(())
                     })?;
-                    bells.push(bell);
                 }
-                let refs: Vec<&Doorbell> = bells.iter().map(|b| &**b).collect();
-                Doorbell::wait_any(&refs, slice_end.saturating_duration_since(Instant::now()));
-                for (client, bell) in clients.iter().zip(&bells) {
-                    bell.clear();
-                    with_client_state(lua, client, what, drain)?;
+                if !routed {
+                    arrivals::wait_past(mark, wake);
                 }
             }
         }
     }
+}
+
+/// [`drain`], saying whether anything was routed.
+fn drain_routed(core: &mut Client, host: &mut LuaHost) -> Outcome<bool> {
+    let routed = core.pump(host, Instant::now())?;
+    if routed {
+        drain(core, host)?;
+    }
+    Ok(routed)
 }
 
 /// `mcp.wait_any(handles [, timeout])`: the index of a settled handle, or

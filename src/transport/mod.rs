@@ -8,6 +8,7 @@ use crate::codec::Json;
 use crate::error::{Error, Result};
 use crate::protocol::IdKey;
 
+pub mod arrivals;
 pub mod doorbell;
 #[cfg(unix)]
 pub mod fds;

@@ -327,7 +327,18 @@ impl Client {
     /// [`Error::Interrupted`].
     pub fn wait<H: Host>(&mut self, host: &mut H, op: &mut Operation, until: Instant) -> Result<bool, H::Error> {
         loop {
+            // A task's call is mostly paused between polls, and a Ctrl-C
+            // then must reach the server as tasks/cancel; one that cut off
+            // a poll's own send must too.
+            if op.task.is_some() && op.outcome.is_none() && crate::interrupt::requested() {
+                self.stop_interrupted(host, op);
+                return Ok(true);
+            }
             if self.poll(host, op)? {
+                if op.task.is_some() && matches!(op.outcome, Some(Err(Error::Interrupted { .. }))) {
+                    op.outcome = None;
+                    self.stop_interrupted(host, op);
+                }
                 return Ok(true);
             }
             let now = Instant::now();
@@ -343,8 +354,7 @@ impl Client {
             match self.pump_session(host, slice_end) {
                 Ok(_) => {}
                 Err(Error::Interrupted { .. }) => {
-                    self.give_up(host, op, "interrupted by the user");
-                    op.outcome = Some(Err(Error::Interrupted { what: op.what().to_string() }));
+                    self.stop_interrupted(host, op);
                     return Ok(true);
                 }
                 Err(e) => {
@@ -354,6 +364,18 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// Ctrl-C: `op` stops as `handle:cancel()` would stop it, and settles
+    /// as interrupted, unless the server could not be told of a task that
+    /// may still be running there, which the caller must hear.
+    fn stop_interrupted<H: Host>(&mut self, host: &mut H, op: &mut Operation) {
+        self.give_up(host, op, "interrupted by the user");
+        let interrupted = Error::Interrupted { what: op.what().to_string() };
+        op.outcome = Some(Err(match op.outcome.take() {
+            Some(Err(untold @ Error::TaskNotCancelled { .. })) => untold,
+            _ => interrupted,
+        }));
     }
 
     /// Stops waiting for `op`: the server is told if the request is still
@@ -394,8 +416,9 @@ impl Client {
         if op.outcome.is_some() {
             return false;
         }
-        if self.cancel_task(host, op) {
-            op.outcome = Some(Err(Error::Cancelled { what: op.what().to_string() }));
+        if let Some(told) = self.cancel_task(host, op) {
+            let cancelled = Error::Cancelled { what: op.what().to_string() };
+            op.outcome = Some(Err(Self::cancelled_task(op, told, cancelled)));
             return true;
         }
         if let Some(number) = op.queued {
@@ -425,6 +448,29 @@ impl Client {
         }
         op.outcome = Some(Err(cancelled));
         true
+    }
+
+    /// The tool list as the server now describes it, for a host that
+    /// decides about a run by what the tool is now (mount's `approve`):
+    /// what the server sent is routed first, and a list that a change
+    /// notice made stale is listed again and waited for. Without it, a
+    /// tool re-listed as destructive was approved by the annotations it
+    /// had when it was mounted.
+    pub fn current_tools<H: Host>(&mut self, host: &mut H) -> Result<(), H::Error> {
+        if self.session.is_none() {
+            return Ok(());
+        }
+        self.route_queued(host, "tools/list")?;
+        if !(self.tools.stale && self.tools.listed) {
+            return Ok(());
+        }
+        self.begin_refresh(host)?;
+        if let Some(mut refresh) = self.tools.refreshing.take() {
+            let waited = self.wait(host, &mut refresh, far_future());
+            self.tools.refreshing = Some(refresh);
+            waited?;
+        }
+        self.poll_refresh(host)
     }
 
     /// Lists a stale tool list again, without waiting: started if it is
@@ -469,7 +515,7 @@ impl Client {
         loop {
             let Err(mut failure) = self.send_once(host, op)? else { return Ok(()) };
             if !self.worth_again(host, op, &mut failure)? {
-                op.outcome = Some(Err(failure));
+                op.outcome = Some(Err(Self::task_failure(op, failure)));
                 return Ok(());
             }
         }
@@ -699,8 +745,12 @@ impl Client {
     }
 
     /// A listing of the tools finished.
+    /// A listing of a list the server said had changed counts as a
+    /// refresh whoever asked for it: the host's own `discover` after the
+    /// notice must move watched registries on as the client's would.
     pub(super) fn listed(&mut self, pages: &[Json], refreshed: bool) {
         self.learn_tools(pages);
+        let refreshed = refreshed || (self.tools.stale && self.tools.listed);
         self.tools.listed = true;
         self.tools.stale = false;
         self.tools.fresh = Some(Listing { pages: pages.to_vec(), refreshed });

@@ -12,6 +12,7 @@ use super::{Operation, Shape};
 use crate::codec::Json;
 use crate::error::Error;
 use crate::protocol::{self, ResultKind, MODERN_VERSIONS};
+use crate::server_text;
 use crate::session::Session;
 use crate::tool_headers;
 
@@ -258,7 +259,7 @@ impl Client {
                 .filter_map(|(i, tool)| {
                     let schema = tool.get("inputSchema")?;
                     let why = tool_headers::declared(schema).err()?;
-                    let name = protocol::lua_text(tool.get("name"));
+                    let name = server_text::quoted_value(tool.get("name"), server_text::ITEM_CHARS);
                     Some((i, format!("excluding tool '{name}' from tools/list: invalid x-mcp-header ({why})")))
                 })
                 .collect();
@@ -344,7 +345,8 @@ pub(in crate::client) fn gather_input<H: Host>(host: &mut H, asked: &Json, what:
         let method = match request.get("method") {
             Some(Json::Str(m)) => String::from_utf8_lossy(m).into_owned(),
             _ => {
-                let why = format!("input request {} names no method", String::from_utf8_lossy(&key));
+                let why =
+                    format!("input request {} names no method", server_text::quoted(&key, server_text::ITEM_CHARS));
                 return Err(Error::InputNotGiven { what: what.to_string(), method: "input".into(), why });
             }
         };
@@ -356,9 +358,11 @@ pub(in crate::client) fn gather_input<H: Host>(host: &mut H, asked: &Json, what:
             continue;
         }
         let error = answer.get("error");
+        // The method is the server's text: quoted, bounded, in the error.
+        let method = server_text::quoted_str(&method, server_text::ITEM_CHARS);
         let why = match error.and_then(|e| e.get("code")) {
             Some(Json::Int(-32601)) => format!("there is no handler for it (set opts.handlers[\"{method}\"])"),
-            _ => protocol::lua_text(error.and_then(|e| e.get("message"))),
+            _ => server_text::quoted_value(error.and_then(|e| e.get("message")), server_text::TEXT_CHARS),
         };
         return Err(Error::InputNotGiven { what: what.to_string(), method, why });
     }

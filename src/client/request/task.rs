@@ -20,7 +20,7 @@ use super::modern::{gather_input, MAX_INPUT_ROUNDS};
 use super::{Operation, Shape};
 use crate::codec::Json;
 use crate::error::Error;
-use crate::protocol::{self, lua_text, TASKS_EXTENSION};
+use crate::protocol::{self, TASKS_EXTENSION};
 use crate::server_text;
 
 /// What a caller asks of a tool call that may run as a task
@@ -69,6 +69,16 @@ enum Asked {
     Result,
 }
 
+impl Asked {
+    fn method(self) -> &'static str {
+        match self {
+            Asked::Get => "tasks/get",
+            Asked::Update => "tasks/update",
+            Asked::Result => "tasks/result",
+        }
+    }
+}
+
 /// Where a reply about a task leaves the call.
 pub(in crate::client) enum TaskStep {
     /// The next request for the task is sent or scheduled.
@@ -110,13 +120,18 @@ impl TaskState {
         let mut kept = described.clone();
         kept.materialize();
         if let Json::Object(pairs) = &mut kept {
-            pairs.retain(|(k, _)| !matches!(k.as_slice(), b"result" | b"error" | b"inputRequests" | b"resultType"));
+            pairs.retain(|(k, _)| {
+                !matches!(k.as_slice(), b"result" | b"error" | b"inputRequests" | b"resultType" | b"taskId")
+            });
+            // The id is the one the call owns, whatever a poll's answer
+            // said (an answer naming another task fails the call first).
+            pairs.insert(0, (b"taskId".to_vec(), Json::Str(self.id.clone())));
         }
         self.described = kept;
     }
 
     fn status(&self) -> String {
-        lua_text(self.described.get("status"))
+        server_text::quoted_value(self.described.get("status"), server_text::ITEM_CHARS)
     }
 
     fn id_text(&self) -> String {
@@ -256,11 +271,22 @@ impl Client {
     /// is said so (it expired, or the server restarted without it).
     pub(in crate::client) fn task_failure(op: &Operation, failure: Error) -> Error {
         let Some(task) = op.task.as_ref() else { return failure };
-        match &failure {
+        let what = op.what().to_string();
+        match failure {
             Error::Rpc { code, .. } if code == "-32602" && task.asked == Asked::Get => {
-                Error::TaskLost { what: op.what().to_string(), task: task.id_text() }
+                Error::TaskLost { what, task: task.id_text() }
             }
-            _ => failure,
+            // The request about the task did not go out, but the call did:
+            // an error saying "not sent" would invite running it twice.
+            Error::HeaderTooLarge { header, bytes, limit, .. } => {
+                let why = format!("its {header} header would be {bytes} bytes, over the {limit} this client sends in one header (opts.max_header_bytes)");
+                Error::TaskUnreachable { what, task: task.id_text(), method: task.asked.method().into(), why }
+            }
+            Error::NotDeclared { capability, .. } => {
+                let why = format!("the server did not declare the {capability} capability");
+                Error::TaskUnreachable { what, task: task.id_text(), method: task.asked.method().into(), why }
+            }
+            failure => failure,
         }
     }
 
@@ -273,12 +299,18 @@ impl Client {
     ) -> Result<TaskStep, H::Error> {
         let what = op.what().to_string();
         let Some(task) = op.task.as_mut() else { return Ok(TaskStep::Done(Ok(described))) };
+        if let Some(said) = described.get("taskId").filter(|said| **said != Json::Str(task.id.clone())) {
+            let said = server_text::quoted_value(Some(said), server_text::ITEM_CHARS);
+            let why = format!("asked about task {}, it answered about task {said}", task.id_text());
+            return Ok(TaskStep::Done(Err(Error::TaskUnusable { what, why })));
+        }
         task.note(&described);
         let modern = task.modern;
         let status = match described.get("status") {
             Some(Json::Str(s)) => s.clone(),
             other => {
-                let why = format!("its status is {}, which is not a string", lua_text(other));
+                let status = server_text::quoted_value(other, server_text::ITEM_CHARS);
+                let why = format!("its status is {status}, which is not a string");
                 return Ok(TaskStep::Done(Err(Error::TaskUnusable { what, why })));
             }
         };
@@ -387,32 +419,62 @@ impl Client {
         Ok(TaskStep::Going)
     }
 
-    /// The caller cancelled `op` while it was a task: the poll in flight
-    /// is dropped and the server asked to cancel the task, without
-    /// waiting for its acknowledgement (cancelling is cooperative: the
-    /// task may end otherwise all the same). True when `op` was a task.
-    pub(in crate::client) fn cancel_task<H: Host>(&mut self, host: &mut H, op: &mut Operation) -> bool {
-        let Some(task) = op.task.as_ref() else { return false };
+    /// The caller cancelled `op` while it was a task (`handle:cancel()`,
+    /// or Ctrl-C in a blocking call): the poll in flight is dropped and
+    /// the server asked to cancel the task, without waiting for its
+    /// acknowledgement (cancelling is cooperative: the task may end
+    /// otherwise all the same). The request goes out shielded from the
+    /// interrupt that may have caused it: a Ctrl-C still pending must not
+    /// stop the one message that tells the server. None when `op` was no
+    /// task; else whether the server was told, and if not, why.
+    pub(in crate::client) fn cancel_task<H: Host>(
+        &mut self,
+        host: &mut H,
+        op: &mut Operation,
+    ) -> Option<Result<(), Error>> {
+        let task = op.task.as_ref()?;
         if let Some(ticket) = op.ticket.take() {
             self.forget(&ticket);
         }
         op.resend_at = None;
         let mut message = task.request("tasks/cancel", Vec::new());
-        let Ok(id) = host.next_id() else { return true };
-        let Some(key) = protocol::id_key(&id) else { return true };
+        let id = match host.next_id() {
+            Ok(id) => id,
+            Err(_) => return Some(Err(Error::BadInput("the client gave no id for it (client.next_id)".into()))),
+        };
+        let Some(key) = protocol::id_key(&id) else {
+            return Some(Err(Error::BadInput("client.next_id gave an id that is not a number".into())));
+        };
         if let Json::Request(request) = &mut message {
             request.id = id.clone();
         }
         if let Some(envelope) = &self.envelope {
             envelope.declaring(TASKS_EXTENSION).stamp(&mut message);
         }
+        let headers = self.param_headers(&message);
         let mut limit = crate::session::Limit::new(self.timeout, None, op.request.what.clone());
         limit.detached = true;
-        if let Some(session) = self.session.as_mut() {
-            if session.start(&id, &message, limit).is_ok() {
-                session.discard(&key);
-            }
+        limit.headers = headers;
+        let Some(session) = self.session.as_mut() else {
+            return Some(Err(Error::Closed { what: "tasks/cancel".into() }));
+        };
+        let sent = crate::interrupt::shielded(|| session.start(&id, &message, limit));
+        if sent.is_ok() {
+            session.discard(&key);
         }
-        true
+        Some(sent)
+    }
+
+    /// How a cancelled task's call settles: cancelled, or, when the
+    /// server could not be told, saying the task may still run there.
+    pub(in crate::client) fn cancelled_task(op: &Operation, told: Result<(), Error>, cancelled: Error) -> Error {
+        let (Err(failure), Some(task)) = (told, op.task.as_ref()) else { return cancelled };
+        let why = match failure {
+            Error::HeaderTooLarge { header, bytes, limit, .. } => {
+                format!("its {header} header would be {bytes} bytes, over the {limit} this client sends in one header")
+            }
+            other => server_text::quoted_str(&other.to_string(), server_text::TEXT_CHARS),
+        };
+        Error::TaskNotCancelled { what: op.what().to_string(), task: task.id_text(), why }
     }
 }

@@ -117,6 +117,8 @@ impl Doorbell {
     /// Something was queued for Lua. Called after the queueing, so that a
     /// loop woken by it finds what woke it.
     pub fn ring(&self) {
+        // Heard by a wait on several clients, armed or not.
+        super::arrivals::announce();
         let Some(bell) = self.bell.get().filter(|_| self.armed.load(Ordering::Relaxed)) else { return };
         if !self.rung.swap(true, Ordering::SeqCst) {
             bell.ring();
