@@ -255,6 +255,42 @@ describe('close lets go of everything', function()
   end)
 end)
 
+describe('waiting on many clients at once', function()
+  it('200 clients wait_all\'d under ulimit -n 1024 settle, holding no descriptor per client for the wait #slow', function()
+    local script = H.tmpname() .. '.lua'
+    local f = assert(io.open(script, 'w'))
+    f:write(string.format([[
+      package.cpath = %q .. package.cpath
+      local mcp = require('mcp')
+      local function descriptors()
+        local p = io.popen('ls /proc/' .. io.open('/proc/self/stat'):read('*n') .. '/fd | wc -l')
+        local n = tonumber(p:read('*a'))
+        p:close()
+        return n
+      end
+      local clients, handles = {}, {}
+      for i = 1, 200 do
+        clients[i] = mcp.new({ command = { %q, %q, 'plain' }, timeout = 60 })
+        handles[i] = clients[i]:call_async('sleep', { ms = 300 })
+      end
+      local before = descriptors()
+      local ok, err = pcall(mcp.wait_all, handles, 90)
+      print('waited: ' .. tostring(ok) .. ' ' .. tostring(err))
+      print(string.format('descriptors %%d -> %%d', before, descriptors()))
+      for i = 1, 200 do clients[i]:close() end
+    ]], H.ROOT .. '/?.so;', H.LUA, FAULTY))
+    f:close()
+    -- 4 descriptors a client (its pipes and exit watch) fit in 1024; with
+    -- a bell armed per client for the wait they took 7 and the wait failed.
+    local out, status = H.command(string.format('ulimit -n 1024 && cd %s && timeout 120 %s %s', H.ROOT, H.LUA, script))
+    os.remove(script)
+    assert.equal(0, status, out)
+    assert.is_truthy(out:find('waited: true true\n', 1, true), out)
+    local before, after = out:match('descriptors (%d+) %-> (%d+)')
+    assert.equal(before, after, out)
+  end)
+end)
+
 describe('what each client costs the host', function()
   -- One thread of the process serves every client: a stdio server's three
   -- pipes and its pidfd, an HTTP session's stream from the server. The

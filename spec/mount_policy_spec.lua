@@ -70,6 +70,58 @@ describe('mcp.mount policy', function()
     assert.same({ 'read_file' }, names(mcp.mount(both, fixture_client(), { include = { '*_file', 'echo' }, exclude = { 'write_file', 'echo' } })))
   end)
 
+  it('a pattern of many stars matches in linear time: twelve against a 60-byte name, two thousand against any', function()
+    -- In a process of its own: the exponential matcher never returned.
+    local out, status = H.run_lua([[
+      local mcp = require('mcp')
+      local c = mcp.new({ transport = function() error('not called') end })
+      c.tools = { { name = ('a'):rep(60), inputSchema = {} }, { name = ('ab'):rep(30), inputSchema = {} } }
+      local registry = { tools = {} }
+      function registry:get(n) return self.tools[n] end
+      function registry:add(t) self.tools[t.name] = t end
+      local t0 = os.clock()
+      local mounted = mcp.mount(registry, c, { exclude = { ('*a'):rep(12) .. '*b', ('a*'):rep(2000) .. 'c' } })
+      print(#mounted, mounted[1], os.clock() - t0)
+    ]])
+    assert.equal(0, status, out)
+    local count, name, seconds = out:match('^(%d+)\t(%S+)\t(%S+)')
+    assert.equal('1', count, out)
+    assert.equal(('a'):rep(60), name)
+    assert.is_true(tonumber(seconds) < 5, out)
+  end)
+
+  it('approve judges a tool by what the client last heard of it, when it runs', function()
+    local asked = {}
+    local function approve(tool, _, annotations)
+      asked[#asked + 1] = annotations and annotations.destructiveHint and 'destructive' or 'read-only'
+      if annotations and annotations.destructiveHint then return false, tool.name .. ' is destructive now' end
+      return true
+    end
+    -- Without watch: the server re-lists `grow` as destructive once it ran.
+    local client = mcp.new({ command = H.faulty('catalog') })
+    local registry = H.registry()
+    mcp.mount(registry, client, { approve = approve })
+    assert.equal('grown', registry:get('grow').run({}))
+    -- the list_changed behind the reply has been read once the ping is answered
+    client:ping()
+    local ok, err = pcall(registry:get('grow').run, {})
+    assert.is_false(ok)
+    assert.equal('grow is destructive now', err)
+    assert.same({ 'read-only', 'destructive' }, asked)
+    client:close()
+    -- With watch: the host's own discover after the change remounts.
+    local watched = mcp.new({ command = H.faulty('catalog') })
+    local again = H.registry()
+    function again:remove(name) self.tools[name] = nil end
+    mcp.mount(again, watched, { approve = approve, watch = true })
+    assert.equal('grown', (watched:call('grow', {})))
+    watched:ping()
+    watched:discover()
+    assert.same({ destructiveHint = true }, again:get('grow').annotations)
+    assert.is_truthy(again:get('extra'))
+    watched:close()
+  end)
+
   it('carries the title, annotations, icons and output schema the server sent, and nothing it did not', function()
     local registry = H.registry()
     mcp.mount(registry, fixture_client(), { trust = true })

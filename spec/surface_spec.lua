@@ -294,6 +294,20 @@ describe('the surface against our own servers', function()
     client:close()
   end)
 
+  it('a cwd, command or env that is not UTF-8 is refused naming the option and the encoding', function()
+    if H.WINDOWS then return end -- there they are read in the code page (spec/windows_spec.lua)
+    local cases = {
+      { { command = H.COUNTER, cwd = 'caf\233' }, 'opts.cwd' },
+      { { command = { H.LUA, 'caf\233.lua' } }, 'opts.command[2]' },
+      { { command = H.COUNTER, env = { NOTE = 'caf\233' } }, 'opts.env.NOTE' },
+    }
+    for _, case in ipairs(cases) do
+      -- a command is read when the server is first started
+      assert.has_error(function() mcp.new(case[1]):discover() end, 'mcp.new: ' .. case[2]
+        .. ' is not UTF-8, which is what this system takes (a bad byte at offset 3); pass it as UTF-8')
+    end
+  end)
+
   it('wrong arguments are refused with what to pass', function()
     local client = mcp.new({ command = H.COUNTER })
     local ok, err = pcall(client.read_resource, client, 42)

@@ -173,6 +173,17 @@ describe('on Windows', function()
     client:close()
   end)
 
+  it('cwd, command and env in the code page Windows Lua gets them in (not UTF-8) are taken', function()
+    -- "café" as os.getenv and io.popen give it here: \233 in Windows-1252.
+    local dir = os.getenv('TEMP') .. '\\caf\233-' .. os.time()
+    os.execute('mkdir "' .. dir .. '"')
+    local client = mcp.new({ command = { H.LUA, SPEC .. '\\tree.lua', 'caf\233' }, cwd = dir, env = { NOTE = 'caf\233' } })
+    local cwd = client:call('cwd')
+    assert.is_truthy(cwd == dir or cwd == dir:gsub('\233', '\195\169'), cwd)
+    client:close()
+    os.execute('rmdir "' .. dir .. '"')
+  end)
+
   it('async calls to two servers settle, and client:fd() is a socket an event loop can watch', function()
     local a, b = mcp.new({ command = { H.LUA, COUNTER } }), mcp.new({ command = TREE })
     local fd = a:fd()

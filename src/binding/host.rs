@@ -17,6 +17,7 @@ use super::fields::{apply_initialize, client_info, initialize_request, next_id};
 use super::login::Refusal;
 use super::lua::{call_lua, lua_tostring, truthy, Cx, Outcome, Raise};
 use super::options::TransportOptions;
+use super::system_text::system_text;
 use crate::auth::store::Store;
 use crate::client::{warn_on_stderr, Host, Ticket};
 use crate::codec::Json;
@@ -31,12 +32,12 @@ use crate::transport::Transport;
 pub(super) fn launch_of(command: &Value) -> Outcome<Launch> {
     let bad = || Raise::Mcp(Error::BadInput("mcp: command must be a string or an array of strings".into()));
     match command {
-        Value::String(s) => Ok(Launch::Shell(s.to_str()?.to_string())),
+        Value::String(s) => Ok(Launch::Shell(system_text(s, "opts.command")?)),
         Value::Table(t) => {
             let mut argv = Vec::new();
             for v in t.sequence_values::<Value>() {
                 match v? {
-                    Value::String(s) => argv.push(s.to_str()?.to_string()),
+                    Value::String(s) => argv.push(system_text(&s, &format!("opts.command[{}]", argv.len() + 1))?),
                     _ => return Err(bad()),
                 }
             }

@@ -62,6 +62,7 @@ mod options;
 mod readers;
 mod registry;
 mod results;
+mod system_text;
 mod trace;
 mod waits;
 

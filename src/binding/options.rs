@@ -14,6 +14,7 @@ use super::encode::named_entries;
 use super::login::LoginState;
 use super::lua::{lua_type, Cx, Outcome, Raise};
 use super::readers::Reader;
+use super::system_text::system_text;
 use crate::client::{CacheBounds, Client, Ticket};
 use crate::codec::{Json, Members};
 use crate::era::EraChoice;
@@ -160,7 +161,7 @@ pub(super) fn read_options(lua: &Cx, opts: &Table) -> Outcome<ClientState> {
         .map_or(DEFAULT_MAX_HEADER_BYTES, |n| n as usize);
     let cwd = match opts.get::<Value>("cwd")? {
         Value::Nil => None,
-        Value::String(s) => Some(s.to_str()?.to_string()),
+        Value::String(s) => Some(system_text(&s, "opts.cwd")?),
         _ => return Err(Error::BadInput("mcp.new: opts.cwd must be a string".into()).into()),
     };
     let env = string_map(opts, "env")?;
@@ -176,7 +177,7 @@ pub(super) fn read_options(lua: &Cx, opts: &Table) -> Outcome<ClientState> {
     let ca_pem = match opts.get::<Value>("ca_file")? {
         Value::Nil => None,
         Value::String(path) => {
-            let path = path.to_str()?.to_string();
+            let path = system_text(&path, "opts.ca_file")?;
             Some(
                 std::fs::read(&path)
                     .map_err(|e| Error::BadInput(format!("mcp.new: cannot read opts.ca_file {path}: {e}")))?,
@@ -235,7 +236,7 @@ pub(super) fn read_options(lua: &Cx, opts: &Table) -> Outcome<ClientState> {
         // Opened now as well, so that a path that cannot be written fails
         // here rather than at the first call.
         Value::String(path) => {
-            let path = path.to_str()?.to_string();
+            let path = system_text(&path, "opts.record")?;
             open_for_recording(&path)?;
             Some(path)
         }
@@ -244,7 +245,7 @@ pub(super) fn read_options(lua: &Cx, opts: &Table) -> Outcome<ClientState> {
     // Read now, so that a missing or damaged recording fails here.
     let replay = match opts.get::<Value>("replay")? {
         Value::Nil => None,
-        Value::String(path) => Some(Arc::new(Mutex::new(Recorded::read(&path.to_str()?)?))),
+        Value::String(path) => Some(Arc::new(Mutex::new(Recorded::read(&system_text(&path, "opts.replay")?)?))),
         _ => return Err(Error::BadInput("mcp.replay: the recording must be a file path".into()).into()),
     };
     let options = TransportOptions {
@@ -351,10 +352,7 @@ pub(super) fn string_map(opts: &Table, field: &str) -> Outcome<Vec<(String, Stri
             for pair in t.pairs::<Value, Value>() {
                 let (k, v) = pair?;
                 let name = match &k {
-                    Value::String(s) => match s.to_str() {
-                        Ok(name) => name.to_string(),
-                        Err(_) => return Err(refuse("has a key that is not UTF-8".into())),
-                    },
+                    Value::String(s) => system_text(s, &format!("a key of opts.{field}"))?,
                     other => {
                         let key = concat_text(other).map(|b| String::from_utf8_lossy(&b).into_owned());
                         let key = key.unwrap_or_else(|| other.type_name().to_string());
@@ -365,10 +363,7 @@ pub(super) fn string_map(opts: &Table, field: &str) -> Outcome<Vec<(String, Stri
                     }
                 };
                 let value = match &v {
-                    Value::String(s) => match s.to_str() {
-                        Ok(value) => value.to_string(),
-                        Err(_) => return Err(refuse(format!("has a value for {name} that is not UTF-8"))),
-                    },
+                    Value::String(s) => system_text(s, &format!("opts.{field}.{name}"))?,
                     other => {
                         return Err(refuse(format!(
                             "must map names to strings; the value for {name} is a {}",

@@ -277,7 +277,7 @@ mcp.clock = native.clock
 local function runner(client, tool_name, approve, tool)
   return function(args)
     if approve then
-      local now = native.current_tool(client, tool_name) or tool
+      local now = raise_unless(native.current_tool(client, tool_name)) or tool
       local allowed, reason = approve(now, args, now.annotations, client)
       if allowed ~= true then
         error(reason ~= nil and tostring(reason) or ("refused: the host did not approve " .. tostring(tool_name)), 0)
