@@ -108,7 +108,15 @@ describe('on Windows', function()
   it('a program found nowhere says where it was looked for', function()
     local ok, err = pcall(function() return mcp.new({ command = { 'no-such-server' } }):discover() end)
     assert.is_false(ok)
-    assert.equal('MCP transport failed (127): MCP server produced no output (no-such-server): no-such-server was not found in the working directory or on PATH (with PATHEXT\'s extensions)', err)
+    assert.equal('MCP transport failed (127): MCP server produced no output (no-such-server): no-such-server was not found on PATH (with PATHEXT\'s extensions; the working directory is not searched)', err)
+  end)
+
+  it('a program named without a directory is not taken from the working directory, as cmd.exe would take it', function()
+    -- spec\windows holds counter.cmd: a project's own copy of a command.
+    local client = mcp.new({ command = { 'counter' }, cwd = SPEC, env = { MCP_LUA_EXE = H.LUA } })
+    local ok, err = pcall(client.discover, client)
+    assert.is_false(ok)
+    assert.equal('MCP transport failed (127): MCP server produced no output (counter): counter was not found on PATH (with PATHEXT\'s extensions; the working directory is not searched)', err)
   end)
 
   it('close gives the server EOF, so one that ends on EOF is gone well within the 2 s grace', function()

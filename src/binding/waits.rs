@@ -131,7 +131,8 @@ pub(super) fn wait_handles(lua: &Cx, args: &MultiValue, what: &str, all: bool) -
         let mark = arrivals::mark();
         let mut unsettled_clients: Vec<Table> = Vec::new();
         let mut all_settled = true;
-        for i in first_unsettled..handles.len {
+        let start = first_unsettled;
+        for i in start..handles.len {
             let (handle, state_ud) = handles.at(lua, i, what)?;
             if poll_handle(lua, &handle, &state_ud)? {
                 if !all {

@@ -6,8 +6,11 @@
 //! `{ "npx", ... }` would not find `npx.cmd`, the form in which npm
 //! installs every command on Windows. So the program is resolved here:
 //! a name with a directory is used as given; any other is looked for in
-//! the child's working directory, then each PATH entry, with each of
-//! PATHEXT's extensions (or as given when it already has one). A `.cmd`
+//! each PATH entry, with each of PATHEXT's extensions (or as given when
+//! it already has one). Not in the working directory, which cmd.exe
+//! searches first: an editor starting `{ "npx", ... }` inside a project it
+//! does not trust would run that project's own `npx.cmd`. (A string
+//! command is cmd.exe's to resolve, and it still looks there first.) A `.cmd`
 //! or `.bat` found that way is handed to std, which runs it through
 //! cmd.exe with the quoting batch files need and refuses an argument
 //! cmd.exe would read as more commands (`"&"`, `"|"`, a `"%VAR%"`), with
@@ -32,7 +35,7 @@ pub(super) fn command(options: &Options) -> std::io::Result<Command> {
         }
         Launch::Argv(argv) => {
             let path = options.env.iter().rev().find(|(k, _)| k.eq_ignore_ascii_case("PATH")).map(|(_, v)| v.into());
-            let program = resolve(&argv[0], path, options.cwd.as_deref().map(Path::new))?;
+            let program = resolve(&argv[0], path)?;
             let mut c = Command::new(program);
             c.args(&argv[1..]);
             c
@@ -54,18 +57,16 @@ fn system_cmd() -> PathBuf {
     Path::new(&root).join("System32").join("cmd.exe")
 }
 
-/// Where `name` is, as cmd.exe would find it; NotFound with the name
-/// when nowhere.
-pub(super) fn resolve(name: &str, path: Option<OsString>, cwd: Option<&Path>) -> std::io::Result<PathBuf> {
+/// Where `name` is on PATH, as cmd.exe would find it there; NotFound
+/// with the name when nowhere.
+pub(super) fn resolve(name: &str, path: Option<OsString>) -> std::io::Result<PathBuf> {
     let given = Path::new(name);
     if given.components().count() > 1 || given.is_absolute() {
         return Ok(given.to_path_buf());
     }
     let path = path.or_else(|| std::env::var_os("PATH")).unwrap_or_default();
-    let here = cwd.map(Path::to_path_buf).or_else(|| std::env::current_dir().ok());
-    let dirs = here.into_iter().chain(std::env::split_paths(&path));
     let extensions = extensions(name);
-    for dir in dirs {
+    for dir in std::env::split_paths(&path) {
         for ext in &extensions {
             let candidate = dir.join(format!("{name}{ext}"));
             if candidate.is_file() {
@@ -75,7 +76,7 @@ pub(super) fn resolve(name: &str, path: Option<OsString>, cwd: Option<&Path>) ->
     }
     Err(std::io::Error::new(
         std::io::ErrorKind::NotFound,
-        format!("{name} was not found in the working directory or on PATH (with PATHEXT's extensions)"),
+        format!("{name} was not found on PATH (with PATHEXT's extensions; the working directory is not searched)"),
     ))
 }
 
