@@ -60,27 +60,17 @@ use crate::transport::doorbell::Doorbell;
 use crate::transport::inbox::Event;
 use crate::transport::Received;
 
-#[cfg(unix)]
-mod child;
-#[cfg(unix)]
-mod exit_watch;
 mod lines;
-#[cfg(unix)]
-mod pipes;
-#[cfg(unix)]
-mod reader;
 mod reapers;
-#[cfg(unix)]
-mod served;
 mod stderr;
 #[cfg(unix)]
 mod unix;
 #[cfg(windows)]
 mod windows;
 
-#[cfg(unix)]
-use pipes::StdinPipe;
 pub use reapers::join_reapers;
+#[cfg(unix)]
+use unix::StdinPipe;
 #[cfg(unix)]
 pub use unix::Stdio;
 #[cfg(windows)]

@@ -11,14 +11,21 @@ use crate::transport::inbox::{Event, Inbox};
 use crate::transport::poller;
 use crate::transport::{Received, Transport};
 
-use super::child::{current_pid, exit_code, spawn_in_group, stop_group};
-use super::exit_watch::ExitWatch;
-use super::pipes::{next_spin, Pipes, StdinPipe};
-use super::reader::ReadSide;
+mod child;
+mod exit_watch;
+mod pipes;
+mod reader;
+mod served;
+
+pub(super) use pipes::StdinPipe;
+
 use super::reapers::reap_in_background;
 use super::stderr::{ended_detail, stderr_excerpt, PipeLog};
-
 use super::{received, send_line, Launch, Options};
+use child::{current_pid, exit_code, spawn_in_group, stop_group};
+use exit_watch::ExitWatch;
+use pipes::{next_spin, Pipes};
+use reader::ReadSide;
 
 pub struct Stdio {
     /// The process that started the server. A child made by fork(2)
@@ -64,7 +71,7 @@ impl Stdio {
             unreachable!("all three pipes were asked for")
         };
         let exit = Arc::new(ExitWatch::new(pid));
-        let started = match super::pipes::start(stdin, stdout, stderr, exit.clone(), options) {
+        let started = match pipes::start(stdin, stdout, stderr, exit.clone(), options) {
             Ok(started) => started,
             Err(e) => {
                 // The poll thread could not be started again (it ended

@@ -15,12 +15,12 @@ use crate::transport::fds::{refuse_sigpipe, set_nonblocking, write_without_sigpi
 use crate::transport::inbox::Inbox;
 use crate::transport::poller::{self, Watched};
 
+use super::super::lines::Reader;
+use super::super::stderr::PipeLog;
+use super::super::Options;
 use super::exit_watch::{ExitWatch, EXIT_POLL_MS};
-use super::lines::Reader;
 use super::reader::{ReadSide, MAX_SPIN};
 use super::served::Served;
-use super::stderr::PipeLog;
-use super::Options;
 
 /// What is still read from stdout after the server exited: what it wrote
 /// last, not a stream a leftover helper keeps pouring.
@@ -70,7 +70,7 @@ impl Pipes {
 
 /// The server's stdin, shared by Lua (requests), the reader (answers to
 /// server requests) and the poll thread (whatever did not fit).
-pub(super) struct StdinPipe {
+pub(in crate::transport::stdio) struct StdinPipe {
     state: Mutex<PipeState>,
 }
 
@@ -98,7 +98,7 @@ impl StdinPipe {
     /// Writes what the pipe takes now, in order after anything queued, and
     /// queues the rest for the poll thread. A broken pipe shows up as EOF
     /// on stdout soon after, which reports it with the exit status.
-    pub(super) fn send(&self, bytes: &[u8]) {
+    pub(in crate::transport::stdio) fn send(&self, bytes: &[u8]) {
         let mut st = self.lock();
         if st.closing {
             return;
@@ -241,11 +241,11 @@ pub(super) fn wait_readable(fd: RawFd, exit: Option<&ExitWatch>, within: Option<
 mod tests {
     use std::time::Duration;
 
-    use super::super::lines::{message_text, split_lines, Piece};
-    use super::super::reader::MAX_SPIN;
-    use super::super::stderr::{
+    use super::super::super::lines::{message_text, split_lines, Piece};
+    use super::super::super::stderr::{
         last_lines, stderr_excerpt, PipeLog, NOISE_LINES, STDERR_EXCERPT_CHARS, STDERR_TAIL_BYTES,
     };
+    use super::super::reader::MAX_SPIN;
     use super::next_spin;
 
     /// Feeds `reads` to the line splitter one read at a time: the lines it

@@ -8,8 +8,8 @@ use std::sync::{Mutex, Once};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::super::{Launch, Options};
 use super::exit_watch::ExitWatch;
-use super::{Launch, Options};
 
 /// The spec's shutdown: close stdin, wait, SIGTERM, wait, SIGKILL.
 const GRACE: Duration = Duration::from_secs(2);

@@ -14,10 +14,10 @@ use crate::transport::fds::{read_now, set_nonblocking, Chunk};
 use crate::transport::inbox::Inbox;
 use crate::transport::poller::{Round, Watched, FULL_INBOX_LOOK, READABLE, WRITABLE};
 
+use super::super::stderr::PipeLog;
 use super::exit_watch::EXIT_POLL_MS;
 use super::pipes::StdinPipe;
 use super::reader::{ReadSide, Turn};
-use super::stderr::PipeLog;
 
 const STDOUT: u8 = 0;
 const EXIT: u8 = 1;

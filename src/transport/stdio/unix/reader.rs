@@ -14,8 +14,8 @@ use crate::interrupt;
 use crate::transport::fds::{read_now, Chunk};
 use crate::transport::inbox::Event;
 
+use super::super::lines::{split_lines, Piece, Reader};
 use super::exit_watch::ExitWatch;
-use super::lines::{split_lines, Piece, Reader};
 use super::pipes::{wait_readable, Readiness, DRAIN_AFTER_EXIT};
 
 /// Where the line splitter is between two reads.
