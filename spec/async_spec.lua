@@ -154,6 +154,21 @@ describe('many requests in flight on one session', function()
 end)
 
 describe('callbacks and dispatch', function()
+  for _, method in ipairs({ 'discover', 'notify' }) do
+    it('a settled handle\'s on_done runs after client:' .. method .. '(), as after every blocking method', function()
+      local client = sleepy()
+      client:discover()
+      local ran = {}
+      client:call_async('sleep', { ms = 1, label = 'a' }, { on_done = function(ok, text) ran[#ran + 1] = text end })
+      -- The reply arrives meanwhile; nothing has looked at the handle.
+      os.execute('sleep 0.2')
+      assert.same({}, ran)
+      if method == 'discover' then client:discover() else client:notify('notifications/roots/list_changed') end
+      assert.same({ 'a' }, ran)
+      client:close()
+    end)
+  end
+
   it('on_done runs from dispatch with the values call returns', function()
     local client = sleepy()
     local got

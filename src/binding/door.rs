@@ -14,35 +14,69 @@ use super::encode::{encode_lua, named_entries};
 use super::entry::Entry;
 use super::host::{refresh_before_call, LuaHost};
 use super::lua::{arg, lua_type, Cx, Outcome};
-use super::options::{bearer_text, ClientState};
+use super::options::{bearer_text, ClientState, TransportOptions};
 use super::readers::Reader;
 use super::registry::resync_watches;
 use super::results::{joined_field, tools_of_page};
 use crate::client::{CacheMode, Client, Limits, Listing, Request, TaskAsk};
 use crate::codec::{Json, Members};
 use crate::error::Error;
+/// Who borrows a client, for the refusal when it is borrowed already
+/// (a call made from inside one of its own callbacks).
+#[derive(Clone, Copy)]
+pub(super) enum Borrower<'a> {
+    /// A blocking method: the client is busy with the call that runs the
+    /// callback.
+    Method,
+    /// The async API, a wait or dispatch, named in the refusal.
+    Named(&'a str),
+}
+
 /// Runs `work` with the client core and the Lua side it talks to.
 pub(super) fn with_client<T>(
     lua: &Cx,
     client: &Table,
+    borrower: Borrower,
     work: impl FnOnce(&mut Client, &mut LuaHost) -> Outcome<T>,
 ) -> Outcome<T> {
-    let busy =
-        || Error::BadInput("MCP: the client is already busy (called again from on_notification or a handler?)".into());
+    let busy = || match borrower {
+        Borrower::Method => {
+            Error::BadInput("MCP: the client is already busy (called again from on_notification or a handler?)".into())
+        }
+        Borrower::Named(what) => Error::Reentered { what: what.to_string() },
+    };
     borrow_client(lua, client, busy, work)
 }
 
-/// [`with_client`] for the async API, whose refusal names the call.
-pub(super) fn with_client_state<T>(
+/// A look at the client core that does without while the client is
+/// busy (from inside one of its own callbacks) or was not made by
+/// `mcp.new`: None then.
+pub(super) fn peek<T>(
     lua: &Cx,
     client: &Table,
-    what: &str,
-    work: impl FnOnce(&mut Client, &mut LuaHost) -> Outcome<T>,
-) -> Outcome<T> {
-    borrow_client(lua, client, || Error::Reentered { what: what.to_string() }, work)
+    look: impl FnOnce(&Client, &TransportOptions) -> T,
+) -> Outcome<Option<T>> {
+    let Some(entry) = Entry::of(lua, client)? else { return Ok(None) };
+    let state = entry.state()?;
+    let Ok(state) = state.borrow::<ClientState>() else { return Ok(None) };
+    Ok(Some(look(&state.client, &state.options)))
 }
 
-pub(super) fn borrow_client<T>(
+/// [`peek`] for a change: the core and the options its transports are
+/// opened with.
+pub(super) fn peek_mut<T>(
+    lua: &Cx,
+    client: &Table,
+    change: impl FnOnce(&mut Client, &mut TransportOptions) -> T,
+) -> Outcome<Option<T>> {
+    let Some(entry) = Entry::of(lua, client)? else { return Ok(None) };
+    let state = entry.state()?;
+    let Ok(mut state) = state.borrow_mut::<ClientState>() else { return Ok(None) };
+    let ClientState { options, client: core, .. } = &mut *state;
+    Ok(Some(change(core, options)))
+}
+
+fn borrow_client<T>(
     lua: &Cx,
     client: &Table,
     busy: impl FnOnce() -> Error,

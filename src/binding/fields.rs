@@ -10,10 +10,9 @@ use mlua::{Table, Value};
 
 use super::convert::concat_text;
 use super::decode::to_lua_opt;
+use super::door::peek;
 use super::encode::{encode_call_params, encode_lua};
-use super::entry::Entry;
 use super::lua::{Cx, Outcome};
-use super::options::ClientState;
 use crate::client::{Request, Shape, TOOL_CALL};
 use crate::codec::Json;
 use crate::error::Error;
@@ -78,9 +77,7 @@ pub(super) fn call_params(lua: &Cx, client: &Table, name: &Value, args: &Value) 
 /// is busy: a call made from inside one of its own callbacks is refused
 /// anyway).
 pub(super) fn input_schema(lua: &Cx, client: &Table, tool: &[u8]) -> Outcome<Option<Rc<Json>>> {
-    let Some(entry) = Entry::of(lua, client)? else { return Ok(None) };
-    let schema = entry.state()?.borrow::<ClientState>().ok().and_then(|state| state.client.input_schema(tool));
-    Ok(schema)
+    Ok(peek(lua, client, |core, _| core.input_schema(tool))?.flatten())
 }
 
 /// A called tool's name: its label, "tools/call NAME", which names the

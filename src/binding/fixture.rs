@@ -6,10 +6,10 @@ use mlua::{Function, MultiValue, Table, Value};
 
 use super::boundary::listener_failed;
 use super::decode::to_lua;
+use super::door::{peek, peek_mut};
 use super::entry::Entry;
 use super::fields::{apply_initialize, call_params, initialize_request, next_id, tool_label};
 use super::lua::{call_lua, lua_tostring, truthy, Cx, Outcome, Raise};
-use super::options::ClientState;
 use super::results::{call_return, tools_of_page};
 use crate::codec::{self, Json};
 use crate::error::Error;
@@ -71,11 +71,7 @@ pub(super) fn discover_batch(lua: &Cx, client: &Table, transport: Function) -> O
 /// listing's results (only the tools' names and schemas are decoded: the
 /// Lua tables came straight from the text).
 pub(super) fn store_tools(lua: &Cx, client: &Table, tools: Value, pages: &[Json]) -> Outcome {
-    if let Some(entry) = Entry::of(lua, client)? {
-        if let Ok(mut state) = entry.state()?.borrow_mut::<ClientState>() {
-            state.client.learn_tools(pages);
-        }
-    }
+    peek_mut(lua, client, |core, _| core.learn_tools(pages))?;
     client.set("tools", tools.clone())?;
     Ok(MultiValue::from_vec(vec![tools]))
 }
@@ -88,10 +84,8 @@ pub(super) fn call_batch(lua: &Cx, client: &Table, transport: Function, name: &V
     messages.push(protocol::request(call_id.clone(), "tools/call", call_params(lua, client, name, args)?));
     let mut replies = exchange_batch(lua, client, transport, &messages)?;
     let result = replies.result(&call_id, what)?;
-    if let Some(entry) = Entry::of(lua, client)? {
-        if let Ok(state) = entry.state()?.borrow::<ClientState>() {
-            state.client.check_output(tool.bytes(), &result, what)?;
-        }
+    if let Some(checked) = peek(lua, client, |core, _| core.check_output(tool.bytes(), &result, what))? {
+        checked?;
     }
     call_return(lua, result)
 }

@@ -22,13 +22,12 @@ use mlua::{AnyUserData, Function, MultiValue, Table, UserData, Value};
 
 use super::boundary::{callback_failed, callback_pending, packed};
 use super::decode::{to_lua, with_json_types};
-use super::door::{drain, request_args, request_options, with_client_state, RequestOptions, Seam};
+use super::door::{drain, peek, request_args, request_options, with_client, Borrower, RequestOptions, Seam};
 use super::entry::Entry;
 use super::fields::{call_params, tool_label};
 use super::fixture::{call_batch, discover_batch};
 use super::host::LuaHost;
 use super::lua::{arg, call_lua, client_arg, lua_type, Cx, Outcome, Raise};
-use super::options::ClientState;
 use super::results::{call_return, joined_field, result_shape, tool_listing, Kind};
 use crate::client::{Client, Operation, Request, Ticket};
 use crate::codec::Json;
@@ -160,7 +159,7 @@ pub(super) fn request_async(lua: &Cx, args: MultiValue) -> Outcome {
 }
 
 pub(super) fn start(lua: &Cx, client: &Table, request: Request, kind: Kind, opts: RequestOptions) -> Outcome<Table> {
-    let (op, forgotten) = with_client_state(lua, client, "client:call_async", |core, host| {
+    let (op, forgotten) = with_client(lua, client, Borrower::Named("client:call_async"), |core, host| {
         let op = core.start(host, opts.apply(request).asynchronous())?;
         if let (Some(on_progress), Some(token)) = (&opts.on_progress, op.progress_token()) {
             host.watch_progress(token, on_progress.clone())?;
@@ -313,7 +312,7 @@ pub(super) fn run_on_done(lua: &Cx, client: &Table) -> Outcome<usize> {
     // then.)
     let ready = lua.create_table()?;
     let mut order: Vec<(u64, usize)> = Vec::new();
-    let looked = with_client_state(lua, client, "on_done", |core, host| {
+    let looked = with_client(lua, client, Borrower::Named("on_done"), |core, host| {
         for i in 1..=count {
             let handle: Table = waiting.raw_get(i)?;
             let Value::UserData(ud) = lua.prelude.handle_states.raw_get::<Value>(handle.clone())? else { continue };
@@ -358,12 +357,8 @@ pub(super) fn run_on_done(lua: &Cx, client: &Table) -> Outcome<usize> {
 /// Rings the client's descriptor (`client:fd()`), if it was asked for:
 /// something waits for Lua that no message will announce.
 pub(super) fn ring_for_lua(lua: &Cx, client: &Table) -> Outcome<()> {
-    if let Some(entry) = Entry::of(lua, client)? {
-        if let Ok(state) = entry.state()?.borrow::<ClientState>() {
-            if let Some(bell) = state.options.doorbell.get() {
-                bell.ring();
-            }
-        }
+    if let Some(Some(bell)) = peek(lua, client, |_, options| options.doorbell.get().cloned())? {
+        bell.ring();
     }
     Ok(())
 }
@@ -379,7 +374,7 @@ fn take_what_arrived(lua: &Cx, handle: &Table, state_ud: &AnyUserData, what: &st
         settle_orphan(&state);
         return Ok(());
     };
-    with_client_state(lua, &client, what, |core, host| {
+    with_client(lua, &client, Borrower::Named(what), |core, host| {
         drain(core, host)?;
         take_if_settled(core, host, &state);
         Ok(())
@@ -437,7 +432,7 @@ pub(super) fn cancel(lua: &Cx, args: MultiValue) -> Outcome {
         settle_orphan(&state);
         return Ok(MultiValue::from_vec(vec![Value::Boolean(false)]));
     };
-    let cancelled = with_client_state(lua, &client, "handle:cancel", |core, host| {
+    let cancelled = with_client(lua, &client, Borrower::Named("handle:cancel"), |core, host| {
         let mut slot = state.op.borrow_mut();
         let Some(op) = slot.as_mut() else { return Ok(false) };
         let cancelled = core.cancel(host, op, &reason);
@@ -460,5 +455,5 @@ pub(super) fn poll_handle(lua: &Cx, handle: &Table, state_ud: &AnyUserData) -> O
         settle_orphan(&state);
         return Ok(true);
     };
-    with_client_state(lua, &client, "mcp.wait_any", |core, host| Ok(take_if_settled(core, host, &state)))
+    with_client(lua, &client, Borrower::Named("mcp.wait_any"), |core, host| Ok(take_if_settled(core, host, &state)))
 }

@@ -10,14 +10,13 @@ use mlua::{MultiValue, Table, Value};
 
 use super::auth::keep_auth_callbacks;
 use super::decode::to_lua;
-use super::door::{request_args, request_options, run_blocking, with_client, Seam};
+use super::door::{peek_mut, request_args, request_options, run_blocking, with_client, Borrower, Seam};
 use super::encode::{encode_lua, encode_lua_at};
 use super::entry::Entry;
 use super::fields::{call_params, initialize_request, input_schema, next_id, tool_label};
 use super::fixture::{batch_handshake, call_batch, discover_batch, exchange_batch};
-use super::handles::run_on_done;
 use super::lua::{arg, client_arg, lua_type, truthy, Cx, Outcome, Raise};
-use super::options::{callbacks_of, json_types_option, read_options, ClientState};
+use super::options::{callbacks_of, json_types_option, read_options};
 use super::results::{call_return, joined_field, list_field, tool_listing};
 use crate::client::{Operation, Request, Shape};
 use crate::codec::Json;
@@ -81,25 +80,21 @@ pub(super) fn call(lua: &Cx, mut args: MultiValue) -> Outcome {
     let (name, call_args, opts) = (next(), next(), next());
     match Seam::of(&client)? {
         Seam::Fixture(transport) => call_batch(lua, &client, Seam::fixture(transport)?, &name, &call_args),
-        Seam::Live => {
-            let returns = call_session(lua, &client, &name, &call_args, &opts)?;
-            run_on_done(lua, &client)?;
-            Ok(returns)
-        }
+        Seam::Live => call_session(lua, &client, &name, &call_args, &opts),
     }
 }
 
 pub(super) fn close(lua: &Cx, args: MultiValue) -> Outcome {
     let client = client_arg(&args, "close")?;
+    // Requests it had in flight settle with the close error: their
+    // callbacks run as it returns (see `export_method`), not at some
+    // later call that may never come.
     close_session(lua, &client)?;
-    // Requests it had in flight settled with the close error: their
-    // callbacks run now, not at some later call that may never come.
-    run_on_done(lua, &client)?;
     Ok(MultiValue::new())
 }
 
 pub(super) fn discover_session(lua: &Cx, client: &Table) -> Outcome {
-    with_client(lua, client, |core, host| core.run(host, tool_listing()))?;
+    with_client(lua, client, Borrower::Method, |core, host| core.run(host, tool_listing()))?;
     // (`with_client` has shown the listing as `client.tools`.)
     Ok(MultiValue::from_vec(vec![client.get::<Value>("tools")?]))
 }
@@ -108,7 +103,7 @@ pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value,
     let tool = tool_label(name)?;
     let opts = request_options(lua, opts, "client:call")?;
     let request = tool.request(call_params(lua, client, name, args)?);
-    let result = with_client(lua, client, |core, host| run_blocking(core, host, request, &opts))?;
+    let result = with_client(lua, client, Borrower::Method, |core, host| run_blocking(core, host, request, &opts))?;
     call_return(lua, result)
 }
 
@@ -118,15 +113,13 @@ pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value,
 /// descriptors until the collector comes). Only the Lua object stays; a
 /// later call starts afresh.
 pub(super) fn close_session(lua: &Cx, client: &Table) -> Outcome<()> {
-    if let Some(entry) = Entry::of(lua, client)? {
-        if let Ok(mut state) = entry.state()?.borrow_mut::<ClientState>() {
-            state.client.close();
-            if let Some(login) = &state.options.login {
-                login.borrow_mut().stop();
-            }
-            state.options.doorbell.take();
+    peek_mut(lua, client, |core, options| {
+        core.close();
+        if let Some(login) = &options.login {
+            login.borrow_mut().stop();
         }
-    }
+        options.doorbell.take();
+    })?;
     Ok(())
 }
 
@@ -139,17 +132,16 @@ pub(super) fn request(lua: &Cx, args: MultiValue) -> Outcome {
         return Err(Error::BadInput("client:request: opts.on_done is for request_async".into()).into());
     }
     let request = Request::new(&method, params, Rc::from(method.as_str()));
-    let result = match with_client(lua, &client, |core, host| run_blocking(core, host, request, &opts)) {
-        Err(Raise::Mcp(Error::Rpc { message, code, data, .. })) if opts.returns_rpc_error => {
-            run_on_done(lua, &client)?;
-            return Ok(MultiValue::from_vec(vec![
-                Value::Nil,
-                Value::Table(rpc_error_table(lua, &code, &message, data)?),
-            ]));
-        }
-        other => other?,
-    };
-    run_on_done(lua, &client)?;
+    let result =
+        match with_client(lua, &client, Borrower::Method, |core, host| run_blocking(core, host, request, &opts)) {
+            Err(Raise::Mcp(Error::Rpc { message, code, data, .. })) if opts.returns_rpc_error => {
+                return Ok(MultiValue::from_vec(vec![
+                    Value::Nil,
+                    Value::Table(rpc_error_table(lua, &code, &message, data)?),
+                ]));
+            }
+            other => other?,
+        };
     Ok(MultiValue::from_vec(vec![to_lua(lua, &result)?]))
 }
 
@@ -201,7 +193,7 @@ pub(super) fn notify(lua: &Cx, args: MultiValue) -> Outcome {
     let method = string_arg(&args, 1, "client:notify: the method")?;
     let params = params_arg(lua, &args, 2, "client:notify")?;
     let message = protocol::notification(&method, params);
-    with_client(lua, &client, |core, host| core.notify(host, &message))?;
+    with_client(lua, &client, Borrower::Method, |core, host| core.notify(host, &message))?;
     Ok(MultiValue::new())
 }
 
@@ -215,10 +207,9 @@ pub(super) fn list(lua: &Cx, args: MultiValue) -> Outcome {
     };
     let opts = request_options(lua, &arg(&args, 2), "client:list")?;
     let request = Request::new(&method, Json::Object(vec![]), Rc::from(method.as_str())).shape(Shape::Pages);
-    let pages = with_client(lua, &client, |core, host| run_blocking(core, host, request, &opts))?;
+    let pages = with_client(lua, &client, Borrower::Method, |core, host| run_blocking(core, host, request, &opts))?;
     let Json::Array(pages) = pages else { return Err(Error::NoResponse { what: method }.into()) };
     let all = joined_field(lua, &pages, field)?;
-    run_on_done(lua, &client)?;
     Ok(MultiValue::from_vec(vec![Value::Table(all)]))
 }
 
@@ -248,7 +239,7 @@ pub(super) fn declared_capabilities(lua: &Cx, client: &Table) -> Outcome<Json> {
     if !Seam::of(client)?.is_live() {
         return Ok(Json::Object(vec![]));
     }
-    with_client(lua, client, |core, _| Ok(core.capabilities().clone()))
+    with_client(lua, client, Borrower::Method, |core, _| Ok(core.capabilities().clone()))
 }
 
 /// `client:handshake()`: the messages to put before an exchange. Through
@@ -318,12 +309,11 @@ pub(super) fn exchange(lua: &Cx, args: MultiValue) -> Outcome {
         }
     }
     let notes = to_lua(lua, &Json::Array(notifications))?;
-    run_on_done(lua, &client)?;
     Ok(MultiValue::from_vec(vec![Value::Table(by_id), notes]))
 }
 
 pub(super) fn exchange_session(lua: &Cx, client: &Table, messages: Vec<Json>) -> Outcome<(Vec<Json>, Vec<Json>)> {
-    with_client(lua, client, |core, host| {
+    with_client(lua, client, Borrower::Method, |core, host| {
         host.collected = Some(Vec::new());
         let mut replies = Vec::new();
         let mut ops = Vec::new();

@@ -5,7 +5,7 @@
 use mlua::{Function, MultiValue, Table, Value};
 
 use super::convert::concat_text;
-use super::door::{with_client, Seam};
+use super::door::{with_client, Borrower, Seam};
 use super::entry::Entry;
 use super::fixture::deliver_notifications;
 use super::lua::{arg, call_method, truthy, Cx, Outcome};
@@ -101,7 +101,7 @@ pub(super) fn current_tool(lua: &Cx, args: MultiValue) -> Outcome {
         return Ok(MultiValue::new());
     };
     if Seam::of(&client)?.is_live() && Entry::of(lua, &client)?.is_some() {
-        with_client(lua, &client, |core, host| core.current_tools(host))?;
+        with_client(lua, &client, Borrower::Method, |core, host| core.current_tools(host))?;
     }
     let Value::Table(tools) = client.get::<Value>("tools")? else { return Ok(MultiValue::new()) };
     for tool in tools.sequence_values::<Value>() {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use mlua::{AnyUserData, MultiValue, Table, Value};
 
-use super::door::{drain, with_client_state, Seam};
+use super::door::{drain, with_client, Borrower, Seam};
 use super::entry::Entry;
 use super::handles::{
     client_of, finish, handle_arg, poll_handle, run_on_done, settle_orphan, take_if_settled, HandleState,
@@ -49,7 +49,7 @@ pub(super) fn wait(lua: &Cx, args: MultiValue) -> Outcome {
             return finish(lua, &handle, &state, None);
         };
         let until = deadline_after(bound);
-        let settled = with_client_state(lua, &client, "handle:wait", |core, host| {
+        let settled = with_client(lua, &client, Borrower::Named("handle:wait"), |core, host| {
             let mut slot = state.op.borrow_mut();
             let Some(op) = slot.as_mut() else { return Ok(true) };
             if !core.wait(host, op, until)? {
@@ -168,7 +168,7 @@ pub(super) fn wait_handles(lua: &Cx, args: &MultiValue, what: &str, all: bool) -
         let slice_end = until.min(Instant::now() + interrupt::SLICE);
         match unsettled_clients.as_slice() {
             [client] => {
-                let pumped = with_client_state(lua, client, what, |core, host| {
+                let pumped = with_client(lua, client, Borrower::Named(what), |core, host| {
                     let wake = core.next_deadline().map_or(slice_end, |due| due.min(slice_end));
                     if core.pump(host, wake)? {
                         drain(core, host)?;
@@ -186,7 +186,7 @@ pub(super) fn wait_handles(lua: &Cx, args: &MultiValue, what: &str, all: bool) -
                 let mut wake = slice_end;
                 let mut routed = false;
                 for client in clients {
-                    with_client_state(lua, client, what, |core, host| {
+                    with_client(lua, client, Borrower::Named(what), |core, host| {
                         routed |= drain_routed(core, host)?;
                         if let Some(due) = core.next_deadline() {
                             wake = wake.min(due);
@@ -233,7 +233,7 @@ pub(super) fn fd(lua: &Cx, args: MultiValue) -> Outcome {
         )
         .into());
     }
-    let fd = with_client_state(lua, &client, "client:fd", |core, host| {
+    let fd = with_client(lua, &client, Borrower::Named("client:fd"), |core, host| {
         let (bell, fd) = host.options.armed_doorbell()?;
         bell.ring_at(core.next_deadline());
         Ok(fd)
@@ -254,7 +254,7 @@ pub(super) fn dispatch(lua: &Cx, args: MultiValue) -> Outcome {
     if entry.dispatching()? {
         return Err(Error::Reentered { what: "client:dispatch()".into() }.into());
     }
-    let mut ran = with_client_state(lua, &client, "client:dispatch()", |core, host| {
+    let mut ran = with_client(lua, &client, Borrower::Named("client:dispatch()"), |core, host| {
         let bell = host.options.doorbell.get().cloned();
         if let Some(bell) = &bell {
             bell.clear();

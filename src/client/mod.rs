@@ -11,7 +11,9 @@
 //! or waited for until it settles. What a request may need on the way
 //! happens there and only there, for blocking calls and async handles
 //! alike: the new session after a 404, the resend after a login, the next
-//! page, the output-schema check, the refresh of a stale tool list, and
+//! page, the output-schema check, the refresh of a stale tool list, a
+//! tool call the server made a task (followed by its polls to its end,
+//! cancelled with `tasks/cancel`, on both revisions that have tasks), and
 //! the 2026-07-28 revision's rules, with a modern server's change
 //! notifications (`listen`) and the results it lets us keep (`cache`).
 //!
@@ -313,6 +315,10 @@ impl Client {
         // Requests queued behind the handshake went out first, and the
         // session may have ended under them (a server that exits at once).
         let what = protocol::lua_text(message.get("method"));
+        // What the server sent before is routed first, as before a
+        // request: a reply that came meanwhile settles its handle, whose
+        // on_done then runs as notify returns.
+        self.route_queued(host, &what)?;
         let Some(session) = self.session.as_mut() else { return Err(Error::NoResponse { what }.into()) };
         Ok(session.notify(message)?)
     }

@@ -19,6 +19,12 @@
 //!   be listed again (its schemas may have changed with it).
 //! - The 2026-07-28 revision's rules (a lost reply, rounds of input,
 //!   header mismatches, results kept) are in `modern`, called from here.
+//! - A tool call the server made a task goes on as that task's (`task`):
+//!   polled at the interval the server names, its input asked once, its
+//!   result checked as any call's; a cancel or a Ctrl-C sends
+//!   `tasks/cancel`, and a task request that cannot go out says the task
+//!   runs at the server. What a status asks next is one pure function
+//!   (`task::next_step`), pinned by `client/tests/tasks.rs`.
 //!
 //! Before this path existed, the async API had rebuilt part of it, and the
 //! two drifted: a call with its own timeout failed on an expired session
@@ -26,7 +32,7 @@
 
 mod modern;
 mod operation;
-mod task;
+pub(super) mod task;
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};

@@ -154,6 +154,62 @@ fn millis(value: &Json) -> Option<Duration> {
     }
 }
 
+/// What one description of a task asks of the client next, read from
+/// its status and what came with it; nothing is sent here.
+#[derive(Debug, PartialEq)]
+pub(in crate::client) enum NextStep {
+    /// Still working: poll again after the interval.
+    Poll,
+    /// A modern task needs input (its `inputRequests`).
+    GiveInput,
+    /// A 2025-11-25 task keeps its outcome (or its questions) for
+    /// `tasks/result`.
+    AskResult,
+    /// Completed, its result with it.
+    Completed,
+    /// Completed, but no result came with it.
+    CompletedWithoutResult,
+    /// Failed with a JSON-RPC error.
+    Failed,
+    /// Cancelled by the server.
+    Cancelled,
+    /// Nothing the client can go on with; why.
+    Unusable(String),
+}
+
+/// The rule of a task's status, by revision: a modern `tasks/get` carries
+/// the result, the error or the inputs asked for; a 2025-11-25 server
+/// keeps them for `tasks/result`, asked once the task needs input or has
+/// ended. A status that is no string, or one this client does not know,
+/// is said (quoted bounded) rather than polled for ever.
+pub(in crate::client) fn next_step(described: &Json, modern: bool) -> NextStep {
+    let status = match described.get("status") {
+        Some(Json::Str(s)) => s.as_slice(),
+        other => {
+            let status = server_text::quoted_value(other, server_text::ITEM_CHARS);
+            return NextStep::Unusable(format!("its status is {status}, which is not a string"));
+        }
+    };
+    match status {
+        b"working" => NextStep::Poll,
+        b"input_required" | b"completed" | b"failed" if !modern => NextStep::AskResult,
+        b"input_required" => NextStep::GiveInput,
+        b"completed" => match described.get("result") {
+            Some(Json::Object(_)) => NextStep::Completed,
+            _ => NextStep::CompletedWithoutResult,
+        },
+        b"failed" => match described.get("error") {
+            Some(Json::Object(_)) => NextStep::Failed,
+            _ => NextStep::Unusable("it failed without saying why (no error)".into()),
+        },
+        b"cancelled" => NextStep::Cancelled,
+        other => {
+            let status = server_text::quoted(other, server_text::ITEM_CHARS);
+            NextStep::Unusable(format!("its status is {status}, which this client does not know"))
+        }
+    }
+}
+
 impl Operation {
     /// The task its server made of it, as last described; None when
     /// there is none (yet).
@@ -290,7 +346,8 @@ impl Client {
         }
     }
 
-    /// What the task's status asks for next.
+    /// What the task's status asks for next: read by [`next_step`], then
+    /// done here (the sends stay with the polls).
     fn task_moved<H: Host>(
         &mut self,
         host: &mut H,
@@ -305,36 +362,23 @@ impl Client {
             return Ok(TaskStep::Done(Err(Error::TaskUnusable { what, why })));
         }
         task.note(&described);
-        let modern = task.modern;
-        let status = match described.get("status") {
-            Some(Json::Str(s)) => s.clone(),
-            other => {
-                let status = server_text::quoted_value(other, server_text::ITEM_CHARS);
-                let why = format!("its status is {status}, which is not a string");
-                return Ok(TaskStep::Done(Err(Error::TaskUnusable { what, why })));
-            }
-        };
-        Ok(match status.as_slice() {
-            b"working" => self.poll_task_later(op),
-            b"input_required" if modern => {
+        Ok(match next_step(&described, task.modern) {
+            NextStep::Poll => self.poll_task_later(op),
+            NextStep::GiveInput => {
                 let asked = described.take("inputRequests").unwrap_or(Json::Object(vec![]));
                 self.give_task_input(host, op, asked)?
             }
-            b"input_required" | b"completed" | b"failed" if !modern => self.ask_task(host, op, Asked::Result)?,
-            b"completed" => match described.take("result") {
-                Some(result @ Json::Object(_)) => TaskStep::Done(Ok(result)),
-                _ => TaskStep::Done(Err(Error::NoResult { what })),
+            NextStep::AskResult => self.ask_task(host, op, Asked::Result)?,
+            NextStep::Completed => match described.take("result") {
+                Some(result) => TaskStep::Done(Ok(result)),
+                None => TaskStep::Done(Err(Error::NoResult { what })),
             },
-            b"failed" => match described.get("error") {
-                Some(error @ Json::Object(_)) => {
-                    TaskStep::Done(Err(server_text::bounded(protocol::rpc_error(error, &what))))
-                }
-                _ => {
-                    let why = "it failed without saying why (no error)".to_string();
-                    TaskStep::Done(Err(Error::TaskUnusable { what, why }))
-                }
-            },
-            b"cancelled" => {
+            NextStep::CompletedWithoutResult => TaskStep::Done(Err(Error::NoResult { what })),
+            NextStep::Failed => {
+                let error = described.get("error").unwrap_or(&Json::Null);
+                TaskStep::Done(Err(server_text::bounded(protocol::rpc_error(error, &what))))
+            }
+            NextStep::Cancelled => {
                 let said = match task.described.get("statusMessage") {
                     Some(Json::Str(m)) => {
                         format!(": {}", server_text::quoted_str(&String::from_utf8_lossy(m), server_text::TEXT_CHARS))
@@ -343,11 +387,7 @@ impl Client {
                 };
                 TaskStep::Done(Err(Error::TaskCancelled { what, task: task.id_text(), said }))
             }
-            other => {
-                let status = server_text::quoted_str(&String::from_utf8_lossy(other), server_text::ITEM_CHARS);
-                let why = format!("its status is {status}, which this client does not know");
-                TaskStep::Done(Err(Error::TaskUnusable { what, why }))
-            }
+            NextStep::Unusable(why) => TaskStep::Done(Err(Error::TaskUnusable { what, why })),
         })
     }
 

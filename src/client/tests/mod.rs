@@ -2,10 +2,11 @@
 //! request path, on each way a request can be made. Here, the scripted
 //! transport and host; the rules of the path in `paths`, what happens
 //! beside an event loop (the queue, logins, the handshake's steps) in
-//! `beside`.
+//! `beside`, the 2026-07-28 rules and tasks on a modern server in `tasks`.
 
 mod beside;
 mod paths;
+mod tasks;
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
