@@ -1,6 +1,7 @@
 //! The server process's life: started in a process group of its own,
 //! stopped by the spec's sequence, and stopped at the host's exit if
-//! nobody closed it; its exit status read without reaping it.
+//! nobody closed it; how it ended, worded for an error (read without
+//! reaping it: `exit_watch`).
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio as Pipe};
@@ -9,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::super::{Launch, Options};
-use super::exit_watch::ExitWatch;
+use super::exit_watch::{exit_status_without_reaping, ChildEnd, ExitWatch};
 
 /// The spec's shutdown: close stdin, wait, SIGTERM, wait, SIGKILL.
 const GRACE: Duration = Duration::from_secs(2);
@@ -122,13 +123,6 @@ fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
     }
 }
 
-/// How the child ended.
-#[derive(Clone, Copy)]
-pub(super) enum ChildEnd {
-    Exited(i32),
-    Killed(i32),
-}
-
 /// How the child ended, for an error's code, waiting up to `within` for
 /// it to end: its exit status, "signal N", or "-1" when that is not known.
 pub(super) fn exit_code(pid: Option<libc::pid_t>, within: Duration) -> String {
@@ -136,30 +130,6 @@ pub(super) fn exit_code(pid: Option<libc::pid_t>, within: Duration) -> String {
         Some(ChildEnd::Exited(code)) => code.to_string(),
         Some(ChildEnd::Killed(sig)) => format!("signal {sig}"),
         None => "-1".into(),
-    }
-}
-
-/// The child's end if it has ended, read without reaping it (WNOWAIT), so
-/// its pid and group stay reserved until we have signalled the rest of the
-/// group. A child already reaped reads as ended.
-pub(super) fn exit_status_without_reaping(pid: libc::pid_t) -> Option<ChildEnd> {
-    // SAFETY: waitid writes only into the siginfo we pass.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        let rc = libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
-        if rc != 0 {
-            return Some(ChildEnd::Exited(-1));
-        }
-        if info.si_pid() == 0 {
-            return None;
-        }
-        // A stop or a continue is no end: macOS's waitid reports those
-        // even when asked for exits only.
-        match info.si_code {
-            libc::CLD_EXITED => Some(ChildEnd::Exited(info.si_status())),
-            libc::CLD_KILLED | libc::CLD_DUMPED => Some(ChildEnd::Killed(info.si_status())),
-            _ => None,
-        }
     }
 }
 

@@ -1,6 +1,6 @@
-//! Noticing the server's exit, however it dies, without reaping it: its
-//! pid and process group must stay reserved until we have stopped the
-//! rest of the group (see `child::stop_group`).
+//! Noticing the server's exit, however it dies, and reading how it ended,
+//! both without reaping it: its pid and process group must stay reserved
+//! until we have stopped the rest of the group (see `child::stop_group`).
 //!
 //! The reader polls one descriptor that becomes readable at the exit:
 //! - Linux (5.3 and later): a pidfd;
@@ -32,7 +32,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use super::child::exit_status_without_reaping;
 use crate::transport::poller;
 
 pub(super) const EXIT_POLL_MS: libc::c_int = 100;
@@ -88,6 +87,37 @@ impl ExitWatch {
     }
 }
 
+/// How the child ended.
+#[derive(Clone, Copy)]
+pub(super) enum ChildEnd {
+    Exited(i32),
+    Killed(i32),
+}
+
+/// The child's end if it has ended, read without reaping it (WNOWAIT), so
+/// its pid and group stay reserved until we have signalled the rest of the
+/// group. A child already reaped reads as ended.
+pub(super) fn exit_status_without_reaping(pid: libc::pid_t) -> Option<ChildEnd> {
+    // SAFETY: waitid writes only into the siginfo we pass.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let rc = libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
+        if rc != 0 {
+            return Some(ChildEnd::Exited(-1));
+        }
+        if info.si_pid() == 0 {
+            return None;
+        }
+        // A stop or a continue is no end: macOS's waitid reports those
+        // even when asked for exits only.
+        match info.si_code {
+            libc::CLD_EXITED => Some(ChildEnd::Exited(info.si_status())),
+            libc::CLD_KILLED | libc::CLD_DUMPED => Some(ChildEnd::Killed(info.si_status())),
+            _ => None,
+        }
+    }
+}
+
 /// What becomes readable at the exit.
 enum Notice {
     /// Linux's pidfd.
@@ -115,7 +145,8 @@ impl Notice {
 impl Drop for Notice {
     fn drop(&mut self) {
         let Notice::Queue { fd, owner } = *self;
-        if owner == super::child::current_pid() {
+        // SAFETY: getpid(2) has no preconditions.
+        if owner == unsafe { libc::getpid() } {
             // SAFETY: the queue was made by this process and is closed
             // once, here.
             unsafe { libc::close(fd) };
@@ -151,7 +182,9 @@ fn exit_descriptor(pid: libc::pid_t) -> Option<Notice> {
     event.fflags = libc::NOTE_EXIT as _;
     // SAFETY: one live change and no event list, on our own queue.
     let added = unsafe { libc::kevent(queue.as_raw_fd(), &event, 1, std::ptr::null_mut(), 0, std::ptr::null()) };
-    (added == 0).then(|| Notice::Queue { fd: queue.into_raw_fd(), owner: super::child::current_pid() })
+    // SAFETY: getpid(2) has no preconditions.
+    let owner = unsafe { libc::getpid() };
+    (added == 0).then(|| Notice::Queue { fd: queue.into_raw_fd(), owner })
 }
 
 #[cfg(not(any(

@@ -16,16 +16,17 @@ mod exit_watch;
 mod pipes;
 mod reader;
 mod served;
+mod stdin;
 
-pub(super) use pipes::StdinPipe;
+pub(super) use stdin::StdinPipe;
 
 use super::reapers::reap_in_background;
 use super::stderr::{ended_detail, stderr_excerpt, PipeLog};
 use super::{received, send_line, Launch, Options};
 use child::{current_pid, exit_code, spawn_in_group, stop_group};
 use exit_watch::ExitWatch;
-use pipes::{next_spin, Pipes};
-use reader::ReadSide;
+use pipes::Pipes;
+use reader::{next_spin, ReadSide};
 
 pub struct Stdio {
     /// The process that started the server. A child made by fork(2)

@@ -1,30 +1,27 @@
-//! The server's three pipes: stdin (here), which Lua writes straight to
-//! and the process's poll thread (`transport::poller`) finishes writing when it was
-//! full; stdout, read by that thread or by the Lua call that takes its
-//! place (`reader`); stderr, drained by the thread into the log
-//! (`stderr`). See the module's header.
+//! The server's three pipes, handed to the process's poll thread
+//! (`transport::poller`) and taken back at the shutdown: stdin (`stdin`),
+//! which Lua writes straight to and the thread finishes writing when it
+//! was full; stdout, read by that thread or by the Lua call that takes
+//! its place (`reader`); stderr, drained by the thread into the log
+//! (`stderr`). What the thread does with each is `served`. See the
+//! module's header.
 
-use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::process::ChildStdin;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
-use crate::transport::fds::{refuse_sigpipe, set_nonblocking, write_without_sigpipe};
+use crate::transport::fds::set_nonblocking;
 use crate::transport::inbox::Inbox;
 use crate::transport::poller::{self, Watched};
 
 use super::super::lines::Reader;
 use super::super::stderr::PipeLog;
 use super::super::Options;
-use super::exit_watch::{ExitWatch, EXIT_POLL_MS};
-use super::reader::{ReadSide, MAX_SPIN};
+use super::exit_watch::ExitWatch;
+use super::reader::ReadSide;
 use super::served::Served;
-
-/// What is still read from stdout after the server exited: what it wrote
-/// last, not a stream a leftover helper keeps pouring.
-pub(super) const DRAIN_AFTER_EXIT: usize = 4 << 20;
+use super::stdin::StdinPipe;
 
 /// What the transport keeps of the pipes while the poll thread serves
 /// them.
@@ -68,175 +65,6 @@ impl Pipes {
     }
 }
 
-/// The server's stdin, shared by Lua (requests), the reader (answers to
-/// server requests) and the poll thread (whatever did not fit).
-pub(in crate::transport::stdio) struct StdinPipe {
-    state: Mutex<PipeState>,
-}
-
-struct PipeState {
-    /// Non-blocking; None once closed or broken.
-    stdin: Option<ChildStdin>,
-    /// Bytes accepted but not yet written, in order.
-    pending: VecDeque<u8>,
-    /// EOF for the server once `pending` is written.
-    closing: bool,
-}
-
-impl StdinPipe {
-    fn new(stdin: ChildStdin) -> Self {
-        set_nonblocking(stdin.as_raw_fd());
-        refuse_sigpipe(stdin.as_raw_fd());
-        let state = PipeState { stdin: Some(stdin), pending: VecDeque::new(), closing: false };
-        StdinPipe { state: Mutex::new(state) }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, PipeState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Writes what the pipe takes now, in order after anything queued, and
-    /// queues the rest for the poll thread. A broken pipe shows up as EOF
-    /// on stdout soon after, which reports it with the exit status.
-    pub(in crate::transport::stdio) fn send(&self, bytes: &[u8]) {
-        let mut st = self.lock();
-        if st.closing {
-            return;
-        }
-        let Some(fd) = st.stdin.as_ref().map(|s| s.as_raw_fd()) else { return };
-        let queued = !st.pending.is_empty();
-        let written = if queued {
-            0
-        } else {
-            match write_without_sigpipe(fd, bytes) {
-                Ok(n) => n,
-                Err(_) => {
-                    st.stdin = None;
-                    return;
-                }
-            }
-        };
-        if written < bytes.len() {
-            st.pending.extend(&bytes[written..]);
-            drop(st);
-            // The thread polls this stdin from its next round.
-            if !queued {
-                poller::wake();
-            }
-        }
-    }
-
-    /// EOF for the server once what is queued has been written.
-    pub(super) fn close(&self) {
-        let mut st = self.lock();
-        st.closing = true;
-        if st.pending.is_empty() {
-            st.stdin = None;
-        }
-    }
-
-    /// Shutting down: what is pending is dropped, and stdin closed, even
-    /// if the server never reads again.
-    fn abandon(&self) {
-        let mut st = self.lock();
-        st.pending.clear();
-        st.stdin = None;
-    }
-
-    /// The descriptor to poll for room, while bytes wait for it.
-    pub(super) fn waiting_to_write(&self) -> Option<RawFd> {
-        let st = self.lock();
-        st.stdin.as_ref().filter(|_| !st.pending.is_empty()).map(AsRawFd::as_raw_fd)
-    }
-
-    /// Writes what the pipe takes of what waits; closes stdin once a close
-    /// was asked for and nothing is left.
-    pub(super) fn flush(&self) {
-        let mut st = self.lock();
-        let Some(fd) = st.stdin.as_ref().map(|s| s.as_raw_fd()) else { return };
-        let written = {
-            let (front, _) = st.pending.as_slices();
-            write_without_sigpipe(fd, front)
-        };
-        match written {
-            Ok(n) => {
-                st.pending.drain(..n);
-            }
-            Err(_) => {
-                st.stdin = None;
-                st.pending.clear();
-            }
-        }
-        if st.closing && st.pending.is_empty() {
-            st.stdin = None;
-        }
-    }
-}
-
-/// The spin for the next wait, from how long this one took to get a
-/// message: replies within microseconds earn a spin of about twice that
-/// (so the next one is caught awake), anything slower none.
-pub(super) fn next_spin(spin: Duration, took: Duration) -> Duration {
-    if took > MAX_SPIN {
-        return Duration::ZERO;
-    }
-    // Eased towards the new figure, so one quick reply after slow ones
-    // does not start a spin at once, nor one slow reply end it.
-    let target = (took * 2 + Duration::from_micros(5)).min(MAX_SPIN);
-    (spin * 3 + target) / 4
-}
-
-/// What woke a reader.
-pub(super) enum Readiness {
-    Data,
-    Exited,
-    /// The time given passed with nothing to read.
-    Idle,
-    /// poll(2) itself failed: nothing more can be read.
-    Failed,
-}
-
-/// Waits until `fd` has data (or EOF), the child exits, or `within`
-/// passes (None: no limit).
-pub(super) fn wait_readable(fd: RawFd, exit: Option<&ExitWatch>, within: Option<Duration>) -> Readiness {
-    let deadline = within.map(|w| Instant::now() + w);
-    loop {
-        let mut fds = [
-            libc::pollfd { fd, events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 },
-        ];
-        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        // Whole milliseconds, rounded up: a 0 would spin.
-        let mut timeout = left.map_or(-1, |l| l.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int);
-        let mut polls_exit = false;
-        if let Some(exit) = exit {
-            match exit.fd() {
-                Some(notice) => fds[1].fd = notice,
-                None if !(0..=EXIT_POLL_MS).contains(&timeout) => {
-                    timeout = EXIT_POLL_MS;
-                    polls_exit = true;
-                }
-                None => polls_exit = true,
-            }
-        }
-        // SAFETY: poll on two pollfds on the stack; a negative fd is
-        // ignored by the kernel.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
-        if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return Readiness::Failed;
-        }
-        if fds[0].revents != 0 {
-            return Readiness::Data;
-        }
-        if fds[1].revents != 0 || (polls_exit && exit.is_some_and(ExitWatch::exited)) {
-            return Readiness::Exited;
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Readiness::Idle;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -245,8 +73,7 @@ mod tests {
     use super::super::super::stderr::{
         last_lines, stderr_excerpt, PipeLog, NOISE_LINES, STDERR_EXCERPT_CHARS, STDERR_TAIL_BYTES,
     };
-    use super::super::reader::MAX_SPIN;
-    use super::next_spin;
+    use super::super::reader::{next_spin, MAX_SPIN};
 
     /// Feeds `reads` to the line splitter one read at a time: the lines it
     /// found (None for one over the limit), and what it still holds.

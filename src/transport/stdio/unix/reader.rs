@@ -1,7 +1,9 @@
 //! The reader of the server's stdout on Unix: each read split into lines
 //! (`lines`) and sorted into the inbox, by the process's poll thread
-//! (`transport::poller`) or by the Lua call that takes its place while it waits for
-//! its own reply (see `ReadSide`).
+//! (`transport::poller`) or by the Lua call that takes its place while it
+//! waits for its own reply (see `ReadSide`); and that call's wait: a spin
+//! as long as recent replies earned (`next_spin`), then poll(2) on the
+//! pipe and the server's exit (`wait_readable`).
 
 use std::os::fd::{AsRawFd, RawFd};
 use std::process::ChildStdout;
@@ -15,8 +17,7 @@ use crate::transport::fds::{read_now, Chunk};
 use crate::transport::inbox::Event;
 
 use super::super::lines::{split_lines, Piece, Reader};
-use super::exit_watch::ExitWatch;
-use super::pipes::{wait_readable, Readiness, DRAIN_AFTER_EXIT};
+use super::exit_watch::{ExitWatch, EXIT_POLL_MS};
 
 /// Where the line splitter is between two reads.
 pub(super) struct Lines {
@@ -85,6 +86,23 @@ pub(super) const STANDBY: Duration = Duration::from_millis(20);
 /// sleeps, when replies have been coming that fast; slower servers get no
 /// spin at all.
 pub(super) const MAX_SPIN: Duration = Duration::from_micros(100);
+
+/// What is still read from stdout after the server exited: what it wrote
+/// last, not a stream a leftover helper keeps pouring.
+pub(super) const DRAIN_AFTER_EXIT: usize = 4 << 20;
+
+/// The spin for the next wait, from how long this one took to get a
+/// message: replies within microseconds earn a spin of about twice that
+/// (so the next one is caught awake), anything slower none.
+pub(super) fn next_spin(spin: Duration, took: Duration) -> Duration {
+    if took > MAX_SPIN {
+        return Duration::ZERO;
+    }
+    // Eased towards the new figure, so one quick reply after slow ones
+    // does not start a spin at once, nor one slow reply end it.
+    let target = (took * 2 + Duration::from_micros(5)).min(MAX_SPIN);
+    (spin * 3 + target) / 4
+}
 
 impl ReadSide {
     pub(super) fn new(reader: Reader, stdout: ChildStdout, exit: Arc<ExitWatch>) -> ReadSide {
@@ -261,5 +279,56 @@ impl ReadSide {
         self.released_ns.store(self.epoch.elapsed().as_nanos() as u64, Ordering::SeqCst);
         self.lua_reading.store(false, Ordering::SeqCst);
         event
+    }
+}
+
+/// What woke a reader.
+pub(super) enum Readiness {
+    Data,
+    Exited,
+    /// The time given passed with nothing to read.
+    Idle,
+    /// poll(2) itself failed: nothing more can be read.
+    Failed,
+}
+
+/// Waits until `fd` has data (or EOF), the child exits, or `within`
+/// passes (None: no limit).
+pub(super) fn wait_readable(fd: RawFd, exit: Option<&ExitWatch>, within: Option<Duration>) -> Readiness {
+    let deadline = within.map(|w| Instant::now() + w);
+    loop {
+        let mut fds = [
+            libc::pollfd { fd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 },
+        ];
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        // Whole milliseconds, rounded up: a 0 would spin.
+        let mut timeout = left.map_or(-1, |l| l.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int);
+        let mut polls_exit = false;
+        if let Some(exit) = exit {
+            match exit.fd() {
+                Some(notice) => fds[1].fd = notice,
+                None if !(0..=EXIT_POLL_MS).contains(&timeout) => {
+                    timeout = EXIT_POLL_MS;
+                    polls_exit = true;
+                }
+                None => polls_exit = true,
+            }
+        }
+        // SAFETY: poll on two pollfds on the stack; a negative fd is
+        // ignored by the kernel.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
+        if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return Readiness::Failed;
+        }
+        if fds[0].revents != 0 {
+            return Readiness::Data;
+        }
+        if fds[1].revents != 0 || (polls_exit && exit.is_some_and(ExitWatch::exited)) {
+            return Readiness::Exited;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Readiness::Idle;
+        }
     }
 }

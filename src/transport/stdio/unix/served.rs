@@ -16,8 +16,8 @@ use crate::transport::poller::{Round, Watched, FULL_INBOX_LOOK, READABLE, WRITAB
 
 use super::super::stderr::PipeLog;
 use super::exit_watch::EXIT_POLL_MS;
-use super::pipes::StdinPipe;
 use super::reader::{ReadSide, Turn};
+use super::stdin::StdinPipe;
 
 const STDOUT: u8 = 0;
 const EXIT: u8 = 1;
