@@ -105,8 +105,8 @@ for runtime in "${RUNTIMES[@]}"; do
   install_and_run linux-x86_64 "$name" "$lua_version" "$(command -v "$interpreter")"
 done
 loader_loads linux-x86_64 luajit
-# And in Neovim, where the manifest is read with vim.json and the platform
-# with vim.loop.
+# And in Neovim, where the folder is made with vim.fn.mkdir and the
+# platform read with vim.loop.
 checkout=$PWD
 nvim_out=$(cd "$work" && timeout 60 nvim --headless -u NONE --cmd "set rtp^=$checkout" -c "lua
   local mcp = require('mcp.install').load({ from = '$dist', dir = '$work/nvim-loader' })

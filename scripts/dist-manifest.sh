@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # dist/manifest.json and dist/SHA256SUMS for what dist/ holds:
 #   scripts/dist-manifest.sh VERSION
-# One object per line in the manifest's lists, so that a reader with no
-# JSON decoder (lua/mcp/install.lua outside Neovim) can take it line by
-# line. Both files are written beside and renamed into place.
+# One object per line in the manifest's lists (lua/mcp/install.lua reads
+# any JSON layout). Both files are written beside and renamed into place.
 set -euo pipefail
 dist=${DIST_DIR:-dist}
 cd "$(dirname "$0")/../$dist"

@@ -4,10 +4,12 @@
 # loaded by a Windows lua.exe (5.4) and luajit.exe under Wine, running
 # busted on the specs that hold on Windows: spec/windows_spec.lua (the
 # stdio transport, its Job Object, the async API, server-everything on a
-# Windows node), and the differential and fuzz specs (the module against
-# the reference, byte for byte). Servers run under Wine too, but for the
-# HTTP one (spec/servers/http_faults.js on the Linux node; its loopback
-# is Wine's): the Windows client is what is under test.
+# Windows node), the differential and fuzz specs (the module against
+# the reference, byte for byte), and spec/install_spec.lua's Windows
+# cases (the loader's commands through cmd.exe, certutil's digest).
+# Servers run under Wine too, but for the HTTP one
+# (spec/servers/http_faults.js on the Linux node; its loopback is
+# Wine's): the Windows client is what is under test.
 #
 #   scripts/windows-pass.sh [busted options and spec files...]
 set -euo pipefail
@@ -18,7 +20,7 @@ tools=$root/target/tools/windows
 export WINEPREFIX=$tools/prefix WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
 win() { printf 'Z:%s' "${1//\//\\}"; }
 
-SPECS=(spec/windows_spec.lua spec/differential_spec.lua spec/fuzz_spec.lua)
+SPECS=(spec/windows_spec.lua spec/differential_spec.lua spec/fuzz_spec.lua spec/install_spec.lua)
 [ $# -gt 0 ] && SPECS=("$@")
 out=target/suite
 mkdir -p "$out"
