@@ -116,3 +116,67 @@ impl Reader {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{message_text, split_lines, Piece};
+
+    /// Feeds `reads` to the line splitter one read at a time: the lines it
+    /// found (None for one over the limit), and what it still holds.
+    fn split(reads: &[&str], limit: usize) -> (Vec<Option<String>>, String) {
+        let (mut line, mut oversized, mut found) = (Vec::new(), false, Vec::new());
+        for read in reads {
+            split_lines(read.as_bytes(), &mut line, &mut oversized, limit, |piece| {
+                found.push(match piece {
+                    Piece::Line(l) => Some(String::from_utf8(l.to_vec()).unwrap()),
+                    Piece::TooLarge => None,
+                })
+            });
+        }
+        (found, String::from_utf8(line).unwrap())
+    }
+
+    fn kept(text: &str) -> Option<String> {
+        Some(text.to_string())
+    }
+
+    #[test]
+    fn a_message_split_across_reads_is_joined() {
+        let (lines, rest) = split(&[r#"{"id":1,"res"#, r#"ult":{}"#, "}\n"], 1024);
+        assert_eq!(lines, vec![kept(r#"{"id":1,"result":{}}"#)]);
+        assert_eq!(rest, "");
+    }
+
+    #[test]
+    fn several_messages_in_one_read_come_apart_and_an_unfinished_one_waits() {
+        let (lines, rest) = split(&["{\"a\":1}\n{\"b\":2}\n{\"c\""], 1024);
+        assert_eq!(lines, vec![kept("{\"a\":1}"), kept("{\"b\":2}")]);
+        assert_eq!(rest, "{\"c\"");
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_reported_once_and_skipped_to_its_end() {
+        let (lines, rest) = split(&["12345678", "9012", "345\nok\n"], 10);
+        assert_eq!(lines, vec![None, kept("ok")]);
+        assert_eq!(rest, "");
+    }
+
+    #[test]
+    fn a_line_of_exactly_the_limit_is_kept() {
+        let (lines, _) = split(&["abcd\nabcde\n"], 4);
+        assert_eq!(lines, vec![kept("abcd"), None]);
+    }
+
+    #[test]
+    fn a_blank_line_is_no_message() {
+        let (lines, _) = split(&["\n\r\n  \n{}\n"], 1024);
+        let texts: Vec<Option<Vec<u8>>> =
+            lines.iter().map(|l| message_text(l.as_deref().unwrap().as_bytes()).map(<[u8]>::to_vec)).collect();
+        assert_eq!(texts, vec![None, None, None, Some(b"{}".to_vec())]);
+    }
+
+    #[test]
+    fn a_byte_order_mark_and_a_carriage_return_are_not_part_of_the_message() {
+        assert_eq!(message_text(b"\xEF\xBB\xBF{\"id\":1}\r"), Some(&b"{\"id\":1}"[..]));
+    }
+}

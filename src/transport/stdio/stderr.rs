@@ -119,3 +119,77 @@ pub(super) const STDERR_EXCERPT_CHARS: usize = 600;
 
 /// Lines of non-JSON stdout kept for error messages.
 pub(super) const NOISE_LINES: usize = 5;
+
+#[cfg(test)]
+mod tests {
+    use super::{last_lines, stderr_excerpt, PipeLog, NOISE_LINES, STDERR_EXCERPT_CHARS, STDERR_TAIL_BYTES};
+
+    fn log_of(stderr: &str) -> PipeLog {
+        let mut log = PipeLog::default();
+        log.keep_stderr(stderr.as_bytes());
+        log
+    }
+
+    #[test]
+    fn a_long_stderr_is_quoted_from_its_last_lines_with_the_cut_marked() {
+        let traceback = format!(
+            "Traceback (most recent call last):\n{}AttributeError: 'Server' object has no attribute 'list_resources'",
+            "  File \"x.py\", line 1, in <module>\n".repeat(40)
+        );
+        assert_eq!(
+            last_lines(&traceback, 120),
+            "...\n  File \"x.py\", line 1, in <module>\nAttributeError: 'Server' object has no attribute 'list_resources'"
+        );
+        assert_eq!(last_lines("short", 120), "short");
+        assert_eq!(last_lines(&"x".repeat(10), 4), "...xxxx");
+    }
+
+    #[test]
+    fn a_stderr_of_white_space_only_is_no_excerpt() {
+        assert_eq!(stderr_excerpt(&PipeLog::default()), None);
+        assert_eq!(stderr_excerpt(&log_of(" \n\t\n")), None);
+    }
+
+    #[test]
+    fn a_short_stderr_is_quoted_whole_without_its_last_newline() {
+        let said = stderr_excerpt(&log_of("listening\nfatal: no config\n"));
+        assert_eq!(said.as_deref(), Some("listening\nfatal: no config"));
+    }
+
+    #[test]
+    fn a_long_stderr_is_cut_to_its_last_600_characters_from_a_line_start() {
+        let stderr: String = (0..100).map(|i| format!("line {i:03} of the server's log\n")).collect();
+        let said = stderr_excerpt(&log_of(&stderr)).unwrap();
+        assert!(said.starts_with("...\nline "), "{said}");
+        assert!(said.ends_with("\nline 099 of the server's log"), "{said}");
+        assert!(said.chars().count() <= STDERR_EXCERPT_CHARS + "...\n".len(), "{said}");
+    }
+
+    #[test]
+    fn the_excerpt_counts_characters_not_bytes() {
+        let said = stderr_excerpt(&log_of(&"é".repeat(1000))).unwrap();
+        assert_eq!(said, format!("...{}", "é".repeat(STDERR_EXCERPT_CHARS)));
+    }
+
+    #[test]
+    fn stderr_keeps_only_its_last_64_kib() {
+        let mut log = PipeLog::default();
+        log.keep_stderr(&[b'a'; STDERR_TAIL_BYTES]);
+        log.keep_stderr(b"the end");
+        let kept: Vec<u8> = log.stderr.iter().copied().collect();
+        assert_eq!(kept.len(), STDERR_TAIL_BYTES);
+        assert!(kept.ends_with(b"aathe end"));
+    }
+
+    #[test]
+    fn only_the_last_few_noise_lines_are_kept_each_cut_short() {
+        let mut log = PipeLog::default();
+        for i in 0..NOISE_LINES + 2 {
+            log.keep_noise(format!("banner {i}").as_bytes());
+        }
+        log.keep_noise("x".repeat(300).as_bytes());
+        assert_eq!(log.noise.len(), NOISE_LINES);
+        assert_eq!(log.noise.front().map(String::as_str), Some("banner 3"));
+        assert_eq!(log.noise.back().map(|l| l.chars().count()), Some(200));
+    }
+}

@@ -332,3 +332,42 @@ pub(super) fn wait_readable(fd: RawFd, exit: Option<&ExitWatch>, within: Option<
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{next_spin, MAX_SPIN};
+
+    #[test]
+    fn a_slow_reply_ends_the_spin() {
+        assert_eq!(next_spin(MAX_SPIN, MAX_SPIN + Duration::from_micros(1)), Duration::ZERO);
+    }
+
+    #[test]
+    fn one_quick_reply_after_slow_ones_starts_only_a_short_spin() {
+        let spin = next_spin(Duration::ZERO, Duration::from_micros(10));
+        assert!(spin > Duration::ZERO && spin < Duration::from_micros(10), "{spin:?}");
+    }
+
+    #[test]
+    fn quick_replies_earn_a_spin_of_about_twice_their_time() {
+        let mut spin = Duration::ZERO;
+        for _ in 0..50 {
+            spin = next_spin(spin, Duration::from_micros(10));
+        }
+        // Twice 10 us, and 5 us to spare, approached from below.
+        let target = Duration::from_micros(25);
+        assert!(spin <= target && spin > target - Duration::from_micros(1), "{spin:?}");
+    }
+
+    #[test]
+    fn the_spin_never_passes_its_cap() {
+        let mut spin = Duration::ZERO;
+        for _ in 0..100 {
+            spin = next_spin(spin, MAX_SPIN);
+            assert!(spin <= MAX_SPIN, "{spin:?}");
+        }
+        assert!(spin > MAX_SPIN / 2, "{spin:?}");
+    }
+}
