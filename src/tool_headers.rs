@@ -16,6 +16,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 
 use crate::codec::Json;
+use crate::wire::headers::MCP_PARAM_PREFIX;
 
 /// A header a tool's schema asks for, and where its value sits in the
 /// arguments.
@@ -109,7 +110,7 @@ pub fn param_headers(declared: &[Declared], arguments: &Json) -> Vec<(String, St
             Some(Json::Bool(b)) => b.to_string(),
             _ => continue,
         };
-        headers.push((format!("Mcp-Param-{}", d.header), header_value(&text)));
+        headers.push((format!("{MCP_PARAM_PREFIX}{}", d.header), header_value(&text)));
     }
     headers
 }

@@ -17,6 +17,7 @@ use url::Url;
 
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
+use crate::wire::headers;
 use crate::wire::interrupted;
 
 /// A metadata document is small; one larger than this is not one.
@@ -138,8 +139,11 @@ pub enum Fetched {
 /// does a body that is not a JSON object; a 5xx or a failure to connect
 /// stops discovery with an error, since the next URL would only hide it.
 pub fn fetch(agent: &Agent, url: &str, protocol_version: &str) -> Result<Fetched> {
-    let response =
-        agent.get(url).header("Accept", "application/json").header("MCP-Protocol-Version", protocol_version).call();
+    let response = agent
+        .get(url)
+        .header(headers::ACCEPT, "application/json")
+        .header(headers::MCP_PROTOCOL_VERSION, protocol_version)
+        .call();
     let mut response = response.map_err(|e| match interrupted(&e) {
         true => Error::Interrupted { what: "login".into() },
         false => metadata_error(url, &e.to_string()),

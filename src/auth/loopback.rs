@@ -29,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::interrupt;
 #[cfg(unix)]
 use crate::transport::fds::refuse_sigpipe;
+use crate::wire::headers::{CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
 
 /// A browser's request is small; anything longer is not one.
 const MAX_REQUEST: usize = 16 << 10;
@@ -235,7 +236,7 @@ impl Listener {
             (false, _) => ("404 Not Found", "Not found"),
         };
         let reply = format!(
-            "HTTP/1.1 {status}\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "HTTP/1.1 {status}\r\n{CONTENT_TYPE}: text/html; charset=utf-8\r\n{CONTENT_LENGTH}: {}\r\n{CONNECTION}: close\r\n\r\n{body}",
             body.len()
         );
         // The reply is a few hundred bytes, which an empty socket buffer

@@ -9,6 +9,7 @@ use super::tokens::oauth_error;
 use super::{Authorizer, ClientIdentity};
 use crate::codec::{self, Json};
 use crate::error::Result;
+use crate::wire::headers;
 
 impl Authorizer {
     /// Who we are: pre-registered (`opts.auth.client_id`), a Client ID
@@ -51,8 +52,8 @@ impl Authorizer {
         let response = self
             .agent
             .post(&endpoint)
-            .header("Content-Type", "application/json")
-            .header("Accept", "application/json")
+            .header(headers::CONTENT_TYPE, "application/json")
+            .header(headers::ACCEPT, "application/json")
             .send(&body[..]);
         let (status, reply) = self.read_reply(&endpoint, response)?;
         if !(200..300).contains(&status) {

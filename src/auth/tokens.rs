@@ -12,6 +12,7 @@ use super::store::{self, Store};
 use super::{assertion, now_seconds, Authorizer, ClientIdentity, Origin, Tokens, REFRESH_MARGIN_SECONDS};
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
+use crate::wire::headers;
 use crate::wire::interrupted;
 
 impl Authorizer {
@@ -188,10 +189,10 @@ impl Authorizer {
         let mut request = self
             .agent
             .post(endpoint)
-            .header("Content-Type", "application/x-www-form-urlencoded")
-            .header("Accept", "application/json");
+            .header(headers::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(headers::ACCEPT, "application/json");
         if let Some(basic) = basic {
-            request = request.header("Authorization", basic);
+            request = request.header(headers::AUTHORIZATION, basic);
         }
         let (status, reply) = self.read_reply(endpoint, request.send(body.as_bytes()))?;
         if status != 200 {

@@ -11,7 +11,8 @@
 //!
 //! Also here, because every agent is built with them: the trust settings
 //! ([`tls_config`]) and a resolver that looks a server's name up once per
-//! client ([`RememberingResolver`]).
+//! client ([`RememberingResolver`]); and because both users write them, the
+//! names of the headers that go over it (`headers`).
 
 use std::cell::Cell;
 use std::net::SocketAddr;
@@ -31,6 +32,7 @@ use ureq::Agent;
 use crate::error::{Error, Result};
 use crate::interrupt;
 
+pub(crate) mod headers;
 mod tcp;
 
 pub(crate) use tcp::{last_socket, Socket};

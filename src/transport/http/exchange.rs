@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::protocol;
 use crate::protocol::id_key;
 use crate::tool_headers::header_value;
+use crate::wire::headers;
 use crate::wire::is_user_interrupt;
 use crate::wire::{last_socket, pausing_at, Socket};
 use std::time::Instant;
@@ -50,16 +51,16 @@ impl Shared {
             req = req.header(name.as_str(), value.as_str());
         }
         if let Some(token) = lock(&self.options.bearer).as_deref() {
-            req = req.header("Authorization", format!("Bearer {token}"));
+            req = req.header(headers::AUTHORIZATION, format!("Bearer {token}"));
         }
         if modern {
             return req;
         }
         if let Some(id) = self.session_id() {
-            req = req.header("Mcp-Session-Id", id);
+            req = req.header(headers::MCP_SESSION_ID, id);
         }
         if let Some(v) = lock(&self.protocol_version).clone() {
-            req = req.header("MCP-Protocol-Version", v);
+            req = req.header(headers::MCP_PROTOCOL_VERSION, v);
         }
         req
     }
@@ -78,9 +79,9 @@ impl Shared {
                     // errors our reads rely on (see `Pause`).
                     let mut req = agent
                         .post(&url)
-                        .header("Content-Type", "application/json")
-                        .header("Accept", "application/json, text/event-stream")
-                        .header("Accept-Encoding", "identity");
+                        .header(headers::CONTENT_TYPE, "application/json")
+                        .header(headers::ACCEPT, "application/json, text/event-stream")
+                        .header(headers::ACCEPT_ENCODING, "identity");
                     req = self.decorate(req, headers.modern);
                     for (name, value) in &headers.own {
                         req = req.header(name.as_str(), value.as_str());
@@ -88,10 +89,12 @@ impl Shared {
                     req.config().timeout_global(Some(timeout)).build().send(body)
                 }
                 Verb::Get { last_event_id } => {
-                    let mut req =
-                        agent.get(&url).header("Accept", "text/event-stream").header("Accept-Encoding", "identity");
+                    let mut req = agent
+                        .get(&url)
+                        .header(headers::ACCEPT, "text/event-stream")
+                        .header(headers::ACCEPT_ENCODING, "identity");
                     if let Some(id) = last_event_id {
-                        req = req.header("Last-Event-ID", id);
+                        req = req.header(headers::LAST_EVENT_ID, id);
                     }
                     // Bounded until the headers arrive; the stream itself
                     // may then stay open for the session's life.
@@ -105,7 +108,7 @@ impl Shared {
             };
             let response = sent.map_err(|e| self.failed(&url, e, timeout))?;
             let status = response.status().as_u16();
-            let location = response.headers().get("location").and_then(|v| v.to_str().ok());
+            let location = response.headers().get(headers::LOCATION).and_then(|v| v.to_str().ok());
             let (true, Some(location)) = (matches!(status, 301 | 302 | 303 | 307 | 308), location) else {
                 if hop > 0 {
                     *lock(&self.url) = url;
@@ -190,7 +193,7 @@ impl Shared {
     /// that is not JSON fails the request at once (a login page, a proxy's
     /// notice): waiting would only end in a timeout.
     pub(super) fn json_body(&self, status: u16, mut response: Response<Body>) -> Result<Vec<Incoming>> {
-        let content_type = header(&response, "content-type").unwrap_or("no content type").to_string();
+        let content_type = header(&response, headers::CONTENT_TYPE).unwrap_or("no content type").to_string();
         let body = read_capped(&mut response, self.options.max_message_bytes)?;
         let text = trim(&body);
         if text.is_empty() {
@@ -223,7 +226,7 @@ impl Shared {
         mut response: Response<Body>,
         id: Option<&Json>,
     ) -> Result<Vec<Incoming>> {
-        let www_authenticate = header(&response, "www-authenticate")
+        let www_authenticate = header(&response, headers::WWW_AUTHENTICATE)
             .map(|v| crate::server_text::quoted_str(v, crate::server_text::TEXT_CHARS));
         // A refusal is about credentials when the server says so: a 401,
         // or a 403 with a challenge. Any other 403 has its own reason (a
@@ -262,9 +265,10 @@ impl Shared {
     /// server may quote the token it refused ("invalid token: sk-...").
     pub(super) fn without_credentials(&self, mut text: String) -> String {
         let bearer = lock(&self.options.bearer).clone();
-        let headers = self.options.headers.iter().filter(|(name, _)| name.eq_ignore_ascii_case("authorization"));
-        let given =
-            headers.map(|(_, value)| value.trim_start_matches("Bearer ").trim_start_matches("Basic ").to_string());
+        let authorization =
+            self.options.headers.iter().filter(|(name, _)| name.eq_ignore_ascii_case(headers::AUTHORIZATION));
+        let given = authorization
+            .map(|(_, value)| value.trim_start_matches("Bearer ").trim_start_matches("Basic ").to_string());
         for secret in bearer.into_iter().chain(given).filter(|s| s.len() >= 4) {
             text = text.replace(&secret, "[credentials]");
         }
@@ -292,9 +296,9 @@ pub(super) fn post_headers(message: &Json, own: &[(String, String)], modern: boo
     let version = protocol::envelope_version(message).filter(|_| modern);
     let initialize = message.get("method") == Some(&Json::str("initialize"));
     let Some(version) = version else { return PostHeaders { modern: false, own: own.to_vec(), initialize } };
-    let mut headers = vec![("MCP-Protocol-Version".to_string(), String::from_utf8_lossy(version).into_owned())];
+    let mut sent = vec![(headers::MCP_PROTOCOL_VERSION.to_string(), String::from_utf8_lossy(version).into_owned())];
     if let Some(Json::Str(method)) = message.get("method") {
-        headers.push(("Mcp-Method".into(), String::from_utf8_lossy(method).into_owned()));
+        sent.push((headers::MCP_METHOD.into(), String::from_utf8_lossy(method).into_owned()));
         let named = match method.as_slice() {
             b"tools/call" | b"prompts/get" => message.get("params").and_then(|p| p.get("name")),
             b"resources/read" => message.get("params").and_then(|p| p.get("uri")),
@@ -304,11 +308,11 @@ pub(super) fn post_headers(message: &Json, own: &[(String, String)], modern: boo
             _ => None,
         };
         if let Some(Json::Str(name)) = named {
-            headers.push(("Mcp-Name".into(), header_value(&String::from_utf8_lossy(name))));
+            sent.push((headers::MCP_NAME.into(), header_value(&String::from_utf8_lossy(name))));
         }
     }
-    headers.extend(own.iter().cloned());
-    PostHeaders { modern: true, own: headers, initialize }
+    sent.extend(own.iter().cloned());
+    PostHeaders { modern: true, own: sent, initialize }
 }
 
 pub(super) fn is_cancellation(message: &Json) -> bool {
@@ -332,7 +336,7 @@ pub(super) fn excerpt(body: &[u8]) -> String {
 pub(super) fn is_event_stream(response: &Response<Body>) -> bool {
     response
         .headers()
-        .get("content-type")
+        .get(headers::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"))
 }

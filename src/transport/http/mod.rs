@@ -84,6 +84,7 @@ use crate::protocol::{self, id_key, IdKey};
 use crate::transport::doorbell::Doorbell;
 use crate::transport::inbox::{Event, Inbox};
 use crate::transport::{Received, Transport};
+use crate::wire::headers;
 use crate::wire::{pausing_at, sliced_connector, tls_config, RememberingResolver, SharedResolver};
 
 mod exchange;
@@ -245,7 +246,7 @@ impl Shared {
         let had_session = self.session_id().is_some() && !headers.modern;
         let answered = self.post(body, headers, timeout);
         if let (true, Ok(response)) = (headers.initialize, &answered) {
-            if let Some(id) = header(response, "mcp-session-id") {
+            if let Some(id) = header(response, headers::MCP_SESSION_ID) {
                 *lock(&self.session_id) = Some(id.to_string());
             }
         }

@@ -18,6 +18,7 @@ use crate::codec::{self, Json};
 use crate::error::{Error, Result};
 use crate::protocol::{self, classify, id_key, Kind};
 use crate::transport::inbox::Event;
+use crate::wire::headers;
 
 impl Http {
     /// `timeout`, or what is left of the handshake's time if that is
@@ -95,7 +96,7 @@ impl Http {
         };
         let status = response.status().as_u16();
         if is_initialize {
-            if let Some(id) = header(&response, "mcp-session-id") {
+            if let Some(id) = header(&response, headers::MCP_SESSION_ID) {
                 *lock(&self.shared.session_id) = Some(id.to_string());
             }
         }
