@@ -48,11 +48,7 @@ pub(super) fn bad(why: String) -> Raise {
 
 /// `opts.auth` as a table, or None.
 pub(super) fn auth_table(opts: &Table) -> Outcome<Option<Table>> {
-    match opts.get::<Value>("auth")? {
-        Value::Nil => Ok(None),
-        Value::Table(t) => Ok(Some(t)),
-        _ => Err(bad("mcp.new: opts.auth must be a table".into())),
-    }
+    Reader::new(opts, "mcp.new", "opts").table("auth")
 }
 
 /// `opts.auth.token`: a string, a function returning one, or nil.
@@ -121,9 +117,9 @@ pub(super) fn read_login(
             "mcp.new: opts.auth.grant = \"jwt_bearer\" needs opts.auth.client_id and opts.auth.assertion (the workload's identity token)".into(),
         ));
     }
-    let identity = match auth.get::<Value>("idp")? {
-        Value::Nil => None,
-        Value::Table(idp) => {
+    let identity = match read.table("idp")? {
+        None => None,
+        Some(idp) => {
             let read = Reader::new(&idp, "mcp.new", "opts.auth.idp");
             let need = |field: &str| -> Outcome<String> {
                 read.text(field)?.ok_or_else(|| read.refuse(field, "a string (cross-app access needs it)"))
@@ -135,7 +131,6 @@ pub(super) fn read_login(
                 client_secret: read.text("client_secret")?,
             })
         }
-        _ => return Err(bad("mcp.new: opts.auth.idp must be a table".into())),
     };
     if grant == Grant::IdentityAssertion && (identity.is_none() || read.text("client_id")?.is_none()) {
         return Err(bad(

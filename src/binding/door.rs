@@ -17,7 +17,7 @@ use super::lua::{arg, lua_type, Cx, Outcome};
 use super::options::{bearer_text, ClientState, TransportOptions};
 use super::readers::Reader;
 use super::registry::resync_watches;
-use super::results::{joined_field, tools_of_page};
+use super::results::{joined_field, keep_safe_icons, tools_of_page};
 use crate::client::{CacheMode, Client, Limits, Listing, Request, TaskAsk};
 use crate::codec::{Json, Members};
 use crate::error::Error;
@@ -172,44 +172,6 @@ pub(super) fn show_tools(lua: &Cx, client: &Table, listing: Listing) -> Outcome<
     Ok(())
 }
 
-/// Drops the icons of each tool whose `src` is not an `https:` or `data:`
-/// URI: an agent or editor that shows icons would otherwise fetch `http:`,
-/// `file:` or `javascript:` addresses a server chose (the 2025-11-25
-/// revision asks clients for this). Done on the tool tables once they are
-/// in Lua, so the list needs no tree. A tool list that was a JSON object, or icons that were
-/// one, decode to tables with string keys only (length 0) and are left
-/// alone, as the tree's rule leaves anything but an array alone.
-pub(super) fn keep_safe_icons(tools: &Table) -> Outcome<()> {
-    for i in 1..=tools.raw_len() {
-        let Value::Table(tool) = tools.raw_get::<Value>(i)? else { continue };
-        let Value::Table(icons) = tool.raw_get::<Value>("icons")? else { continue };
-        let count = icons.raw_len();
-        let mut kept = 0;
-        for at in 1..=count {
-            let icon: Value = icons.raw_get(at)?;
-            let safe = match &icon {
-                Value::Table(icon) => match icon.raw_get::<Value>("src")? {
-                    Value::String(src) => {
-                        let src = src.as_bytes();
-                        let lower: Vec<u8> = src.iter().take(6).map(u8::to_ascii_lowercase).collect();
-                        lower.starts_with(b"https:") || lower.starts_with(b"data:")
-                    }
-                    _ => false,
-                },
-                _ => false,
-            };
-            if safe {
-                kept += 1;
-                icons.raw_set(kept, icon)?;
-            }
-        }
-        for at in kept + 1..=count {
-            icons.raw_set(at, Value::Nil)?;
-        }
-    }
-    Ok(())
-}
-
 /// A request's own options: `timeout` (seconds, as `mcp.new`'s) and
 /// `on_done`.
 #[derive(Default)]
@@ -276,21 +238,15 @@ pub(super) fn request_options(lua: &Cx, value: &Value, what: &str) -> Outcome<Re
         _ => return Err(Error::BadInput(format!("{what}: opts must be a table")).into()),
     };
     let read = Reader::new(opts, what, "opts");
-    let input_responses = match opts.get::<Value>("input_responses")? {
-        Value::Nil => None,
-        v @ Value::Table(_) => Some(encode_lua(lua, "opts.input_responses", &v)?),
-        _ => return Err(Error::BadInput(format!("{what}: opts.input_responses must be a table")).into()),
+    let input_responses = match read.table("input_responses")? {
+        Some(t) => Some(encode_lua(lua, "opts.input_responses", &Value::Table(t))?),
+        None => None,
     };
-    let request_state = match opts.get::<Value>("request_state")? {
-        Value::Nil => None,
-        Value::String(s) => Some(Json::Str(s.as_bytes().to_vec())),
-        _ => return Err(Error::BadInput(format!("{what}: opts.request_state must be a string")).into()),
-    };
-    let meta = match opts.get::<Value>("meta")? {
-        Value::Nil => Vec::new(),
-        Value::Table(t) => named_entries(lua, "opts.meta", &t)?
+    let request_state = read.string("request_state", "a string")?.map(|s| Json::Str(s.as_bytes().to_vec()));
+    let meta = match read.table("meta")? {
+        Some(t) => named_entries(lua, "opts.meta", &t)?
             .ok_or_else(|| Error::BadInput(format!("{what}: opts.meta must map _meta names to values")))?,
-        _ => return Err(Error::BadInput(format!("{what}: opts.meta must be a table")).into()),
+        None => Vec::new(),
     };
     Ok(RequestOptions {
         meta,
@@ -303,17 +259,12 @@ pub(super) fn request_options(lua: &Cx, value: &Value, what: &str) -> Outcome<Re
         input_responses,
         request_state,
         returns_rpc_error: read.word("rpc_error", "return")?,
-        cache: match opts.get::<Value>("cache")? {
-            Value::Nil => CacheMode::Use,
-            Value::String(s) if s.as_bytes().as_ref() == b"refresh" => CacheMode::Refresh,
-            Value::String(s) if s.as_bytes().as_ref() == b"bypass" => CacheMode::Bypass,
-            _ => return Err(Error::BadInput(format!("{what}: opts.cache must be \"refresh\" or \"bypass\"")).into()),
+        cache: match read.one_of("cache", &["refresh", "bypass"])? {
+            None => CacheMode::Use,
+            Some(0) => CacheMode::Refresh,
+            Some(_) => CacheMode::Bypass,
         },
-        idempotent: match opts.get::<Value>("idempotent")? {
-            Value::Nil => None,
-            Value::Boolean(said) => Some(said),
-            _ => return Err(Error::BadInput(format!("{what}: opts.idempotent must be a boolean")).into()),
-        },
+        idempotent: read.boolean("idempotent")?,
     })
 }
 

@@ -4,13 +4,11 @@
 
 use mlua::{Function, MultiValue, Table, Value};
 
-use super::boundary::listener_failed;
 use super::decode::to_lua;
 use super::door::{peek, peek_mut};
-use super::entry::Entry;
 use super::fields::{apply_initialize, call_params, initialize_request, next_id, tool_label};
-use super::lua::{call_lua, lua_tostring, truthy, Cx, Outcome, Raise};
-use super::results::{call_return, tools_of_page};
+use super::lua::{call_lua, lua_tostring, truthy, Cx, Outcome};
+use super::results::{call_return, deliver_notifications, tools_of_page};
 use crate::codec::{self, Json};
 use crate::error::Error;
 use crate::protocol::{self, Replies};
@@ -88,20 +86,4 @@ pub(super) fn call_batch(lua: &Cx, client: &Table, transport: Function, name: &V
         checked?;
     }
     call_return(lua, result)
-}
-
-pub(super) fn deliver_notifications(lua: &Cx, client: &Table, notes: Vec<Json>) -> Outcome<()> {
-    if notes.is_empty() {
-        return Ok(());
-    }
-    let Some(entry) = Entry::of(lua, client)? else { return Ok(()) };
-    let Some(callback) = entry.on_notification()? else { return Ok(()) };
-    for note in notes {
-        let msg = to_lua(lua, &note)?;
-        // As on a live client (see `listener_failed`).
-        if let Err(Raise::Lua(error)) = call_lua(lua, callback.clone(), msg) {
-            listener_failed(error);
-        }
-    }
-    Ok(())
 }

@@ -136,17 +136,11 @@ pub(super) fn cache_option(opts: &Table, client: &mut Client) -> Outcome<()> {
 
 /// `opts.era`: "auto" (the default), "legacy" or "modern".
 pub(super) fn era_option(opts: &Table) -> Outcome<EraChoice> {
-    let bad = || Error::BadInput("mcp.new: opts.era must be \"auto\", \"legacy\" or \"modern\"".into()).into();
-    match opts.get::<Value>("era")? {
-        Value::Nil => Ok(EraChoice::Auto),
-        Value::String(s) => match &*s.as_bytes() {
-            b"auto" => Ok(EraChoice::Auto),
-            b"legacy" => Ok(EraChoice::Legacy),
-            b"modern" => Ok(EraChoice::Modern),
-            _ => Err(bad()),
-        },
-        _ => Err(bad()),
-    }
+    Ok(match Reader::new(opts, "mcp.new", "opts").one_of("era", &["auto", "legacy", "modern"])? {
+        None | Some(0) => EraChoice::Auto,
+        Some(1) => EraChoice::Legacy,
+        Some(_) => EraChoice::Modern,
+    })
 }
 
 pub(super) fn read_options(lua: &Cx, opts: &Table) -> Outcome<ClientState> {
@@ -159,10 +153,9 @@ pub(super) fn read_options(lua: &Cx, opts: &Table) -> Outcome<ClientState> {
     let max_header_bytes = read
         .whole("max_header_bytes", 1.0, MAX_HEADER_BYTES_LIMIT, "a whole number of bytes from 1 to 65536")?
         .map_or(DEFAULT_MAX_HEADER_BYTES, |n| n as usize);
-    let cwd = match opts.get::<Value>("cwd")? {
-        Value::Nil => None,
-        Value::String(s) => Some(system_text(&s, "opts.cwd")?),
-        _ => return Err(Error::BadInput("mcp.new: opts.cwd must be a string".into()).into()),
+    let cwd = match read.string("cwd", "a string")? {
+        Some(s) => Some(system_text(&s, "opts.cwd")?),
+        None => None,
     };
     let env = string_map(opts, "env")?;
     for (name, value) in &env {
@@ -174,16 +167,15 @@ pub(super) fn read_options(lua: &Cx, opts: &Table) -> Outcome<ClientState> {
         }
     }
     // Read now, so a wrong path fails at mcp.new rather than at first use.
-    let ca_pem = match opts.get::<Value>("ca_file")? {
-        Value::Nil => None,
-        Value::String(path) => {
+    let ca_pem = match read.string("ca_file", "a path")? {
+        None => None,
+        Some(path) => {
             let path = system_text(&path, "opts.ca_file")?;
             Some(
                 std::fs::read(&path)
                     .map_err(|e| Error::BadInput(format!("mcp.new: cannot read opts.ca_file {path}: {e}")))?,
             )
         }
-        _ => return Err(Error::BadInput("mcp.new: opts.ca_file must be a path".into()).into()),
     };
     let headers = string_map(opts, "headers")?;
     for (name, value) in &headers {
@@ -220,10 +212,7 @@ pub(super) fn read_options(lua: &Cx, opts: &Table) -> Outcome<ClientState> {
         return Err(Error::BadInput(why.into()).into());
     }
     let lua_handled = handler_methods(opts)?;
-    match opts.get::<Value>("on_notification")? {
-        Value::Nil | Value::Function(_) => {}
-        _ => return Err(Error::BadInput("mcp.new: opts.on_notification must be a function".into()).into()),
-    }
+    read.function("on_notification")?;
     let capabilities = capabilities_to_declare(lua, opts, &lua_handled)?;
     let mut client = Client::new(timeout, connect_timeout, capabilities);
     client.choose_era(era_option(opts)?);
@@ -231,16 +220,15 @@ pub(super) fn read_options(lua: &Cx, opts: &Table) -> Outcome<ClientState> {
         client.ask_for_logs();
     }
     cache_option(opts, &mut client)?;
-    let record = match opts.get::<Value>("record")? {
-        Value::Nil => None,
+    let record = match read.string("record", "a file path")? {
+        None => None,
         // Opened now as well, so that a path that cannot be written fails
         // here rather than at the first call.
-        Value::String(path) => {
+        Some(path) => {
             let path = system_text(&path, "opts.record")?;
             open_for_recording(&path)?;
             Some(path)
         }
-        _ => return Err(Error::BadInput("mcp.new: opts.record must be a file path".into()).into()),
     };
     // Read now, so that a missing or damaged recording fails here.
     let replay = match opts.get::<Value>("replay")? {
@@ -405,11 +393,10 @@ pub(super) fn json_types_option(opts: &Table, who: &str) -> Outcome<bool> {
 /// table (checked: functions or absent).
 pub(super) fn callbacks_of(lua: &Cx, opts: &Table) -> Outcome<Table> {
     let callbacks = lua.create_table()?;
+    let read = Reader::new(opts, "mcp.new", "opts");
     for name in ["on_log", "on_resource_updated", "on_list_changed"] {
-        match opts.get::<Value>(name)? {
-            Value::Nil => {}
-            Value::Function(f) => callbacks.raw_set(name, f)?,
-            _ => return Err(Error::BadInput(format!("mcp.new: opts.{name} must be a function")).into()),
+        if let Some(f) = read.function(name)? {
+            callbacks.raw_set(name, f)?;
         }
     }
     Ok(callbacks)

@@ -1,14 +1,17 @@
 //! What Lua receives: a tool call's returns as the reference makes them
 //! (text, is_error, result), lists joined page by page, the tool list as
-//! `client.tools` has it, and which field of a result each typed method
-//! returns.
+//! `client.tools` has it (its unsafe icons dropped), which field of a
+//! result each typed method returns, and the notifications handed to
+//! `on_notification` outside a live session.
 
 use std::rc::Rc;
 
 use mlua::{MultiValue, Table, Value};
 
+use super::boundary::listener_failed;
 use super::decode::to_lua;
-use super::lua::{truthy, Cx, Outcome};
+use super::entry::Entry;
+use super::lua::{call_lua, truthy, Cx, Outcome, Raise};
 use crate::client::{Request, Shape};
 use crate::codec::Json;
 use crate::error::Error;
@@ -179,4 +182,60 @@ pub(super) fn result_shape(method: &str, shape: &Value) -> Outcome<(Shape, Kind)
         },
         _ => Err(Error::BadInput("the result shape must be a string".into()).into()),
     }
+}
+
+/// Drops the icons of each tool whose `src` is not an `https:` or `data:`
+/// URI: an agent or editor that shows icons would otherwise fetch `http:`,
+/// `file:` or `javascript:` addresses a server chose (the 2025-11-25
+/// revision asks clients for this). Done on the tool tables once they are
+/// in Lua, so the list needs no tree. A tool list that was a JSON object, or icons that were
+/// one, decode to tables with string keys only (length 0) and are left
+/// alone, as the tree's rule leaves anything but an array alone.
+pub(super) fn keep_safe_icons(tools: &Table) -> Outcome<()> {
+    for i in 1..=tools.raw_len() {
+        let Value::Table(tool) = tools.raw_get::<Value>(i)? else { continue };
+        let Value::Table(icons) = tool.raw_get::<Value>("icons")? else { continue };
+        let count = icons.raw_len();
+        let mut kept = 0;
+        for at in 1..=count {
+            let icon: Value = icons.raw_get(at)?;
+            let safe = match &icon {
+                Value::Table(icon) => match icon.raw_get::<Value>("src")? {
+                    Value::String(src) => {
+                        let src = src.as_bytes();
+                        let lower: Vec<u8> = src.iter().take(6).map(u8::to_ascii_lowercase).collect();
+                        lower.starts_with(b"https:") || lower.starts_with(b"data:")
+                    }
+                    _ => false,
+                },
+                _ => false,
+            };
+            if safe {
+                kept += 1;
+                icons.raw_set(kept, icon)?;
+            }
+        }
+        for at in kept + 1..=count {
+            icons.raw_set(at, Value::Nil)?;
+        }
+    }
+    Ok(())
+}
+
+/// Notifications a fixture exchange or a watched mount produced, handed to
+/// `on_notification` as a live client hands its own.
+pub(super) fn deliver_notifications(lua: &Cx, client: &Table, notes: Vec<Json>) -> Outcome<()> {
+    if notes.is_empty() {
+        return Ok(());
+    }
+    let Some(entry) = Entry::of(lua, client)? else { return Ok(()) };
+    let Some(callback) = entry.on_notification()? else { return Ok(()) };
+    for note in notes {
+        let msg = to_lua(lua, &note)?;
+        // As on a live client (see `listener_failed`).
+        if let Err(Raise::Lua(error)) = call_lua(lua, callback.clone(), msg) {
+            listener_failed(error);
+        }
+    }
+    Ok(())
 }

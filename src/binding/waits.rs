@@ -15,24 +15,11 @@ use super::handles::{
 };
 use super::host::LuaHost;
 use super::lua::{arg, client_arg, Cx, Outcome, Raise};
+pub(super) use super::readers::wait_bound;
 use crate::client::Client;
 use crate::error::Error;
 use crate::interrupt;
 use crate::transport::arrivals;
-/// The time a wait may take: nil for no bound, else seconds.
-pub(super) fn wait_bound(value: &Value, what: &str) -> Outcome<Option<Duration>> {
-    let seconds = match value {
-        Value::Nil => return Ok(None),
-        Value::Integer(i) => *i as f64,
-        Value::Number(n) => *n,
-        _ => return Err(Error::BadInput(format!("{what}: the timeout must be a number of seconds")).into()),
-    };
-    if seconds.is_nan() || seconds < 0.0 {
-        return Err(Error::BadInput(format!("{what}: the timeout must be a number of seconds, 0 or more")).into());
-    }
-    Ok(Some(Duration::from_secs_f64(seconds.min(1e9))))
-}
-
 pub(super) fn deadline_after(bound: Option<Duration>) -> Instant {
     bound.and_then(|b| Instant::now().checked_add(b)).unwrap_or_else(crate::interrupt::far_future)
 }
