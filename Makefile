@@ -84,12 +84,14 @@ test-lua:
 lua-bin:
 	@echo $(BIN_$(LUA))
 
+# Each phase says what it cost, so that the suite's time is known by part.
+PHASE = sh scripts/phase.sh
 test:
-	bash scripts/deps.sh test
-	$(MAKE) --no-print-directory test-rust
-	$(MAKE) --no-print-directory cross
-	$(MAKE) --no-print-directory windows
-	DIST_CHECK=1 $(MAKE) --no-print-directory test-lua
+	$(PHASE) deps bash scripts/deps.sh test
+	$(PHASE) rust $(MAKE) --no-print-directory test-rust
+	$(PHASE) cross $(MAKE) --no-print-directory cross
+	$(PHASE) windows $(MAKE) --no-print-directory windows
+	DIST_CHECK=1 $(PHASE) lua $(MAKE) --no-print-directory test-lua
 
 cross:
 	bash scripts/cross.sh
