@@ -6,7 +6,10 @@
 //! user's Ctrl-C waiting as long. So every wait on a server runs in slices
 //! of [`SLICE`], and between slices asks [`requested`]; the binding answers
 //! by looking for a hook that was not there when the call began. The core
-//! knows nothing of Lua: it only sees a yes or no.
+//! knows nothing of Lua: it only sees a yes or no. The same answer ends a
+//! call whose Lua callback raised ([`request`]), and is held at no while
+//! the cancellation of an interrupted request still goes out
+//! ([`shielded`]).
 
 use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};

@@ -10,14 +10,19 @@
 //! server and re-runs the handshake for every request: 0.7 s a call
 //! against server-everything, and whatever state the server held is gone
 //! by the next call. Here each client keeps one server process for its
-//! whole life, with one handshake, and a reader thread that answers the
-//! server's pings even while Lua is busy elsewhere.
+//! whole life, with one handshake, and the server's pings are answered
+//! even while Lua is busy elsewhere: by one thread of the process that
+//! serves every client (`transport::poller`), where each once had up to
+//! three of its own and a host with hundreds of servers ran out of
+//! descriptors. (Windows' pipes cannot be polled beside sockets: a stdio
+//! server there keeps a pump thread of its own.)
 //!
 //! LAYERS, ONE MODULE EACH
 //!
 //! * `codec`     JSON text <-> `Json`, to the reference codec's contract:
 //!   the value model, the reader and the writer.
-//! * `protocol`  JSON-RPC messages and reply matching; no I/O, no Lua.
+//! * `protocol`  JSON-RPC messages, the revisions supported and the modern
+//!   `_meta` envelope, and reply matching; no I/O, no Lua.
 //! * `error`     every failure the module reports, in the reference's words.
 //! * `client`    a server's sessions over the client's life (started as
 //!   steps that never wait: the era probe, `initialize`, the version
@@ -30,14 +35,17 @@
 //! * `session`   one session: requests matched by id, time limits,
 //!   cancellation, Ctrl-C.
 //! * `interrupt` waits in slices, and whether the host wants its thread back.
-//! * `transport` stdio (a child process in a group of its own, and the
-//!   threads that serve its pipes) and Streamable HTTP (`http/exchange`,
-//!   `http/send`, `http/streams`, `http/sse`), recorded or replayed
-//!   (`record`), and the bounded inbox between their threads and Lua,
-//!   which sorts what arrives and rings the descriptor behind
-//!   `client:fd()` (`doorbell`).
+//! * `transport` one interface and two kinds under it: stdio (a child
+//!   process in a group of its own; `stdio/unix/`, `stdio/windows/`) and
+//!   Streamable HTTP (`http/exchange`, `http/send`, `http/streams`,
+//!   `http/sse`, `http/listener`), recorded or replayed (`record`). The
+//!   poll thread (`poller`) serves, while no Lua call waits, every stdio
+//!   server's pipes and every HTTP session's own stream; the bounded inbox
+//!   (`inbox`) takes what they read for Lua and rings the descriptor
+//!   behind `client:fd()` (`doorbell`), and a wait on several clients
+//!   sleeps on one process-wide signal (`arrivals`).
 //! * `wire`      the HTTP connection every wait can interrupt, shared by the
-//!   transport and the login.
+//!   transport and the login, and the names of the headers sent over it.
 //! * `auth`      OAuth: who issues the tokens, who the client is there, the
 //!   grants, the tokens kept and refreshed, the loopback redirect.
 //! * `tool_headers` tool arguments a schema marks, sent as `Mcp-Param-*`
@@ -50,6 +58,8 @@
 //!   quotes it.
 //! * `input_shape` where a tool's `inputSchema` wants an array, so that
 //!   an empty Lua table goes out as `[]` there.
+//! * `trace_context` W3C `traceparent` made, read and continued, for a
+//!   request's `_meta`.
 //! * `binding`   the only code that touches Lua, a file per job: the export
 //!   table (`mod`), the boundary (`boundary`, `lua`), the methods and the
 //!   async API (`methods`, `handles`, `waits`), the way into `client`

@@ -1,7 +1,8 @@
 //! The parts of `mcp.mount` that are plain rules: how a description is
 //! folded and cut, how a JSON Schema becomes the registry's argument list,
-//! and how a colliding name is quoted. The binding applies them to the
-//! registry, which is the user's Lua object.
+//! how a colliding name is quoted, and which tool names a mount's pattern
+//! takes (`*` matched in linear time: a server names its tools). The
+//! binding applies them to the registry, which is the user's Lua object.
 
 use crate::protocol::is_lua_space;
 

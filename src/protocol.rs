@@ -1,4 +1,7 @@
-//! JSON-RPC messages as MCP uses them, and the reading of replies.
+//! JSON-RPC messages as MCP uses them: the revisions this client speaks
+//! (and the 2026-07-28 one, whose `_meta` envelope carries the version a
+//! handshake used to), the messages it makes, the server requests it
+//! answers itself, ids as keys, and the reading of replies.
 //!
 //! Nothing here knows about Lua or about pipes and sockets: messages are
 //! [`Json`] values in, [`Json`] values out, so the same rules serve the

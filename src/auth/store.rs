@@ -6,17 +6,20 @@
 //!
 //! A record holds the client registration (its secret too, when the
 //! server gave one) and the tokens. The file is therefore created
-//! readable by its owner only (0600), and rewritten through a new file
-//! that replaces it, so a reader never sees half a record and a crash
-//! never leaves one.
+//! readable by its owner only (0600 on Unix; on Windows an access list
+//! that admits this user alone), and rewritten through a new file that
+//! replaces it, so a reader never sees half a record and a crash never
+//! leaves one (`private_file`).
 //!
 //! Several processes may log in at once (an editor and an agent, six
 //! agents started together): each save re-reads the file and writes it
 //! whole, so two saves at once would keep one of their records. A save
-//! therefore holds an advisory lock (`flock` on `PATH.lock`, beside the
-//! store) from its read to its rename. And the store steers logins (it
-//! holds the registration and which issuer a secret goes to), so a file
-//! someone else could have written is refused, as ssh refuses such keys.
+//! therefore holds an advisory lock on `PATH.lock`, beside the store
+//! (`flock` on Unix, `LockFileEx` on Windows), from its read to its
+//! rename. And the store steers logins (it holds the registration and
+//! which issuer a secret goes to), so a file someone else owns or could
+//! have written (its mode bits, or on Windows its access list) is
+//! refused, as ssh refuses such keys.
 
 use std::fs::File;
 use std::io::{ErrorKind, Read};

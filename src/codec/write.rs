@@ -1,5 +1,8 @@
-//! The writer: a [`Json`] as JSON text, and floats as Lua's `tostring`
-//! prints them.
+//! The writer: a [`Json`] as JSON text, its floats as the shortest text
+//! that reads back the same ([`write_json_float`]); and numbers as the
+//! reference and Lua print them (`%d` and `%.14g`, Lua's `tostring`)
+//! where a text must read as theirs does (a float key of a Lua table, a
+//! recording's times, content blocks, error codes).
 
 use super::Json;
 

@@ -3,15 +3,17 @@
 //! the next process asks a legacy server nothing it does not know.
 //!
 //! The file is `$XDG_CACHE_HOME/lua-mcp/eras.json` (else
-//! `~/.cache/lua-mcp/eras.json`; on Windows `%LOCALAPPDATA%\lua-mcp\eras.json`): a JSON array of `[server, verdict]`
+//! `~/.cache/lua-mcp/eras.json`; on Windows
+//! `%LOCALAPPDATA%\lua-mcp\eras.json`): a JSON array of `[server, verdict]`
 //! pairs, most recent last, at most [`KEPT`] of them, where a verdict is
 //! `"legacy"` or the modern version spoken. A server is named there by the
 //! SHA-256 of its name: command lines, their environment and URLs may
 //! hold secrets (a token in an argument or a query), and nothing needs
 //! them back. The file is its owner's alone all the same (0600 in a 0700
-//! directory), and only believed as the token store is: when this user
-//! owns it and nobody else can write it (a verdict planted by another
-//! user would make every client ask that server the wrong way first).
+//! directory; on Windows, an access list that admits this user alone),
+//! and only believed as the token store is: when this user owns it and
+//! nobody else can write it (a verdict planted by another user would make
+//! every client ask that server the wrong way first).
 //! It is a cache: a file that cannot be read or written costs a probe,
 //! never a connection, and one larger than [`MAX_BYTES`] (far more than
 //! [`KEPT`] entries take) is taken for corrupt rather than read whole.

@@ -1,7 +1,8 @@
 //! Descriptor chores every Unix does a little differently: pipes made
 //! close-on-exec and non-blocking, reads that never wait, and writes to a
 //! pipe whose reader may be gone that must never raise SIGPIPE in the
-//! host.
+//! host; and what to tell a user whose process ran out of descriptors,
+//! the limit a host with many servers meets first.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 

@@ -1,5 +1,7 @@
-//! What our threads (the readers, and HTTP's posting threads) hand to the
-//! Lua thread, bounded.
+//! What our threads (the process's poll thread, Windows' pump threads,
+//! HTTP's posting and stream threads) and a Lua call reading a pipe for
+//! itself hand to the Lua thread, bounded; each hand-off rings the
+//! client's doorbell (`doorbell`).
 //!
 //! A server may write faster than Lua reads: 200 MB of log notifications
 //! while the agent thinks for a minute grew the host by over 100 MB when
@@ -213,9 +215,9 @@ impl Inbox {
                 return;
             }
         } else {
-            // A Lua call reading for itself (see `stdio::pipes::ReadSide`) never
-            // waits: it is the only one who would make room. It reads one
-            // chunk at a time and takes what it queued, so the excess is
+            // A Lua call reading for itself (see `stdio::unix::reader::ReadSide`)
+            // never waits: it is the only one who would make room. It reads
+            // one chunk at a time and takes what it queued, so the excess is
             // bounded by a chunk.
             let may_wait = waits_for_room && !crate::interrupt::watched();
             while may_wait && q.bytes + bytes > MAX_BUFFERED_BYTES && !q.events.is_empty() && !q.closed {

@@ -1,6 +1,24 @@
 //! Long-lived transports: one server process (stdio) or one HTTP session
-//! per client, behind the same small interface so that the session layer
-//! (`session.rs`) never knows which it drives.
+//! per client, behind one interface ([`Transport`]) so that the session
+//! layer (`session.rs`) and the client core never know which they drive.
+//!
+//! The interface is wide, fifteen methods, because HTTP kept needing
+//! things a pipe has no use for: a detached POST for the async API, a
+//! tool's own headers, a notification whose delivery a handshake waits
+//! for, a deadline for the whole handshake, the modern revision's
+//! headers. Only `send`, `receive` and `close` must be written; every
+//! other method has the answer of a transport that writes to a pipe (sent
+//! at once, no headers, no session id), so stdio and the replay write
+//! little more than those three, and HTTP overrides what its kind of
+//! connection calls for. What that costs: a new need is one more method
+//! here, with its default, and one more line in the recorder, which
+//! forwards every method to the transport it wraps (`record`).
+//!
+//! Beside them: the one thread that serves them while no Lua call waits
+//! (`poller`), the bounded queue from there to Lua (`inbox`), the
+//! descriptor behind `client:fd()` (`doorbell`), the signal a wait on
+//! several clients sleeps on (`arrivals`) and, on Unix, the descriptor
+//! chores (`fds`).
 
 use std::time::Instant;
 

@@ -1,7 +1,7 @@
 //! One thread serves, for every client in the process, what must be
 //! watched while no Lua call waits: each stdio server's pipes and exit
-//! (`stdio::served`), and each HTTP session's own stream from the server
-//! (`http::listener`).
+//! (`stdio::unix::served`), and each HTTP session's own stream from the
+//! server (`http::listener`).
 //!
 //! A stdio server once had three threads (a writer for stdin, a reader for
 //! stdout, a drain for stderr) and a wake pipe of its own: 9 descriptors
@@ -28,7 +28,8 @@
 //! on every Unix. A round over 500 servers costs tens of microseconds
 //! (see bench/scale.lua), and rounds happen only when something does.
 //! Windows has WSAPoll, the same call for sockets only (`poller/windows.rs`):
-//! there the thread serves HTTP streams, and stdio keeps its pipe threads.
+//! there the thread serves HTTP streams, and a stdio server keeps its pump
+//! thread (`stdio::windows`).
 
 use std::io;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};

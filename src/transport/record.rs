@@ -5,8 +5,9 @@
 //! `{"dir":"send"|"recv","msg":{...},"t":SECONDS}`. Only messages are
 //! written, never HTTP headers, so an API key in `opts.headers` stays out of
 //! the file. Pings the transport answers on its own (a server's `ping`,
-//! answered by a reader thread at once) never reach the session and are not
-//! written: a replay has no server to ping it.
+//! answered at once by whoever reads it, the poll thread or a waiting
+//! call) never reach the session and are not written: a replay has no
+//! server to ping it.
 //!
 //! [`Replay`] is a transport whose server is such a file. A request is
 //! answered with the reply recorded for the same method and params (ids

@@ -18,6 +18,10 @@
 //! thread blocked on it. Each read also notes its socket for the thread
 //! (see [`last_socket`]): a response's body keeps its connection out of
 //! sight, and the server's stream is watched by polling that socket.
+//! On Windows a read with a time limit first waits in WSAPoll: a recv
+//! that SO_RCVTIMEO cuts off leaves a Windows socket in an undefined
+//! state, and the poll thread's reads, which pause within a fraction of
+//! a millisecond, would each end that way.
 
 use std::cell::Cell;
 use std::io::{ErrorKind, Read, Write};

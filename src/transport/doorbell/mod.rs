@@ -25,7 +25,9 @@
 //! a client nobody watches this way holds none of its descriptors (up to
 //! three), which a host with hundreds of servers needs. Ringing costs a
 //! system call, so it rings only once armed, and once per batch: a second
-//! message queued before Lua looked finds it already rung.
+//! message queued before Lua looked finds it already rung. Every ring,
+//! armed or not, is also announced to the process (`arrivals`), for a Lua
+//! call that waits on several clients at once.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;

@@ -14,11 +14,12 @@
 //! client itself, as the stdio reader does.
 //!
 //! Here: what the Lua thread and the stream threads share, the transport
-//! itself, the server's own stream and the ending. Beside it, a file per
-//! job: `exchange` (one exchange: headers, redirects within the origin,
-//! what each status means), `send` (how a message goes out, and from
-//! which thread), `streams` (reply streams read, resumed, and read past
-//! their reply) and `sse` (the events read off a stream).
+//! itself, the server's own stream opened and the ending. Beside it, a
+//! file per job: `exchange` (one exchange: headers, redirects within the
+//! origin, what each status means), `send` (how a message goes out, and
+//! from which thread), `streams` (reply streams read, resumed, and read
+//! past their reply), `listener` (the server's own stream, as the poll
+//! thread reads it) and `sse` (the events read off a stream).
 //!
 //! READING ON THE WAITING THREAD
 //!
@@ -45,10 +46,12 @@
 //! reason to look up, so waiting for "the next event" is not an ending.
 //! Closing shuts down every socket of the client's connection pool (ureq's
 //! `Agent::shutdown`), which wakes each stream thread at once with an
-//! EOF; the threads are then joined. The session's DELETE goes out on a
-//! fresh connection, bounded by [`DELETE_TIMEOUT`]; a client dropped by the
-//! garbage collector sends it from a background thread, joined when the
-//! Lua state closes, so collection never waits on a slow server.
+//! EOF; the threads are then joined, and the poll thread lets go of the
+//! server's own stream (`listener::forget`). The session's DELETE goes
+//! out on a fresh connection, bounded by [`DELETE_TIMEOUT`]; a client
+//! dropped by the garbage collector sends it from a background thread,
+//! joined when the Lua state closes, so collection never waits on a slow
+//! server.
 //!
 //! CTRL-C
 //!

@@ -1,26 +1,33 @@
 //! stdio: one server process per client, spoken to over its own pipes.
-//! What follows is the Unix transport (`unix.rs`); Windows keeps the same
-//! guarantees with a Job Object and one thread (`windows/`).
+//! What follows is the Unix transport (`unix/`); Windows keeps the same
+//! guarantees with a Job Object and a pump thread per server (`windows/`).
+//! Here, beside them, what both share: the options, stdout's lines sorted
+//! into the inbox (`lines`), what the server said besides (`stderr`), and
+//! the shutdowns moved off the Lua thread (`reapers`).
 //!
 //! Each pipe must be served whatever Lua is doing, and one thread of the
 //! process serves the pipes of every server (`transport::poller`; what
-//! it does for a server is in `served`): a server costs four descriptors
-//! (its three pipes and the watch on its exit) and no thread of its own.
+//! it does for a server is in `unix/served`): a server costs four
+//! descriptors (its three pipes and the watch on its exit) and no thread
+//! of its own. Where the exit has no descriptor to watch (the `portable`
+//! build, a Unix with neither pidfd nor kqueue) it costs three and a
+//! small waiter thread instead (`unix/exit_watch`).
 //!
 //! * stdin: a message is written straight from the calling thread when the
 //!   pipe has room (a hand-off to another thread costs a wake-up, which on
 //!   a small VM is as much as the round trip itself); the rest waits in a
 //!   queue that the poll thread drains, so Lua never blocks on a server
-//!   that stopped reading. Writes happen with SIGPIPE blocked in the
-//!   writing thread only: a cdylib inside lua5.4 does not inherit Rust's
-//!   ignored SIGPIPE, and one write to a dead server would otherwise kill
-//!   the Lua host, while the host's own handling stays as the host chose
-//!   it.
+//!   that stopped reading (`unix/stdin`). Writes happen with SIGPIPE
+//!   blocked in the writing thread only (and, on macOS, which sends it
+//!   to the whole process, refused on the descriptor itself): a cdylib
+//!   inside lua5.4 does not inherit Rust's ignored SIGPIPE, and one write
+//!   to a dead server would otherwise kill the Lua host, while the host's
+//!   own handling stays as the host chose it (`transport::fds`).
 //! * stdout: split into lines of any size (up to a cap), skipping what is
 //!   not JSON (banners, logs printed to the wrong stream), answering `ping`
 //!   and unknown server requests at once, and queueing the rest for Lua;
 //!   read by the Lua call that waits for a reply, or by the poll thread
-//!   when none does (`reader`).
+//!   when none does (`unix/reader`).
 //! * stderr: drained by the poll thread, its last 64 KiB kept for error
 //!   messages. A server that logs megabytes to stderr would stall on a
 //!   full pipe otherwise.
@@ -35,17 +42,19 @@
 //! A server that started a helper and then died leaves the helper holding
 //! its stdout: no EOF ever comes, and every call waited out its timeout
 //! against a dead server. So the reader also watches the child itself (a
-//! pidfd where the kernel has one, a waiter thread otherwise: see
-//! `exit_watch`) and reports the exit at once. The exit status is read without reaping, so the
-//! process group stays reserved until we have signalled what is left in it.
+//! pidfd on Linux, a kqueue on macOS and FreeBSD, a waiter thread
+//! otherwise: see `unix/exit_watch`) and reports the exit at once. The
+//! exit status is read without reaping, so the process group stays
+//! reserved until we have signalled what is left in it.
 //!
 //! Closing never waits on a pipe someone else holds. A grandchild that left
 //! our process group (`setsid`, a daemon) can keep our pipes open forever;
 //! a reader blocked in read(2) would then never return, and joining it hung
 //! `close()` and `lua_close`. The poll thread blocks only in poll(2), on
 //! the servers' pipes and on a wake pipe of ours that a shutdown writes
-//! to; a shutdown waits for one round of it. The shutdown itself is the spec's sequence with bounded waits, so it ends
-//! within about [`GRACE`](child::GRACE) twice whatever the children do.
+//! to; a shutdown waits for one round of it. The shutdown itself is the
+//! spec's sequence with bounded waits (`unix/child`), so it ends within
+//! about twice its grace of two seconds whatever the children do.
 //!
 //! A host that ends with `os.exit()` without closing its Lua state runs no
 //! finaliser; servers that ignore EOF were left running under PID 1. An

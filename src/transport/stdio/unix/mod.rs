@@ -1,5 +1,9 @@
-//! The stdio transport on Unix: the server's process group and its three
-//! pipes, served by the process's poll thread. See the module's header.
+//! stdio on Unix: the server's process group (`child`), its exit noticed
+//! without reaping it (`exit_watch`), and its three pipes handed to the
+//! process's poll thread (`pipes`), which serves them (`served`) while no
+//! Lua call waits: stdin written at once or queued (`stdin`), stdout read
+//! by the thread or by the Lua call that takes its place (`reader`). The
+//! guarantees are the module's header's (`stdio`).
 
 use std::process::Child;
 use std::sync::{Arc, Mutex};
