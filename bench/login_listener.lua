@@ -2,16 +2,17 @@
 --
 -- How long the login's loopback listener takes to answer the browser's
 -- redirect while idle connections (a port scanner, a browser's
--- preconnects) sit on it: a login against spec/servers/oauth.js, whose
--- authorize callback opens the idle connections, waits 0.3 s, then sends
--- the browser (curl, following the redirect). Printed: the seconds from
--- the browser's start to the end of the login, each run and the median.
+-- preconnects) sit on it: a login against the MCP server behind OAuth in
+-- spec/servers/http_faults.js (/mcp), whose authorize callback opens the
+-- idle connections, waits 0.3 s, then sends the browser (curl, following
+-- the redirect). Printed: the seconds from the browser's start to the end
+-- of the login, each run and the median.
 local here = arg[0]:match('^(.*)/[^/]*$') or '.'
 local so, crowd, runs = arg[1] or (here .. '/../mcp.so'), tonumber(arg[2] or '6'), tonumber(arg[3] or '5')
 local mcp = assert(package.loadlib(so, 'luaopen_mcp'))()
 
 local port = 47000 + math.random(0, 900)
-local server = io.popen('node ' .. here .. '/../spec/servers/oauth.js ' .. port .. ' & echo $!')
+local server = io.popen('node ' .. here .. '/../spec/servers/http_faults.js ' .. port .. ' & echo $!')
 local pid = server:read('*l')
 server:close()
 os.execute('sleep 0.5')

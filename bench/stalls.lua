@@ -44,7 +44,7 @@ local mcp = require('mcp')
 local uv = require('luv')
 local S = require('stalls')
 local loop = S.luv_loop(uv)
-local env = { lua = 'lua5.4', root = %q, prefix = %q, http_base = %q, oauth_base = %q, scratch = %q }
+local env = { lua = 'lua5.4', root = %q, prefix = %q, http_base = %q, scratch = %q }
 local case = %q
 local floors = {
   -- Nothing to do.
@@ -80,7 +80,7 @@ local start = floors[case] or S.cases[case](mcp, env, loop)
 local gap, result = S.measure(loop, start)
 if type(result) == 'table' then result = result.mounted .. ' mounted' end
 print(string.format('gap %%.3f %%s', gap, tostring(result)))
-]], root, placement.prefix, placement.http_base, placement.oauth_base, scratch, case))
+]], root, placement.prefix, placement.http_base, scratch, case))
   f:close()
   local p = io.popen('XDG_CACHE_HOME=' .. scratch .. ' taskset -c 0 lua5.4 ' .. path .. ' 2>&1')
   local out = p:read('a')
@@ -91,16 +91,11 @@ print(string.format('gap %%.3f %%s', gap, tostring(result)))
   return gap, out:match('gap [%d.]+ ([^\n]*)') or out:gsub('\n$', '')
 end
 
-local function servers(cpu)
-  local http_port, oauth_port = H.port(), H.port()
-  local _, stop_http = H.start('taskset -c ' .. cpu .. ' node ' .. root .. '/spec/servers/http_faults.js ' .. http_port,
+local function server(cpu)
+  local port = H.port()
+  local _, stop = H.start('taskset -c ' .. cpu .. ' node ' .. root .. '/spec/servers/http_faults.js ' .. port,
     'listening on')
-  local _, stop_oauth = H.start('taskset -c ' .. cpu .. ' node ' .. root .. '/spec/servers/oauth.js ' .. oauth_port,
-    'listening on')
-  return 'http://127.0.0.1:' .. http_port, 'http://127.0.0.1:' .. oauth_port, function()
-    stop_http()
-    stop_oauth()
-  end
+  return 'http://127.0.0.1:' .. port, stop
 end
 
 -- The floors first, then the cases.
@@ -114,7 +109,7 @@ local placements = {
 
 for _, placement in ipairs(placements) do
   local stop
-  placement.http_base, placement.oauth_base, stop = servers(placement.cpu)
+  placement.http_base, stop = server(placement.cpu)
   local figures = {}
   for _ = 1, rounds do
     for _, build in ipairs(names) do

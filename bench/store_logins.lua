@@ -2,13 +2,13 @@
 --
 -- Logins saved into one token store by several processes at once: each
 -- run starts PROCESSES lua5.4 processes together, each logging in to its
--- own resource of spec/servers/oauth.js (/mcp/N) with the same store
+-- own resource of spec/servers/http_faults.js (/mcp/N) with the same store
 -- file, and counts the records the store keeps afterwards.
 local here = arg[0]:match('^(.*)/[^/]*$') or '.'
 local so, processes, runs = arg[1] or (here .. '/../mcp.so'), tonumber(arg[2] or '6'), tonumber(arg[3] or '8')
 
 local port = 47000 + math.random(0, 900)
-local server = io.popen('node ' .. here .. '/../spec/servers/oauth.js ' .. port .. ' & echo $!')
+local server = io.popen('node ' .. here .. '/../spec/servers/http_faults.js ' .. port .. ' & echo $!')
 local pid = server:read('*l')
 server:close()
 os.execute('sleep 0.5')

@@ -182,9 +182,8 @@ describe('the lua-mcp command', function()
     end
   end)
   it('--login logs in at the address it prints and keeps the login for the next command', function()
-    local port = H.port()
-    local _, stop = H.start('node ' .. H.ROOT .. '/spec/servers/oauth.js ' .. port, 'listening on')
-    local url = 'http://127.0.0.1:' .. port .. '/mcp'
+    local base, stop, port = H.fault_server()
+    local url = base .. '/mcp'
     local store = H.tmpname()
     local err_file, out_file = H.tmpname(), H.tmpname()
     -- In the background: the command waits for the browser.

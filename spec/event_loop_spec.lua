@@ -18,8 +18,6 @@ describe('an event loop beside MCP', function()
 
   setup(function()
     local http_base, stop_http = H.fault_server()
-    local port = H.port()
-    local _, stop_oauth = H.start('node ' .. H.ROOT .. '/spec/servers/oauth.js ' .. port, 'listening on')
     local scratch = H.tmpname()
     os.execute('mkdir -p ' .. scratch)
     local script = H.tmpname() .. '.lua'
@@ -30,7 +28,7 @@ package.path = %q .. package.path
 local mcp = require('mcp')
 local S = require('stalls')
 local loop = S.luv_loop(require('luv'))
-local env = { lua = %q, root = %q, http_base = %q, oauth_base = %q, scratch = %q }
+local env = { lua = %q, root = %q, http_base = %q, scratch = %q }
 for _, name in ipairs(S.order) do
   local gap, result = S.measure(loop, S.cases[name](mcp, env, loop))
   if type(result) == 'table' then
@@ -40,12 +38,11 @@ for _, name in ipairs(S.order) do
   end
   io.stdout:write(string.format('%%s %%.2f %%s\n', name, gap, tostring(result)))
 end
-]], H.ROOT .. '/?.so;', H.ROOT .. '/spec/?.lua;', H.LUA, H.ROOT, http_base, 'http://127.0.0.1:' .. port, scratch))
+]], H.ROOT .. '/?.so;', H.ROOT .. '/spec/?.lua;', H.LUA, H.ROOT, http_base, scratch))
     f:close()
     local status
     out, status = H.command('cd ' .. H.ROOT .. ' && timeout 120 ' .. H.LUA .. ' ' .. script)
     stop_http()
-    stop_oauth()
     os.remove(script)
     assert(status == 0, out)
     gaps, results = {}, {}
@@ -190,12 +187,7 @@ end)
 describe('a login beside the loop', function()
   local base, stop
 
-  before_each(function()
-    local port = H.port()
-    local _
-    _, stop = H.start('node ' .. H.ROOT .. '/spec/servers/oauth.js ' .. port, 'listening on')
-    base = 'http://127.0.0.1:' .. port
-  end)
+  before_each(function() base, stop = H.fault_server() end)
   after_each(function() stop() end)
 
   -- The browser, sent back with the code after `seconds`, without waiting.

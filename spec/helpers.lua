@@ -346,12 +346,15 @@ function H.everything_http(connection_log)
   return 'http://127.0.0.1:' .. port .. '/mcp', stop
 end
 
--- spec/servers/http_faults.js on a free port: its base URL and a stop
--- function.
-function H.fault_server()
+-- spec/servers/http_faults.js, the specs' own HTTP server (its misbehaving
+-- MCP servers, the MCP server behind OAuth and the SDK's /host-check, by
+-- path), on a free port: its base URL, a stop function and the port. With
+-- `tls` ({ cert = PEM file, key = PEM file }) it speaks HTTPS.
+function H.fault_server(tls)
   local port = H.port()
-  local _, stop = H.start('node ' .. H.ROOT .. '/spec/servers/http_faults.js ' .. port, 'listening on')
-  return 'http://127.0.0.1:' .. port, stop, port
+  local certificate = tls and (' ' .. tls.cert .. ' ' .. tls.key) or ''
+  local _, stop = H.start('node ' .. H.ROOT .. '/spec/servers/http_faults.js ' .. port .. certificate, 'listening on')
+  return (tls and 'https' or 'http') .. '://127.0.0.1:' .. port, stop, port
 end
 
 -- GET url with node's fetch (never our client), decoded as JSON.
@@ -380,7 +383,7 @@ end
 
 function H.module_dir(so)
   local dir = H.tmpname()
-  assert(os.execute(string.format('mkdir -p %s && cp %s %s/mcp.so', dir, so, dir)))
+  assert(H.succeeded(os.execute(string.format('mkdir -p %s && cp %s %s/mcp.so', dir, so, dir))), 'cannot copy ' .. so)
   return dir
 end
 

@@ -94,10 +94,9 @@ describe('HTTPS', function()
   local stop, url, certs
   setup(function()
     certs = H.make_certificates()
-    local port = H.port()
-    _, stop = H.start('node ' .. H.ROOT .. '/spec/servers/http_faults.js ' .. port .. ' ' .. certs .. '/server.pem '
-      .. certs .. '/server.key', 'listening on')
-    url = 'https://127.0.0.1:' .. port .. '/plain'
+    local base
+    base, stop = H.fault_server({ cert = certs .. '/server.pem', key = certs .. '/server.key' })
+    url = base .. '/plain'
   end)
   teardown(function()
     stop()
@@ -141,9 +140,7 @@ end)
 describe('HTTP faults', function()
   local stop, base
   setup(function()
-    local port = H.port()
-    _, stop = H.start('node ' .. H.ROOT .. '/spec/servers/http_faults.js ' .. port, 'listening on')
-    base = 'http://127.0.0.1:' .. port
+    base, stop = H.fault_server()
     fetch_log(base)
   end)
   teardown(function() stop() end)
@@ -309,9 +306,9 @@ describe('HTTP faults', function()
 
   it('a call with a timeout of its own longer than the client\'s waits that long for its reply #slow', function()
     local client = mcp.new({ url = base .. '/slow', timeout = 1.5 })
-    local text, is_error = client:call('slow', {}, { timeout = 10 })
+    local text, is_error = client:call('slow', { message = 'late' }, { timeout = 10 })
     assert.is_false(is_error)
-    assert.is_string(text)
+    assert.equal('Echo: late', text)
     client:close()
   end)
 

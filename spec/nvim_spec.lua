@@ -116,8 +116,6 @@ describe_nvim('Neovim', function()
 
   it('the event-loop cases never stall Neovim\'s loop', function()
     local http_base, stop_http = H.fault_server()
-    local port = H.port()
-    local _, stop_oauth = H.start('node ' .. H.ROOT .. '/spec/servers/oauth.js ' .. port, 'listening on')
     local scratch = H.tmpname()
     os.execute('mkdir -p ' .. scratch)
     local out, status = nvim(string.format([[
@@ -125,16 +123,15 @@ describe_nvim('Neovim', function()
       local mcp = require('mcp')
       local S = require('stalls')
       local loop = S.nvim_loop(vim)
-      local env = { lua = 'luajit', root = %q, http_base = %q, oauth_base = %q, scratch = %q }
+      local env = { lua = 'luajit', root = %q, http_base = %q, scratch = %q }
       for _, name in ipairs(S.order) do
         local gap, result = S.measure(loop, S.cases[name](mcp, env, loop))
         if type(result) == 'table' then result = result.mounted .. ' mounted' end
         io.stdout:write(string.format('%%s %%.1f %%s\n', name, gap, tostring(result)))
       end
       vim.cmd('qa!')
-    ]], H.ROOT .. '/spec/?.lua;', H.ROOT, http_base, 'http://127.0.0.1:' .. port, scratch))
+    ]], H.ROOT .. '/spec/?.lua;', H.ROOT, http_base, scratch))
     stop_http()
-    stop_oauth()
     assert.equal(0, status, out)
     local expected = { stdio_slow_start = 'Echo: hi', http_slow_start = 'Echo: hi', restart = 'Echo: again',
       login = 'token', handler_answer = 'Echo: accept' }

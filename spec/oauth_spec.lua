@@ -1,8 +1,8 @@
--- Logging in to an MCP server behind OAuth, against spec/servers/oauth.js:
--- a server whose authorization server issues refresh tokens and, on
--- demand, expires, revokes or refuses them, which the conformance suite's
--- mocks never do. What the server saw is read back with node, never
--- through our client.
+-- Logging in to an MCP server behind OAuth, against the one in
+-- spec/servers/http_faults.js (/mcp): a server whose authorization server
+-- issues refresh tokens and, on demand, expires, revokes or refuses them,
+-- which the conformance suite's mocks never do. What the server saw is
+-- read back with node, never through our client.
 local H = require('helpers')
 local trace = require('trace')
 
@@ -12,10 +12,7 @@ describe('OAuth login', function()
   local base, stop, store
 
   before_each(function()
-    local port = H.port()
-    local _
-    _, stop = H.start('node ' .. H.ROOT .. '/spec/servers/oauth.js ' .. port, 'listening on')
-    base = 'http://127.0.0.1:' .. port
+    base, stop = H.fault_server()
     store = H.tmpname()
   end)
   after_each(function()

@@ -9,8 +9,8 @@
 -- seconds) ... end } (luv: uv.run('once') until done; Neovim: vim.wait).
 -- `env` names what the cases start: { lua, root, prefix (put before every
 -- server command: a taskset for the split measurements), http_base (a
--- running spec/servers/http_faults.js), oauth_base (spec/servers/oauth.js),
--- scratch (a directory for the config file) }.
+-- running spec/servers/http_faults.js, whose paths are the HTTP servers
+-- and the one behind OAuth), scratch (a directory for the config file) }.
 local M = {}
 
 -- The servers' commands, as argv lists.
@@ -127,7 +127,7 @@ end
 -- would open one.
 function M.cases.login(mcp, env, loop)
   return function(watch, finish, own)
-    local client = mcp.new({ url = env.oauth_base .. '/mcp', auth = { authorize = function(url)
+    local client = mcp.new({ url = env.http_base .. '/mcp', auth = { authorize = function(url)
       own(loop.uv.spawn('sh', { args = { '-c', "sleep 2; curl -s -L -o /dev/null '" .. url:gsub("'", '') .. "'" } },
         function() end))
       return nil

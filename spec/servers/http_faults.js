@@ -1,7 +1,15 @@
-// http_faults.js PORT [CERT KEY] - a Streamable HTTP MCP server on
-// 127.0.0.1 (HTTPS when given a certificate and its key) that
-// misbehaves on demand, for what a real server will not do when asked.
-// The behaviour is chosen per request by the path:
+// http_faults.js PORT [CERT KEY] - the specs' own HTTP server, on
+// 127.0.0.1 (HTTPS when given a certificate and its key; with PORT 0, on
+// the port the kernel chose), printing "listening on PORT" once it is.
+// It does what a real server will not do when asked, and what a request
+// meets is chosen by its path: MCP servers that misbehave on demand, an
+// MCP server behind OAuth with its own authorization server, and a server
+// on the official TypeScript SDK that allows only "localhost" as Host.
+// A spec starts one of its own with H.fault_server (spec/helpers.lua);
+// the Windows pass, with scripts/windows-pass.sh.
+//
+// MCP servers that misbehave on demand (a path this header does not name
+// is a well-behaved one):
 //
 //   /plain      a well-behaved server (JSON replies, a GET stream)
 //   /expire     forgets its first session after 3 requests (404), as after a restart
@@ -59,43 +67,108 @@
 //   /sse-open   as /sse, but the stream never ends (a log notification
 //               follows the reply)
 //   /modern-drop  a 2026-07-28 server (no sessions; GET and DELETE get 405)
-//               whose tool "slow_task" becomes a task (Tasks extension)
-//               working until tasks/cancel names it, and "wide_task" a
-//               task whose id is 64 KiB long
 //               whose first tools/call reply stream closes after a priming
 //               event, before the reply; later calls are answered, but for
 //               tool "hang", whose stream stays open with nothing on it
 //               until the client closes it (logged as a CLOSED request
-//               whose body is the call's id). Its "echo" is annotated
-//               read-only; "charge" (destructive, not idempotent) counts
-//               its runs, then closes its reply stream unanswered while
-//               its runs are at most {broken_runs} (default: always), and
-//               answers "charged N" after; "charges" tells the count;
-//               "route" marks its region x-mcp-header (Region) and tells
-//               the length of the Mcp-Param-Region header it got.
+//               whose body is the call's id). Its tool "slow_task" becomes
+//               a task (Tasks extension) working until tasks/cancel names
+//               it, and "wide_task" a task whose id is 64 KiB long. Its
+//               "echo" is annotated read-only; "charge" (destructive, not
+//               idempotent) counts its runs, then closes its reply stream
+//               unanswered while its runs are at most {broken_runs}
+//               (default: always), and answers "charged N" after;
+//               "charges" tells the count; "route" marks its region
+//               x-mcp-header (Region) and tells the length of the
+//               Mcp-Param-Region header it got.
 //
-// GET /log returns every request seen (method, path, headers, body) and
-// clears it. On the GET stream the server sends a ping and a notification
-// as soon as a client opens it.
+// On the GET stream of a session the server sends a ping and a
+// notification as soon as a client opens it.
 //
-// GET /stats returns {"open": N, "paths": {PATH: N}, "streams": {PATH: N},
-// "accepted": {PATH: N}}: the connections open right now among those that
-// carried a request to a path other than /log and /stats (so the asking
-// connection is never counted), in all and by the path of the last request
-// each carried; "streams" counts those whose last request was a GET;
-// "accepted" every connection ever opened, by the path of its first request.
+// Behind OAuth: an MCP server whose authorization server, on the same
+// origin (BASE, the issuer), does what the conformance suite's mocks
+// never do: issue refresh tokens, expire and revoke tokens, refuse a
+// refreshed token, refuse a refresh, drop PKCE.
+//
+//   /.well-known/oauth-protected-resource/mcp   the resource's metadata
+//   /.well-known/oauth-authorization-server     the issuer's metadata
+//   /register   dynamic registration: a client with a secret (Basic)
+//   /authorize  sends the browser straight back with a code
+//   /token      authorization_code (PKCE and the secret checked) and
+//               refresh_token (rotated)
+//   /mcp        stateless JSON replies; tool "whoami" returns the token;
+//               401 for a token not issued here, revoked or expired
+//   /control?K=V&...  expires_in=N, reject_refreshed=1, refuse_refresh=1,
+//               no_pkce=1 (metadata without S256), revoke=1 (every access
+//               token issued so far), insecure=1 (a plain-HTTP token
+//               endpoint elsewhere), no_resource=1 (resource metadata
+//               without "resource"), second=1 (401s name other resource
+//               metadata, whose issuer is BASE/second: the same endpoints
+//               under /second/), wrong_issuer=1 (the issuer's metadata
+//               names another issuer), iss=wrong|missing (the redirect's
+//               RFC 9207 iss: another issuer's, or none; normally ours),
+//               no_iss_support=1 (metadata does not promise iss),
+//               remote_issuer=1 (the resource names an issuer on
+//               [::ffff:127.0.0.1], a plain-HTTP host that is not loopback
+//               as written), stall_token=1|2 (the token endpoint stalls
+//               after its headers, or before them), control_token=access|
+//               refresh (that token carries CR LF), token_barrier=N (the
+//               token endpoint holds each request until N have arrived,
+//               then answers them all; the barrier is then spent, and
+//               later requests are answered at once; one held 20 s
+//               without the barrier filling gets a 503)
+//   /mcp/N      another resource (its own metadata, resource BASE/mcp/N),
+//               for logins to several resources sharing one store
+//
+// A client "pre" with the secret "pre-secret" is registered from the start.
+//
+// Any other path under /.well-known/ or /second/, and a request to one of
+// these paths by a method it does not take, gets 405.
+//
+// On the official TypeScript SDK (spec/peers/node_modules, loaded at the
+// first such request):
+//
+//   /host-check  the SDK's own Express app and Streamable HTTP transport
+//               (stateless), whose DNS-rebinding protection allows only
+//               "localhost" in the Host header, as Playwright's server
+//               does: a client that reaches it as 127.0.0.1 gets a 403
+//               whose reason is in the body, and no WWW-Authenticate (the
+//               refusal has nothing to do with credentials)
+//
+// What the server saw, read back with node (never with the client under
+// test); these requests are themselves neither logged nor counted:
+//
+//   /log        every request seen (method, path, headers, body) but
+//               /host-check's, which the SDK takes whole; clears it
+//   /stats      {"open": N, "paths": {PATH: N}, "streams": {PATH: N},
+//               "accepted": {PATH: N}}: the connections open right now
+//               among those that carried a request to a path other than
+//               these four (so the asking connection is never counted),
+//               in all and by the path of the last request each carried;
+//               "streams" counts those whose last request was a GET;
+//               "accepted" every connection ever opened, by the path of
+//               its first request. Beside them, the OAuth side's counts:
+//               "authorize", "register", "token": {GRANT: N}, "refused",
+//               "second": {PATH: N}, "second_refresh", "metadata": {PATH: N}
+//   /arrivals   every request to the OAuth side as it arrived, in order:
+//               [{"t": ms since the server started, "method", "path",
+//               "who": the resource's number (/mcp/N) or client id where
+//               the request tells, "port": the client's port,
+//               "registered": the client id /register gave}], and the
+//               token endpoint's answers: {"t", "path": "/token
+//               answered", "status", "who"}
+//   /control    (above)
 const http = require('http');
 const https = require('https');
 const fs = require('fs');
+const crypto = require('crypto');
 
 const port = Number(process.argv[2] || 0);
-let log = [];
-const sessions = new Map(); // id -> { requests, stream }
-let counter = 0;
-const expired = new Set(); // the /expire paths that forgot a session already
-const asking = new Map(); // /ask-slow: elicitation id -> { stream, callId }
+const [certFile, keyFile] = process.argv.slice(3);
+const tls = certFile ? { cert: fs.readFileSync(certFile), key: fs.readFileSync(keyFile) } : null;
+const started = process.hrtime.bigint();
 
-const EVIL_ID = "x$(touch /tmp/lua-mcp-pwned)`touch /tmp/lua-mcp-pwned2`;touch${IFS}/tmp/lua-mcp-pwned3";
+function since() { return Number(process.hrtime.bigint() - started) / 1e6; }
 
 function json(res, status, body, headers = {}) {
   res.writeHead(status, { 'Content-Type': 'application/json', ...headers });
@@ -110,48 +183,17 @@ function toolResult(text, isError) {
   return { content: [{ type: 'text', text }], ...(isError ? { isError: true } : {}) };
 }
 
-const [certFile, keyFile] = process.argv.slice(3);
-const tls = certFile ? { cert: fs.readFileSync(certFile), key: fs.readFileSync(keyFile) } : null;
-// Sockets that carried a request to a counted path, for /stats.
-const tracked = new Set();
-const accepted = {};
-const listener = (req, res) => {
-  const first = req.url.split('?')[0];
-  if (first !== '/log' && first !== '/stats') {
-    const sock = req.socket;
-    sock.lastPath = first;
-    sock.lastMethod = req.method;
-    if (!tracked.has(sock)) {
-      tracked.add(sock);
-      accepted[first] = (accepted[first] || 0) + 1;
-      sock.on('close', () => tracked.delete(sock));
-    }
-  }
-  let chunks = [];
-  req.on('data', (c) => chunks.push(c));
-  req.on('end', () => {
-    const body = Buffer.concat(chunks).toString();
-    const path = req.url.split('?')[0];
-    if (path === '/log') {
-      json(res, 200, log);
-      log = [];
-      return;
-    }
-    if (path === '/stats') {
-      const paths = {};
-      const streams = {};
-      for (const sock of tracked) {
-        paths[sock.lastPath] = (paths[sock.lastPath] || 0) + 1;
-        if (sock.lastMethod === 'GET') streams[sock.lastPath] = (streams[sock.lastPath] || 0) + 1;
-      }
-      json(res, 200, { open: tracked.size, paths, streams, accepted });
-      return;
-    }
-    log.push({ method: req.method, path, headers: req.headers, body });
-    handle(path, req, res, body);
-  });
-};
-const server = tls ? https.createServer(tls, listener) : http.createServer(listener);
+// ---------------------------------------------------------------------
+// MCP servers that misbehave on demand
+// ---------------------------------------------------------------------
+
+let log = [];
+const sessions = new Map(); // id -> { requests, stream }
+let counter = 0;
+const expired = new Set(); // the /expire paths that forgot a session already
+const asking = new Map(); // /ask-slow: elicitation id -> { stream, callId }
+
+const EVIL_ID = "x$(touch /tmp/lua-mcp-pwned)`touch /tmp/lua-mcp-pwned2`;touch${IFS}/tmp/lua-mcp-pwned3";
 
 // Writes the whole answer to the socket itself, a byte at a time.
 function trickle(req, res, body) {
@@ -487,6 +529,298 @@ function handle(path, req, res, body) {
   json(res, 200, reply);
 }
 
+// ---------------------------------------------------------------------
+// Behind OAuth: the resources /mcp and /mcp/N and their authorization
+// server, at the origin and again under /second/
+// ---------------------------------------------------------------------
+
+// BASE, the issuer, and the same server as a host that is not loopback as
+// written: known once the server listens.
+let base = '';
+let remote = '';
+// What /control set.
+const config = { expires_in: 3600, reject_refreshed: false, refuse_refresh: false, no_pkce: false, iss: 'right', token_barrier: 0 };
+const oauthStats = { authorize: 0, register: 0, token: {}, refused: 0, second: {}, second_refresh: 0, metadata: {} };
+const clients = new Map([['pre', 'pre-secret']]); // id -> secret
+const codes = new Map(); // code -> { challenge, redirect_uri, client_id, scope }
+const access = new Map(); // token -> { refreshed, expires, revoked }
+const refresh = new Map(); // token -> client_id
+let serial = 0; // numbers the clients, codes and tokens issued
+const arrivals = [];
+const held = []; // token requests waiting at the barrier
+const BARRIER_WAIT = 20000;
+
+// Who a request is from, where it says: the resource's number (/mcp/N in
+// its path, or in its resource parameter) or its client id.
+function who(req, url, body) {
+  const number = (s) => { const m = /\/mcp\/(\d+)/.exec(s || ''); return m ? m[1] : undefined; };
+  const form = req.method === 'POST' && !url.pathname.match(/mcp/) ? new URLSearchParams(body) : null;
+  const basic = (req.headers.authorization || '').startsWith('Basic ')
+    ? Buffer.from(req.headers.authorization.slice(6), 'base64').toString().split(':')[0] : undefined;
+  return number(url.pathname) || number(url.searchParams.get('resource')) || number(form && form.get('resource'))
+    || basic || url.searchParams.get('client_id') || undefined;
+}
+
+function basicClient(req) {
+  const auth = req.headers.authorization || '';
+  if (!auth.startsWith('Basic ')) return null;
+  const [id, secret] = Buffer.from(auth.slice(6), 'base64').toString().split(':').map(decodeURIComponent);
+  return clients.get(id) === secret ? id : null;
+}
+
+function issue(res, client_id, refreshed, scope) {
+  const token = `at-${++serial}` + (config.control_token === 'access' ? '\r\nX-Injected: 1' : '');
+  const rt = `rt-${serial}` + (config.control_token === 'refresh' ? '\r\n' : '');
+  access.set(token, { refreshed, expires: Date.now() + config.expires_in * 1000, revoked: false });
+  refresh.set(rt, client_id);
+  json(res, 200, { access_token: token, token_type: 'Bearer', expires_in: config.expires_in, refresh_token: rt, scope });
+}
+
+function oauthMcp(req, res, body, path) {
+  const token = (req.headers.authorization || '').replace(/^Bearer /, '');
+  const known = access.get(token);
+  const good = known && !known.revoked && known.expires > Date.now() && !(config.reject_refreshed && known.refreshed);
+  if (!good) {
+    oauthStats.refused++;
+    const metadata = config.second ? 'second' : path.slice(1);
+    return json(res, 401, { error: 'invalid_token' }, {
+      'WWW-Authenticate': `Bearer error="invalid_token", resource_metadata="${base}/.well-known/oauth-protected-resource/${metadata}"`,
+    });
+  }
+  const msg = JSON.parse(body);
+  if (msg.id === undefined) { res.writeHead(202); return res.end(); }
+  const reply = (value) => json(res, 200, result(msg.id, value));
+  switch (msg.method) {
+    case 'initialize':
+      return reply({ protocolVersion: msg.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'oauth', version: '1' } });
+    case 'tools/list':
+      return reply({ tools: [{ name: 'whoami', inputSchema: { type: 'object' } }] });
+    case 'tools/call':
+      return reply({ content: [{ type: 'text', text: token }] });
+    default:
+      return json(res, 200, { jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'no such method' } });
+  }
+}
+
+function token(req, res, body, second) {
+  const form = new URLSearchParams(body);
+  const grant = form.get('grant_type');
+  if (config.stall_token === '2') return;
+  if (config.stall_token === '1') {
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    return res.write('{"access_token":"at-');
+  }
+  if (second && grant === 'refresh_token') oauthStats.second_refresh++;
+  oauthStats.token[grant] = (oauthStats.token[grant] || 0) + 1;
+  const client_id = basicClient(req);
+  if (!client_id) return json(res, 401, { error: 'invalid_client' });
+  if (grant === 'authorization_code') {
+    const code = codes.get(form.get('code'));
+    codes.delete(form.get('code'));
+    const verifier = form.get('code_verifier') || '';
+    const challenge = crypto.createHash('sha256').update(verifier).digest('base64url');
+    if (!code || code.challenge !== challenge || code.redirect_uri !== form.get('redirect_uri') || code.client_id !== client_id) {
+      return json(res, 400, { error: 'invalid_grant', error_description: 'code, verifier or redirect_uri wrong' });
+    }
+    return issue(res, client_id, false, code.scope);
+  }
+  if (grant === 'refresh_token') {
+    const rt = form.get('refresh_token');
+    if (config.refuse_refresh || refresh.get(rt) !== client_id) {
+      return json(res, 400, { error: 'invalid_grant', error_description: 'refresh token not accepted' });
+    }
+    refresh.delete(rt);
+    return issue(res, client_id, true, 'mcp');
+  }
+  json(res, 400, { error: 'unsupported_grant_type' });
+}
+
+// The token endpoint behind the barrier: held until config.token_barrier
+// requests have arrived (the event loop runs on meanwhile), then all
+// answered; a request held BARRIER_WAIT without that gets a 503.
+function barrier(req, res, body, second) {
+  const entry = { req, res, body, second };
+  entry.timer = setTimeout(() => {
+    held.splice(held.indexOf(entry), 1);
+    json(res, 503, { error: 'temporarily_unavailable', error_description: `the token barrier of ${config.token_barrier} never filled` });
+  }, BARRIER_WAIT);
+  held.push(entry);
+  if (held.length < config.token_barrier) return;
+  config.token_barrier = 0;
+  for (const e of held.splice(0)) {
+    clearTimeout(e.timer);
+    token(e.req, e.res, e.body, e.second);
+  }
+}
+
+// Whether the OAuth side answers this path.
+function oauthPath(path) {
+  return path.startsWith('/.well-known/') || path.startsWith('/second/') || /^\/mcp(\/\d+)?$/.test(path)
+    || ['/register', '/authorize', '/token', '/control', '/arrivals'].includes(path);
+}
+
+// A request to the OAuth side, whose body has come; `t` is when the
+// request itself came.
+function oauthRoute(req, res, body, t) {
+  const url = new URL(req.url, base);
+  if (url.pathname !== '/arrivals' && url.pathname !== '/control') {
+    const arrival = { t, method: req.method, path: url.pathname, who: who(req, url, body), port: req.socket.remotePort };
+    arrivals.push(arrival);
+    req.arrival = arrival;
+    if (url.pathname.endsWith('/token')) {
+      const end = res.end.bind(res);
+      res.end = (...a) => {
+        arrivals.push({ t: since(), path: `${url.pathname} answered`, status: res.statusCode, who: arrival.who, port: arrival.port });
+        return end(...a);
+      };
+    }
+  }
+  let path = url.pathname;
+  const second = path.startsWith('/second/');
+  if (second) {
+    path = path.slice('/second'.length);
+    oauthStats.second[path] = (oauthStats.second[path] || 0) + 1;
+  }
+  if (path.startsWith('/.well-known/')) oauthStats.metadata[path] = (oauthStats.metadata[path] || 0) + 1;
+  const resource = path.match(/^\/\.well-known\/oauth-protected-resource(\/mcp(\/\d+)?|\/second)$/);
+  if (resource) {
+    let issuer = path.endsWith('second') ? `${base}/second` : base;
+    if (config.remote_issuer) issuer = remote;
+    const served = resource[1] === '/second' ? '/mcp' : resource[1];
+    const doc = { resource: `${base}${served}`, authorization_servers: [issuer], scopes_supported: ['mcp'] };
+    if (config.no_resource) delete doc.resource;
+    return json(res, 200, doc);
+  }
+  if (path === '/.well-known/oauth-authorization-server' || path === '/.well-known/oauth-authorization-server/second') {
+    const issuer = path.endsWith('second') ? `${base}/second` : base;
+    return json(res, 200, {
+      issuer: config.wrong_issuer ? 'https://elsewhere.example' : issuer,
+      authorization_endpoint: `${issuer}/authorize`,
+      token_endpoint: config.insecure ? 'http://192.0.2.1/token' : `${issuer}/token`,
+      registration_endpoint: `${issuer}/register`,
+      response_types_supported: ['code'],
+      grant_types_supported: ['authorization_code', 'refresh_token'],
+      token_endpoint_auth_methods_supported: ['client_secret_basic'],
+      code_challenge_methods_supported: config.no_pkce ? ['plain'] : ['S256'],
+      authorization_response_iss_parameter_supported: !config.no_iss_support,
+    });
+  }
+  if (path === '/register' && req.method === 'POST') {
+    oauthStats.register++;
+    const id = `client-${++serial}`;
+    const secret = `secret-${serial}`;
+    clients.set(id, secret);
+    if (req.arrival) req.arrival.registered = id;
+    const asked = JSON.parse(body);
+    return json(res, 201, { client_id: id, client_secret: secret, token_endpoint_auth_method: 'client_secret_basic', redirect_uris: asked.redirect_uris });
+  }
+  if (path === '/authorize') {
+    oauthStats.authorize++;
+    const q = url.searchParams;
+    const code = `code-${++serial}`;
+    codes.set(code, { challenge: q.get('code_challenge'), redirect_uri: q.get('redirect_uri'), client_id: q.get('client_id'), scope: q.get('scope') });
+    const back = new URL(q.get('redirect_uri'));
+    back.searchParams.set('code', code);
+    back.searchParams.set('state', q.get('state'));
+    const issuer = second ? `${base}/second` : base;
+    if (config.iss === 'right') back.searchParams.set('iss', issuer);
+    if (config.iss === 'wrong') back.searchParams.set('iss', 'https://attacker.invalid');
+    res.writeHead(302, { Location: back.toString() });
+    return res.end();
+  }
+  if (path === '/token' && req.method === 'POST') {
+    if (config.token_barrier > 0) return barrier(req, res, body, second);
+    return token(req, res, body, second);
+  }
+  if (/^\/mcp(\/\d+)?$/.test(path) && req.method === 'POST') return oauthMcp(req, res, body, path);
+  if (path === '/control') {
+    for (const [k, v] of url.searchParams) {
+      if (k === 'revoke') for (const a of access.values()) a.revoked = true;
+      else if (k === 'expires_in' || k === 'token_barrier') config[k] = Number(v);
+      else if (['iss', 'stall_token', 'control_token'].includes(k)) config[k] = v;
+      else config[k] = v === '1';
+    }
+    return json(res, 200, config);
+  }
+  if (path === '/arrivals') return json(res, 200, arrivals);
+  res.writeHead(405);
+  res.end();
+}
+
+// ---------------------------------------------------------------------
+// On the official TypeScript SDK: /host-check
+// ---------------------------------------------------------------------
+
+let hostCheckApp = null;
+function hostCheck() {
+  if (hostCheckApp) return hostCheckApp;
+  const sdk = (p) => require(require('path').join(__dirname, '../peers/node_modules/@modelcontextprotocol/sdk/dist/cjs', p));
+  const { createMcpExpressApp } = sdk('server/express.js');
+  const { McpServer } = sdk('server/mcp.js');
+  const { StreamableHTTPServerTransport } = sdk('server/streamableHttp.js');
+  hostCheckApp = createMcpExpressApp({ host: '127.0.0.1', allowedHosts: ['localhost'] });
+  hostCheckApp.post('/host-check', async (req, res) => {
+    const server = new McpServer({ name: 'host-check', version: '1' });
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+    await server.connect(transport);
+    await transport.handleRequest(req, res, req.body);
+  });
+  return hostCheckApp;
+}
+
+// ---------------------------------------------------------------------
+// The server
+// ---------------------------------------------------------------------
+
+// What reads back what the server saw, itself neither logged nor counted.
+const READ_BACK = new Set(['/log', '/stats', '/arrivals', '/control']);
+// Sockets that carried a request to a counted path, for /oauthStats.
+const tracked = new Set();
+const accepted = {};
+const listener = (req, res) => {
+  const t = since();
+  const first = req.url.split('?')[0];
+  // The SDK reads the body itself.
+  if (first === '/host-check') return hostCheck()(req, res);
+  if (!READ_BACK.has(first)) {
+    const sock = req.socket;
+    sock.lastPath = first;
+    sock.lastMethod = req.method;
+    if (!tracked.has(sock)) {
+      tracked.add(sock);
+      accepted[first] = (accepted[first] || 0) + 1;
+      sock.on('close', () => tracked.delete(sock));
+    }
+  }
+  let chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    const body = Buffer.concat(chunks).toString();
+    const path = req.url.split('?')[0];
+    if (path === '/log') {
+      json(res, 200, log);
+      log = [];
+      return;
+    }
+    if (path === '/stats') {
+      const paths = {};
+      const streams = {};
+      for (const sock of tracked) {
+        paths[sock.lastPath] = (paths[sock.lastPath] || 0) + 1;
+        if (sock.lastMethod === 'GET') streams[sock.lastPath] = (streams[sock.lastPath] || 0) + 1;
+      }
+      json(res, 200, { open: tracked.size, paths, streams, accepted, ...oauthStats });
+      return;
+    }
+    if (!READ_BACK.has(path)) log.push({ method: req.method, path, headers: req.headers, body });
+    if (oauthPath(path)) return oauthRoute(req, res, body, t);
+    handle(path, req, res, body);
+  });
+};
+const server = tls ? https.createServer(tls, listener) : http.createServer(listener);
+
 server.listen(port, '127.0.0.1', () => {
+  base = `http://127.0.0.1:${server.address().port}`;
+  remote = `http://[::ffff:127.0.0.1]:${server.address().port}`;
   console.log(`listening on ${server.address().port}`);
 });
