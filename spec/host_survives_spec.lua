@@ -400,8 +400,14 @@ describe('options are validated', function()
       assert.has_error(function() mcp.new({ command = 'x', max_message_bytes = v }) end,
         'mcp.new: opts.max_message_bytes must be a whole number of bytes from 1 to 2^40')
     end
-    -- a float with an integral value is a whole number (Lua 5.1 has no other)
-    assert.is_table(mcp.new({ command = 'x', max_message_bytes = 1e6 }))
+    -- a float with an integral value is a whole number (Lua 5.1 has no other),
+    -- taken as that bound
+    local client = mcp.new({ command = H.faulty('plain'), max_message_bytes = 1e6 })
+    assert.equal('Echo: within', (client:call('echo', { message = 'within' })))
+    local ok, err = pcall(client.call, client, 'big', { bytes = 2000000 })
+    client:close()
+    assert.is_false(ok)
+    assert.equal('MCP: a message from the server exceeded 1000000 bytes (raise opts.max_message_bytes to allow it)', err)
   end)
 
   it('env must map names to strings, naming the key that does not', function()

@@ -7,15 +7,43 @@ local H = require('helpers')
 
 local mcp = H.native()
 
+-- What on_notification heard, sorted out as the callbacks for each kind
+-- get it: on_log the params, on_resource_updated the uri, on_list_changed
+-- the kind.
+local function by_kind(heard)
+  local out = { logs = {}, updated = {}, changed = {} }
+  for _, msg in ipairs(heard) do
+    local kind = msg.method:match('^notifications/(%a+)/list_changed$')
+    if msg.method == 'notifications/message' then
+      out.logs[#out.logs + 1] = msg.params
+    elseif msg.method == 'notifications/resources/updated' then
+      out.updated[#out.updated + 1] = msg.params.uri
+    elseif kind then
+      out.changed[#out.changed + 1] = kind
+    end
+  end
+  return out
+end
+
+-- server-everything acknowledges each subscribe and unsubscribe with a log
+-- message: which of the two each log message acknowledged, in order.
+local function acknowledged(logs)
+  local out = {}
+  for _, params in ipairs(logs) do
+    out[#out + 1] = tostring(params.data):match('^Received (%a+) Resource request')
+  end
+  return out
+end
+
 -- The same checks over both transports.
 local function surface(open)
   return function()
-    local logs, updated, changed, notes = {}, {}, {}, 0
+    local logs, updated, changed, heard = {}, {}, {}, {}
     local client = open({
       on_log = function(params) logs[#logs + 1] = params end,
       on_resource_updated = function(uri) updated[#updated + 1] = uri end,
       on_list_changed = function(kind) changed[#changed + 1] = kind end,
-      on_notification = function() notes = notes + 1 end,
+      on_notification = function(msg) heard[#heard + 1] = msg end,
     })
 
     assert.is_true(client:ping())
@@ -77,17 +105,29 @@ local function surface(open)
     assert.equal(#resources, #more[7]:wait().resources)
 
     -- a request the reference's way, over the live session
+    local before = #heard
     local by_id, notifications = client:exchange({
       { jsonrpc = '2.0', id = client:id(), method = 'resources/list', params = {} },
     })
     local reply = by_id[client.next_id]
     assert.equal(#resources, #reply.result.resources)
-    assert.is_table(notifications)
+    -- the notifications that came meanwhile, which on_notification heard too
+    assert.same({ H.unpack(heard, before + 1) }, notifications)
     assert.same({}, client:handshake())
 
     client:notify('notifications/roots/list_changed')
+    -- The subscribe and both unsubscribes were acknowledged; over HTTP on the
+    -- server's own stream, which may still be bringing them.
+    local deadline = mcp.clock() + 10
+    while #acknowledged(logs) < 3 and mcp.clock() < deadline do
+      client:dispatch()
+      os.execute('sleep 0.05')
+    end
     client:close()
-    assert.is_true(notes >= 0)
+    assert.same({ 'Subscribe', 'Unsubscribe', 'Unsubscribe' }, acknowledged(logs))
+    -- on_notification heard every notification, those the callbacks for
+    -- their kind got as well
+    assert.same({ logs = logs, updated = updated, changed = changed }, by_kind(heard))
     return logs, updated, changed
   end
 end

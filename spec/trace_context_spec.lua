@@ -75,9 +75,12 @@ describe('opts.meta', function()
     c:call('echo', { message = 'hi' })
     c:call('echo', { message = 'hi' }, { meta = {} })
     c:close()
+    local metas = {}
     for _, entry in ipairs(seen(log)) do
-      if entry[1] == 'tools/call' then assert.same({}, entry[2]) end
+      if entry[1] == 'tools/call' then metas[#metas + 1] = entry[2] end
     end
+    -- both calls reached the server, and neither with entries of its own
+    assert.same({ {}, {} }, metas)
     os.remove(log)
   end)
 
