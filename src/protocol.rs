@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use crate::codec::{self, lua_float_text, Json, Members, Request, Select};
+use crate::codec::{self, Json, Members, Request, Select};
 use crate::error::{Error, Result};
 use crate::server_text;
 
@@ -439,18 +439,7 @@ fn trim_lua_space_start(s: &[u8]) -> &[u8] {
     &s[start..]
 }
 
-/// What Lua's `tostring` prints for a decoded value; tables print as their
-/// JSON text (Lua would print an address, which tells a reader nothing).
-pub fn lua_text(value: Option<&Json>) -> String {
-    match value {
-        None | Some(Json::Null) => "nil".into(),
-        Some(Json::Bool(b)) => b.to_string(),
-        Some(Json::Int(i)) => i.to_string(),
-        Some(Json::Float(f)) => lua_float_text(*f),
-        Some(Json::Str(s)) => String::from_utf8_lossy(s).into_owned(),
-        Some(other) => String::from_utf8_lossy(&codec::encode(other)).into_owned(),
-    }
-}
+pub use crate::codec::lua_text;
 
 /// The `result` of a reply to `what`, or the error the reference raises.
 pub fn result_of(reply: Option<Json>, what: &str) -> Result<Json> {

@@ -56,7 +56,7 @@ pub fn quoted_str(text: &str, max_chars: usize) -> String {
 /// A JSON value a server sent, as Lua would show it (a string as is,
 /// anything else as JSON), fit for an error: see [`quoted_str`].
 pub fn quoted_value(value: Option<&crate::codec::Json>, max_chars: usize) -> String {
-    quoted_str(&crate::protocol::lua_text(value), max_chars)
+    quoted_str(&crate::codec::lua_text(value), max_chars)
 }
 
 /// `error` with the server's own words in it (a JSON-RPC error's message

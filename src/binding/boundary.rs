@@ -13,7 +13,6 @@ use mlua::{Function, Lua, MultiValue, Value};
 
 use super::decode::with_json_types;
 use super::entry::Entry;
-use super::handles::run_on_done;
 use super::lua::{Cx, Outcome, Prelude, Raise};
 use crate::error::Error;
 use crate::interrupt;
@@ -47,30 +46,6 @@ pub(super) fn export(
             None => Err(Raise::Mcp(Error::Lua("the module was not set up".into()))),
         };
         packed(lua, result)
-    })
-}
-
-/// [`export`] for a blocking client method (`client:call`, `discover`,
-/// `notify`, ...): once it has returned, the `on_done` of the client's
-/// handles that settled meanwhile run, the client being free again so
-/// that they may call it. Applied where the methods are registered, so
-/// that no method forgets it (`discover` and `notify` once did). A method
-/// that raised runs none: its error reaches the caller first.
-pub(super) fn export_method(
-    lua: &Lua,
-    cell: &Rc<OnceCell<Prelude>>,
-    f: fn(&Cx, MultiValue) -> Outcome,
-) -> mlua::Result<Function> {
-    export(lua, cell, move |lua, args| {
-        let client = match args.front() {
-            Some(Value::Table(client)) => Some(client.clone()),
-            _ => None,
-        };
-        let returned = f(lua, args)?;
-        if let Some(client) = client {
-            run_on_done(lua, &client)?;
-        }
-        Ok(returned)
     })
 }
 

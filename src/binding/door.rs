@@ -5,12 +5,13 @@
 //! ([`Seam`]). A tool list the core listed meanwhile is shown as
 //! `client.tools` once the client is free again.
 
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use mlua::{Function, MultiValue, Table, Value};
 
 use super::decode::to_lua;
-use super::encode::{encode_lua, named_entries};
+use super::encode::{encode_call_params, encode_lua, named_entries};
 use super::entry::Entry;
 use super::host::{refresh_before_call, LuaHost};
 use super::lua::{arg, lua_type, Cx, Outcome};
@@ -150,6 +151,44 @@ fn borrow_client<T>(
         show_tools(lua, client, listing)?;
     }
     outcome
+}
+
+/// `native.current_tool(client, name)`: the tool as the client last heard
+/// of it, at the moment a mounted tool runs (its list listed again first
+/// if the server said it changed), or nil when it no longer lists it.
+/// What `approve` judges by.
+pub(super) fn current_tool(lua: &Cx, args: MultiValue) -> Outcome {
+    let (Value::Table(client), Value::String(name)) = (arg(&args, 0), arg(&args, 1)) else {
+        return Ok(MultiValue::new());
+    };
+    if Seam::of(&client)?.is_live() && Entry::of(lua, &client)?.is_some() {
+        with_client(lua, &client, Borrower::Method, |core, host| core.current_tools(host))?;
+    }
+    let Value::Table(tools) = client.get::<Value>("tools")? else { return Ok(MultiValue::new()) };
+    for tool in tools.sequence_values::<Value>() {
+        let Value::Table(tool) = tool? else { continue };
+        if matches!(tool.get::<Value>("name")?, Value::String(s) if s.as_bytes() == name.as_bytes()) {
+            return Ok(MultiValue::from_vec(vec![Value::Table(tool)]));
+        }
+    }
+    Ok(MultiValue::new())
+}
+
+/// `tools/call` params for the tool `name` of `client`, its arguments
+/// shaped by the tool's `inputSchema` where `discover` found one.
+pub(super) fn call_params(lua: &Cx, client: &Table, name: &Value, args: &Value) -> Outcome<Json> {
+    let schema = match name {
+        Value::String(s) => input_schema(lua, client, &s.as_bytes())?,
+        _ => None,
+    };
+    encode_call_params(lua, name, args, schema.as_deref())
+}
+
+/// The `inputSchema` `discover` found for `tool` (none while the client
+/// is busy: a call made from inside one of its own callbacks is refused
+/// anyway).
+pub(super) fn input_schema(lua: &Cx, client: &Table, tool: &[u8]) -> Outcome<Option<Rc<Json>>> {
+    Ok(peek(lua, client, |core, _| core.input_schema(tool))?.flatten())
 }
 
 /// A tool list the core listed, as `client.tools`, in the shape the

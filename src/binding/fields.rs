@@ -10,8 +10,7 @@ use mlua::{Table, Value};
 
 use super::convert::concat_text;
 use super::decode::to_lua_opt;
-use super::door::peek;
-use super::encode::{encode_call_params, encode_lua};
+use super::encode::encode_lua;
 use super::lua::{Cx, Outcome};
 use crate::client::{Request, Shape, TOOL_CALL};
 use crate::codec::Json;
@@ -61,23 +60,6 @@ pub(super) fn apply_initialize(lua: &Cx, client: &Table, result: &Json) -> Outco
     client.set("negotiated_version", to_lua_opt(lua, result.get("protocolVersion"))?)?;
     client.set("session_ready", true)?;
     Ok(())
-}
-
-/// `tools/call` params for the tool `name` of `client`, its arguments
-/// shaped by the tool's `inputSchema` where `discover` found one.
-pub(super) fn call_params(lua: &Cx, client: &Table, name: &Value, args: &Value) -> Outcome<Json> {
-    let schema = match name {
-        Value::String(s) => input_schema(lua, client, &s.as_bytes())?,
-        _ => None,
-    };
-    encode_call_params(lua, name, args, schema.as_deref())
-}
-
-/// The `inputSchema` `discover` found for `tool` (none while the client
-/// is busy: a call made from inside one of its own callbacks is refused
-/// anyway).
-pub(super) fn input_schema(lua: &Cx, client: &Table, tool: &[u8]) -> Outcome<Option<Rc<Json>>> {
-    Ok(peek(lua, client, |core, _| core.input_schema(tool))?.flatten())
 }
 
 /// A called tool's name: its label, "tools/call NAME", which names the

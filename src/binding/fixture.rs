@@ -5,8 +5,8 @@
 use mlua::{Function, MultiValue, Table, Value};
 
 use super::decode::to_lua;
-use super::door::{peek, peek_mut};
-use super::fields::{apply_initialize, call_params, initialize_request, next_id, tool_label};
+use super::door::{call_params, peek, peek_mut};
+use super::fields::{apply_initialize, initialize_request, next_id, tool_label};
 use super::lua::{call_lua, lua_tostring, truthy, Cx, Outcome};
 use super::results::{call_return, deliver_notifications, tools_of_page};
 use crate::codec::{self, Json};

@@ -22,9 +22,11 @@ use mlua::{AnyUserData, Function, MultiValue, Table, UserData, Value};
 
 use super::boundary::{callback_failed, callback_pending, packed};
 use super::decode::{to_lua, with_json_types};
-use super::door::{drain, peek, request_args, request_options, with_client, Borrower, RequestOptions, Seam};
+use super::door::{
+    call_params, drain, peek, request_args, request_options, with_client, Borrower, RequestOptions, Seam,
+};
 use super::entry::Entry;
-use super::fields::{call_params, tool_label};
+use super::fields::tool_label;
 use super::fixture::{call_batch, discover_batch};
 use super::host::LuaHost;
 use super::lua::{arg, call_lua, client_arg, lua_type, Cx, Outcome, Raise};

@@ -10,10 +10,12 @@ use mlua::{MultiValue, Table, Value};
 
 use super::auth::keep_auth_callbacks;
 use super::decode::to_lua;
-use super::door::{peek_mut, request_args, request_options, run_blocking, with_client, Borrower, Seam};
+use super::door::{
+    call_params, input_schema, peek_mut, request_args, request_options, run_blocking, with_client, Borrower, Seam,
+};
 use super::encode::{encode_lua, encode_lua_at};
 use super::entry::Entry;
-use super::fields::{call_params, initialize_request, input_schema, next_id, tool_label};
+use super::fields::{initialize_request, next_id, tool_label};
 use super::fixture::{batch_handshake, call_batch, discover_batch, exchange_batch};
 use super::lua::{arg, client_arg, lua_type, truthy, Cx, Outcome, Raise};
 use super::options::{callbacks_of, json_types_option, read_options};

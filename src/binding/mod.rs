@@ -30,18 +30,18 @@
 use std::cell::OnceCell;
 use std::rc::Rc;
 
-use mlua::{Function, Lua, Table, UserData, Value};
+use mlua::{Function, Lua, MultiValue, Table, UserData, Value};
 
 use crate::protocol::{self};
 use crate::transport::http::{self};
 use crate::transport::stdio::{self};
-use boundary::{export, export_method};
+use boundary::export;
 use decode::ARRAY_METATABLE;
-use handles::{call_async, cancel, discover_async, done, request_async, status};
+use handles::{call_async, cancel, discover_async, done, request_async, run_on_done, status};
 use json::{json_decode, json_encode};
-use lua::Prelude;
+use lua::{Cx, Outcome, Prelude};
 use methods::{call, close, discover, exchange, handshake, id, initialize_msg, list, new, notify, request};
-use registry::{current_tool, mount_tools};
+use registry::mount_tools;
 use waits::{dispatch, fd, wait, wait_all, wait_any};
 mod auth;
 mod boundary;
@@ -79,7 +79,7 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     native.set("call", export_method(lua, &cell, call)?)?;
     native.set("close", export_method(lua, &cell, close)?)?;
     native.set("mount", export(lua, &cell, mount_tools)?)?;
-    native.set("current_tool", export(lua, &cell, current_tool)?)?;
+    native.set("current_tool", export(lua, &cell, door::current_tool)?)?;
     native.set("request", export_method(lua, &cell, request)?)?;
     native.set("call_async", export(lua, &cell, call_async)?)?;
     native.set("discover_async", export(lua, &cell, discover_async)?)?;
@@ -189,4 +189,24 @@ impl Drop for Reapers {
         stdio::join_reapers();
         http::join_background();
     }
+}
+
+/// [`export`] for a blocking client method (`client:call`, `discover`,
+/// `notify`, ...): once it has returned, the `on_done` of the client's
+/// handles that settled meanwhile run, the client being free again so
+/// that they may call it. Applied where the methods are registered, so
+/// that no method forgets it (`discover` and `notify` once did). A method
+/// that raised runs none: its error reaches the caller first.
+fn export_method(lua: &Lua, cell: &Rc<OnceCell<Prelude>>, f: fn(&Cx, MultiValue) -> Outcome) -> mlua::Result<Function> {
+    export(lua, cell, move |lua, args| {
+        let client = match args.front() {
+            Some(Value::Table(client)) => Some(client.clone()),
+            _ => None,
+        };
+        let returned = f(lua, args)?;
+        if let Some(client) = client {
+            run_on_done(lua, &client)?;
+        }
+        Ok(returned)
+    })
 }

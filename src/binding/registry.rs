@@ -5,7 +5,6 @@
 use mlua::{Function, MultiValue, Table, Value};
 
 use super::convert::concat_text;
-use super::door::{with_client, Borrower, Seam};
 use super::entry::Entry;
 use super::lua::{arg, call_method, truthy, Cx, Outcome};
 use super::results::deliver_notifications;
@@ -90,27 +89,6 @@ pub(super) fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Tabl
         mounted.raw_set(mounted.raw_len() + 1, name)?;
     }
     Ok(mounted)
-}
-
-/// `native.current_tool(client, name)`: the tool as the client last heard
-/// of it, at the moment a mounted tool runs (its list listed again first
-/// if the server said it changed), or nil when it no longer lists it.
-/// What `approve` judges by.
-pub(super) fn current_tool(lua: &Cx, args: MultiValue) -> Outcome {
-    let (Value::Table(client), Value::String(name)) = (arg(&args, 0), arg(&args, 1)) else {
-        return Ok(MultiValue::new());
-    };
-    if Seam::of(&client)?.is_live() && Entry::of(lua, &client)?.is_some() {
-        with_client(lua, &client, Borrower::Method, |core, host| core.current_tools(host))?;
-    }
-    let Value::Table(tools) = client.get::<Value>("tools")? else { return Ok(MultiValue::new()) };
-    for tool in tools.sequence_values::<Value>() {
-        let Value::Table(tool) = tool? else { continue };
-        if matches!(tool.get::<Value>("name")?, Value::String(s) if s.as_bytes() == name.as_bytes()) {
-            return Ok(MultiValue::from_vec(vec![Value::Table(tool)]));
-        }
-    }
-    Ok(MultiValue::new())
 }
 
 /// What a host decides of a server's tools at mount: which are mounted

@@ -9,19 +9,9 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::request::Operation;
+use super::request::{Next, Operation};
 use super::{Client, Host, Ticket};
 use crate::error::Error;
-
-/// What a queued request does once the session is ready.
-pub(super) enum Next {
-    /// Its first try: everything `Client::start` does after the
-    /// handshake.
-    Start,
-    /// Another try (its session died or was forgotten, or a login was
-    /// needed): sent as it stands.
-    Send,
-}
 
 /// The requests waiting for a session, and those sent since, until their
 /// handles take them back.

@@ -324,6 +324,19 @@ impl Json {
     }
 }
 
+/// What Lua's `tostring` prints for a decoded value; tables print as their
+/// JSON text (Lua would print an address, which tells a reader nothing).
+pub fn lua_text(value: Option<&Json>) -> String {
+    match value {
+        None | Some(Json::Null) => "nil".into(),
+        Some(Json::Bool(b)) => b.to_string(),
+        Some(Json::Int(i)) => i.to_string(),
+        Some(Json::Float(f)) => lua_float_text(*f),
+        Some(Json::Str(s)) => String::from_utf8_lossy(s).into_owned(),
+        Some(other) => String::from_utf8_lossy(&encode(other)).into_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
