@@ -23,6 +23,7 @@ use crate::protocol::{self};
 use crate::transport::doorbell::{Descriptor, Doorbell};
 use crate::transport::record::{open_for_recording, Recorded};
 use crate::transport::stdio::{self};
+use crate::wire::headers;
 pub(super) struct ClientState {
     pub(super) options: TransportOptions,
     /// The session core: handshake, requests, pages, restarts.
@@ -201,13 +202,13 @@ pub(super) fn read_options(lua: &Cx, opts: &Table) -> Outcome<ClientState> {
         _ => None,
     };
     let has_token = bearer.is_some() || matches!(auth_token(opts)?, Value::Function(_));
-    if has_token && headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("authorization")) {
+    if has_token && headers.iter().any(|(name, _)| name.eq_ignore_ascii_case(headers::AUTHORIZATION)) {
         let why = "mcp.new: give opts.auth.token or opts.headers.Authorization, not both";
         return Err(Error::BadInput(why.into()).into());
     }
     let bearer = Arc::new(Mutex::new(bearer));
     let login = read_login(opts, timeout, &ca_pem, &bearer)?.map(|login| RefCell::new(LoginState::new(login)));
-    if login.is_some() && headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("authorization")) {
+    if login.is_some() && headers.iter().any(|(name, _)| name.eq_ignore_ascii_case(headers::AUTHORIZATION)) {
         let why = "mcp.new: give opts.auth or opts.headers.Authorization, not both";
         return Err(Error::BadInput(why.into()).into());
     }

@@ -24,6 +24,7 @@ use crate::era::{self, remembered, Answer, EraChoice, Verdict, PROBE_PATIENCE};
 use crate::error::Error;
 use crate::protocol::{self, id_key, is_modern_version, result_of, Envelope, MODERN_VERSIONS};
 use crate::session::{Limit, Session};
+use crate::wire::headers;
 
 /// A session whose handshake is under way.
 pub(super) struct Connecting {
@@ -267,8 +268,8 @@ impl Client {
         limit.quiet = true;
         // Its own headers: the transport speaks no era yet.
         limit.headers = vec![
-            ("MCP-Protocol-Version".to_string(), version),
-            ("Mcp-Method".to_string(), "server/discover".to_string()),
+            (headers::MCP_PROTOCOL_VERSION.to_string(), version),
+            (headers::MCP_METHOD.to_string(), "server/discover".to_string()),
         ];
         conn.step = Step::Probing(Box::new(Probed { id: id.clone(), envelope, retried, patience, after }));
         conn.send(&id, &message, limit);
