@@ -81,6 +81,7 @@ pub mod mount;
 pub mod private_file;
 pub mod protocol;
 pub mod schema;
+pub mod server;
 pub mod server_text;
 pub mod session;
 pub mod tool_headers;

@@ -180,7 +180,7 @@ fn plain(value: &Json) -> Json {
 
 /// Our JSON as serde's, for the validator. Strings that are not UTF-8
 /// (Lua byte strings) are carried lossily: a schema speaks of text.
-fn to_serde(value: &Json) -> serde_json::Value {
+pub(crate) fn to_serde(value: &Json) -> serde_json::Value {
     use serde_json::Value;
     match value {
         Json::Null => Value::Null,

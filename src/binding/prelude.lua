@@ -289,5 +289,67 @@ local function runner(client, tool_name, approve, tool)
   end
 end
 
+-- The server side (docs/server.md): Lua functions served as tools,
+-- resources and prompts. The protocol is the native core's; these are
+-- the names a Lua program calls.
+local Server = {}
+Server.__index = Server
+
+function mcp.server(opts)
+  return raise_unless(native.server(opts, Server))
+end
+
+function Server:tool(def, fn) return raise_unless(native.server_add(self, 'tool', def, fn)) end
+function Server:resource(def, fn) return raise_unless(native.server_add(self, 'resource', def, fn)) end
+function Server:resource_template(def, fn)
+  return raise_unless(native.server_add(self, 'resource_template', def, fn))
+end
+function Server:prompt(def, fn) return raise_unless(native.server_add(self, 'prompt', def, fn)) end
+function Server:remove(kind, name) return raise_unless(native.server_remove(self, kind, name)) end
+function Server:resource_updated(uri) return raise_unless(native.server_resource_updated(self, uri)) end
+function Server:close() return raise_unless(native.server_close(self)) end
+
+-- Stdout carries the protocol alone while serving: what the program
+-- itself writes there goes to stderr (the native side points descriptor 1
+-- at it); Lua's own buffer is flushed first, so nothing written before
+-- serving began lands in the stream.
+function Server:serve_stdio()
+  io.stdout:flush()
+  return raise_unless(native.serve_stdio(self))
+end
+
+-- What a handler gets as `ctx`: the request's `meta`, `request_id`, and
+-- ways to talk to the client while it runs.
+local Context = {}
+Context.__index = Context
+mcp._Context = Context
+
+function Context:progress(done, total, message)
+  if self.progress_token == nil then return end
+  raise_unless(native.ctx_notify(self.server, 'notifications/progress', {
+    progressToken = self.progress_token, progress = done, total = total, message = message,
+  }))
+end
+
+function Context:log(level, data, logger)
+  raise_unless(native.ctx_notify(self.server, 'notifications/message', { level = level, data = data, logger = logger }))
+end
+
+function Context:cancelled()
+  return raise_unless(native.ctx_cancelled(self.server, self.request_id))
+end
+
+function Context:request(method, params)
+  return raise_unless(native.ctx_request(self.server, method, params))
+end
+
+function Context:elicit(params) return self:request('elicitation/create', params) end
+function Context:sample(params) return self:request('sampling/createMessage', params) end
+function Context:roots()
+  local result, why = self:request('roots/list')
+  if result == nil then return nil, why end
+  return result.roots
+end
+
 native.setup(mcp, Client, Handle, runner, { pcall = pcall, tostring = tostring, pairs = pairs })
 return mcp

@@ -21,7 +21,7 @@ pub(super) struct Reader {
 }
 
 /// What [`split_lines`] found in a read.
-pub(super) enum Piece<'a> {
+pub(crate) enum Piece<'a> {
     /// A whole line, without its "\n".
     Line(&'a [u8]),
     /// A line grew past the limit: what it had is dropped, and the rest of
@@ -32,7 +32,7 @@ pub(super) enum Piece<'a> {
 /// Splits one read into lines. A line not finished in this read waits in
 /// `line` for the next; a line over `limit` is reported once (`oversized`
 /// remembers it across reads until its end).
-pub(super) fn split_lines(
+pub(crate) fn split_lines(
     mut chunk: &[u8],
     line: &mut Vec<u8>,
     oversized: &mut bool,
@@ -71,7 +71,7 @@ pub(super) fn split_lines(
 
 /// A line as a message's text: without a byte order mark or a "\r" before
 /// its "\n"; None when it is blank.
-pub(super) fn message_text(line: &[u8]) -> Option<&[u8]> {
+pub(crate) fn message_text(line: &[u8]) -> Option<&[u8]> {
     let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     (!line.iter().all(u8::is_ascii_whitespace)).then_some(line)

@@ -69,7 +69,7 @@ use crate::transport::doorbell::Doorbell;
 use crate::transport::inbox::Event;
 use crate::transport::Received;
 
-mod lines;
+pub(crate) mod lines;
 mod reapers;
 mod stderr;
 #[cfg(unix)]

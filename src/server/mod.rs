@@ -1,0 +1,454 @@
+//! The other half of MCP: a server whose tools, resources and prompts are
+//! answered by the holder's handlers (Lua functions, in the binding).
+//!
+//! This is the server's protocol and nothing else: the handshake and the
+//! version it settles on, the listings and their pages, each call checked
+//! against what was declared (a tool's arguments against its
+//! `inputSchema` before its handler runs, its structured content against
+//! its `outputSchema` after), completions, subscriptions, the log level a
+//! client sets, and the `list_changed` notices owed once a list changed
+//! while serving. It knows nothing of Lua and does no I/O: a message comes
+//! in, a reply (or none) goes out, and what the server owes the client
+//! unasked waits in [`Server::take_notices`] for the transport.
+//!
+//! A handler's own failure is a tool result with `isError` (the 2025-11-25
+//! revision asks that arguments a tool cannot use come back the same way:
+//! the model reads them and corrects its call); a request the server
+//! cannot take at all (an unknown tool, a prompt without its required
+//! arguments, a resource nobody serves) is a JSON-RPC error.
+
+pub mod catalog;
+pub mod channel;
+pub mod stdio;
+
+use std::collections::HashSet;
+
+use crate::codec::Json;
+use crate::protocol::{self, id_key, IdKey, SUPPORTED_VERSIONS};
+use crate::schema::to_serde;
+use catalog::{match_template, parse_template, Entry, Kind, List};
+
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+/// The code MCP gives a resource nobody serves.
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
+
+/// The log levels of RFC 5424, in the order the protocol names them.
+pub const LOG_LEVELS: [&str; 8] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+
+/// What a handler made of a request.
+pub enum Answer {
+    /// Its result, in the protocol's shape (the binding shapes what the
+    /// handler returned).
+    Result(Json),
+    /// The handler failed; its message, meant for the client (and, for a
+    /// tool, for the model that called it).
+    Failed(String),
+}
+
+/// A request as its handler sees it: its id, its `_meta`, and the
+/// progress token the client asked progress under.
+pub struct Call<'a> {
+    pub id: &'a Json,
+    pub meta: Option<&'a Json>,
+    pub progress_token: Option<&'a Json>,
+}
+
+/// Who answers: the binding, calling the holder's handlers.
+pub trait Handlers {
+    fn call_tool(&mut self, handler: u64, arguments: Json, call: &Call) -> Answer;
+    /// The `contents` of a resource (a template's also get its variables).
+    fn read_resource(&mut self, handler: u64, uri: &[u8], variables: Option<Json>, call: &Call) -> Answer;
+    fn get_prompt(&mut self, handler: u64, arguments: Json, call: &Call) -> Answer;
+    /// Candidates for `argument` of the prompt or template `handler`
+    /// answers, given what was typed (`value`) and the other arguments.
+    fn complete(&mut self, handler: u64, argument: &[u8], value: &[u8], context: Option<&Json>) -> Answer;
+}
+
+/// Why a definition was refused.
+pub type Refusal = String;
+
+pub struct Server {
+    info: Json,
+    instructions: Option<Json>,
+    lists: [List; 4],
+    /// Items per page of every listing (0: all at once).
+    pub page_size: usize,
+    /// The version the handshake settled on.
+    version: Option<String>,
+    client_capabilities: Json,
+    initialized: bool,
+    /// The lowest level sent (`logging/setLevel`); all until one is set.
+    log_level: usize,
+    subscriptions: HashSet<Vec<u8>>,
+    /// Requests the client cancelled, for handlers that ask.
+    cancelled: HashSet<IdKey>,
+    /// Lists changed while serving, whose notices are owed.
+    changed: Vec<Kind>,
+    notices: Vec<Json>,
+}
+
+impl Server {
+    pub fn new(info: Json, instructions: Option<Json>) -> Server {
+        Server {
+            info,
+            instructions,
+            lists: Default::default(),
+            page_size: 0,
+            version: None,
+            client_capabilities: Json::Object(vec![]),
+            initialized: false,
+            log_level: 0,
+            subscriptions: HashSet::new(),
+            cancelled: HashSet::new(),
+            changed: Vec::new(),
+            notices: Vec::new(),
+        }
+    }
+
+    fn list(&self, kind: Kind) -> &List {
+        &self.lists[kind as usize]
+    }
+
+    /// Adds (or replaces) an entry whose definition is in the protocol's
+    /// shape; a client already serving hears that the list changed.
+    pub fn add(&mut self, kind: Kind, definition: Json, handler: u64) -> Result<(), Refusal> {
+        let key = match definition.get(kind.key_field()) {
+            Some(Json::Str(key)) if !key.is_empty() => key.clone(),
+            _ => return Err(format!("its {} must be a non-empty string", kind.key_field())),
+        };
+        let compile = |field: &str| -> Result<Option<jsonschema::Validator>, Refusal> {
+            match definition.get(field) {
+                None => Ok(None),
+                Some(schema) => jsonschema::validator_for(&to_serde(schema))
+                    .map(Some)
+                    .map_err(|e| format!("its {field} is not a JSON Schema this server can check: {e}")),
+            }
+        };
+        let (input, output) = match kind {
+            Kind::Tool => (compile("inputSchema")?, compile("outputSchema")?),
+            _ => (None, None),
+        };
+        let template = match kind {
+            Kind::Template => parse_template(&key).map_err(|why| format!("its uriTemplate: {why}"))?,
+            _ => Vec::new(),
+        };
+        self.lists[kind as usize].put(Entry { key, definition, handler, input, output, template });
+        self.list_changed(kind);
+        Ok(())
+    }
+
+    /// Removes an entry; false if there was none.
+    pub fn remove(&mut self, kind: Kind, key: &[u8]) -> bool {
+        let removed = self.lists[kind as usize].remove(key);
+        if removed {
+            self.list_changed(kind);
+        }
+        removed
+    }
+
+    fn list_changed(&mut self, kind: Kind) {
+        if self.initialized && !self.changed.contains(&kind) {
+            self.changed.push(kind);
+        }
+    }
+
+    /// A resource changed: subscribers hear of it.
+    pub fn resource_updated(&mut self, uri: &[u8]) {
+        if self.subscriptions.contains(uri) {
+            let params = Json::object([("uri", Json::Str(uri.to_vec()))]);
+            self.notices.push(protocol::notification("notifications/resources/updated", Some(params)));
+        }
+    }
+
+    /// What the server owes the client unasked, oldest first.
+    pub fn take_notices(&mut self) -> Vec<Json> {
+        let mut notices = std::mem::take(&mut self.notices);
+        for kind in std::mem::take(&mut self.changed) {
+            notices.push(protocol::notification(kind.changed_notification(), None));
+        }
+        notices
+    }
+
+    /// Whether a log message at `level` goes to the client.
+    pub fn logs(&self, level: &str) -> bool {
+        LOG_LEVELS.iter().position(|l| *l == level).is_some_and(|at| at >= self.log_level)
+    }
+
+    /// Whether the client said it can answer `capability` (elicitation,
+    /// sampling, roots).
+    pub fn client_can(&self, capability: &str) -> bool {
+        self.client_capabilities.get(capability).is_some()
+    }
+
+    /// Whether the client cancelled the request `id`.
+    pub fn is_cancelled(&self, id: &Json) -> bool {
+        id_key(id).is_some_and(|key| self.cancelled.contains(&key))
+    }
+
+    /// The reply to `message` (None for a notification, or a reply to a
+    /// request of ours, which the transport routes before it gets here).
+    pub fn handle(&mut self, message: &Json, handlers: &mut dyn Handlers) -> Option<Json> {
+        let Some(Json::Str(method)) = message.get("method") else {
+            let id = message.get("id").cloned().unwrap_or(Json::Null);
+            return Some(protocol::error_response(id, -32600, "Invalid Request: no method"));
+        };
+        let method = String::from_utf8_lossy(method).into_owned();
+        let params = message.get("params").cloned().unwrap_or(Json::Object(vec![]));
+        let Some(id) = message.get("id") else {
+            self.notified(&method, &params);
+            return None;
+        };
+        if id_key(id).is_none() {
+            return Some(protocol::error_response(
+                Json::Null,
+                -32600,
+                "Invalid Request: the id must be a number or a string",
+            ));
+        }
+        let meta = params.get("_meta");
+        let call = Call { id, meta, progress_token: meta.and_then(|m| m.get("progressToken")) };
+        let answer = match method.as_str() {
+            "initialize" => Ok(self.initialize(&params)),
+            "ping" => Ok(Json::Object(vec![])),
+            "tools/list" => self.listing(Kind::Tool, &params),
+            "resources/list" => self.listing(Kind::Resource, &params),
+            "resources/templates/list" => self.listing(Kind::Template, &params),
+            "prompts/list" => self.listing(Kind::Prompt, &params),
+            "tools/call" => self.call_tool(&params, &call, handlers),
+            "resources/read" => self.read_resource(&params, &call, handlers),
+            "prompts/get" => self.get_prompt(&params, &call, handlers),
+            "completion/complete" => self.complete(&params, handlers),
+            "resources/subscribe" | "resources/unsubscribe" => self.subscribe(&method, &params),
+            "logging/setLevel" => self.set_level(&params),
+            _ => Err((METHOD_NOT_FOUND, format!("Method not found: {method}"))),
+        };
+        if let Some(key) = id_key(id) {
+            self.cancelled.remove(&key);
+        }
+        Some(match answer {
+            Ok(result) => protocol::response(id.clone(), result),
+            Err((code, message)) => protocol::error_response(id.clone(), code, &message),
+        })
+    }
+
+    fn notified(&mut self, method: &str, params: &Json) {
+        match method {
+            "notifications/initialized" => self.initialized = true,
+            "notifications/cancelled" => {
+                if let Some(key) = params.get("requestId").and_then(id_key) {
+                    self.cancelled.insert(key);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The version: the client's if this server speaks it, else the
+    /// newest it speaks (the client then decides whether it can go on).
+    fn initialize(&mut self, params: &Json) -> Json {
+        let asked = match params.get("protocolVersion") {
+            Some(Json::Str(v)) => String::from_utf8_lossy(v).into_owned(),
+            _ => String::new(),
+        };
+        let version = SUPPORTED_VERSIONS.iter().find(|v| **v == asked).unwrap_or(&SUPPORTED_VERSIONS[0]).to_string();
+        self.client_capabilities = params.get("capabilities").cloned().unwrap_or(Json::Object(vec![]));
+        self.version = Some(version.clone());
+        let changing = || Json::object([("listChanged", Json::Bool(true))]);
+        let capabilities = Json::object([
+            ("completions", Json::Object(vec![])),
+            ("logging", Json::Object(vec![])),
+            ("prompts", changing()),
+            ("resources", Json::object([("listChanged", Json::Bool(true)), ("subscribe", Json::Bool(true))])),
+            ("tools", changing()),
+        ]);
+        let mut result = vec![
+            (b"capabilities".to_vec(), capabilities),
+            (b"protocolVersion".to_vec(), Json::str(&version)),
+            (b"serverInfo".to_vec(), self.info.clone()),
+        ];
+        if let Some(instructions) = &self.instructions {
+            result.push((b"instructions".to_vec(), instructions.clone()));
+        }
+        Json::Object(result)
+    }
+
+    fn listing(&self, kind: Kind, params: &Json) -> Result<Json, (i64, String)> {
+        let cursor = match params.get("cursor") {
+            Some(Json::Str(c)) => Some(c.as_slice()),
+            _ => None,
+        };
+        let (items, next) = self.list(kind).page(cursor, self.page_size).map_err(|why| (INVALID_PARAMS, why))?;
+        let mut result = vec![(kind.items_field().as_bytes().to_vec(), Json::Array(items))];
+        if let Some(next) = next {
+            result.push((b"nextCursor".to_vec(), Json::str(next)));
+        }
+        Ok(Json::Object(result))
+    }
+
+    fn call_tool(&mut self, params: &Json, call: &Call, handlers: &mut dyn Handlers) -> Result<Json, (i64, String)> {
+        let name = match params.get("name") {
+            Some(Json::Str(name)) => name.as_slice(),
+            _ => return Err((INVALID_PARAMS, "tools/call needs the tool's name".into())),
+        };
+        let shown = String::from_utf8_lossy(name).into_owned();
+        let tool = self.list(Kind::Tool).get(name).ok_or_else(|| (INVALID_PARAMS, format!("Unknown tool: {shown}")))?;
+        let arguments = params.get("arguments").cloned().unwrap_or(Json::Object(vec![]));
+        if let Some(validator) = &tool.input {
+            if let Some(error) = validator.iter_errors(&to_serde(&arguments)).next() {
+                let at = error.instance_path().to_string();
+                let at = if at.is_empty() { String::new() } else { format!(" (at {at})") };
+                let why = format!("Invalid arguments for tool {shown}: {error}{at}. Call it again with arguments that match its inputSchema.");
+                return Ok(tool_error(&why));
+            }
+        }
+        let (handler, has_output) = (tool.handler, tool.output.is_some());
+        let result = match handlers.call_tool(handler, arguments, call) {
+            Answer::Result(result) => result,
+            Answer::Failed(why) => return Ok(tool_error(&why)),
+        };
+        // Looked up again: the handler may have changed the list.
+        let output = self.list(Kind::Tool).get(name).and_then(|t| t.output.as_ref());
+        if let (true, Some(validator)) = (has_output, output) {
+            let failed = result.get("isError").is_some_and(Json::is_truthy);
+            let structured = result.get("structuredContent");
+            let mismatch = match structured {
+                _ if failed => None,
+                None => Some("it returned no structured content".to_string()),
+                Some(value) => validator.iter_errors(&to_serde(value)).next().map(|e| e.to_string()),
+            };
+            if let Some(why) = mismatch {
+                return Err((INTERNAL_ERROR, format!("Tool {shown} broke its outputSchema: {why}")));
+            }
+        }
+        Ok(result)
+    }
+
+    fn read_resource(
+        &mut self,
+        params: &Json,
+        call: &Call,
+        handlers: &mut dyn Handlers,
+    ) -> Result<Json, (i64, String)> {
+        let uri = match params.get("uri") {
+            Some(Json::Str(uri)) => uri.clone(),
+            _ => return Err((INVALID_PARAMS, "resources/read needs the resource's uri".into())),
+        };
+        let (handler, variables) = match self.list(Kind::Resource).get(&uri) {
+            Some(resource) => (resource.handler, None),
+            None => {
+                let found = self
+                    .list(Kind::Template)
+                    .iter()
+                    .find_map(|t| match_template(&t.template, &uri).map(|vars| (t.handler, vars)));
+                let (handler, vars) = found.ok_or_else(|| {
+                    (RESOURCE_NOT_FOUND, format!("Resource not found: {}", String::from_utf8_lossy(&uri)))
+                })?;
+                let vars = Json::Object(vars.into_iter().map(|(k, v)| (k, Json::Str(v))).collect());
+                (handler, Some(vars))
+            }
+        };
+        match handlers.read_resource(handler, &uri, variables, call) {
+            Answer::Result(contents) => Ok(Json::object([("contents", contents)])),
+            Answer::Failed(why) => Err((INTERNAL_ERROR, why)),
+        }
+    }
+
+    fn get_prompt(&mut self, params: &Json, call: &Call, handlers: &mut dyn Handlers) -> Result<Json, (i64, String)> {
+        let name = match params.get("name") {
+            Some(Json::Str(name)) => name.clone(),
+            _ => return Err((INVALID_PARAMS, "prompts/get needs the prompt's name".into())),
+        };
+        let shown = String::from_utf8_lossy(&name).into_owned();
+        let prompt =
+            self.list(Kind::Prompt).get(&name).ok_or_else(|| (INVALID_PARAMS, format!("Unknown prompt: {shown}")))?;
+        let arguments = params.get("arguments").cloned().unwrap_or(Json::Object(vec![]));
+        for argument in prompt.definition.get("arguments").map(|a| a.elements().collect::<Vec<_>>()).unwrap_or_default()
+        {
+            let required = argument.get("required").is_some_and(Json::is_truthy);
+            if let (true, Some(Json::Str(arg))) = (required, argument.get("name")) {
+                if arguments.get(&String::from_utf8_lossy(arg)).is_none() {
+                    let arg = String::from_utf8_lossy(arg);
+                    return Err((INVALID_PARAMS, format!("Prompt {shown} needs its argument {arg}")));
+                }
+            }
+        }
+        match handlers.get_prompt(prompt.handler, arguments, call) {
+            Answer::Result(result) => Ok(result),
+            Answer::Failed(why) => Err((INTERNAL_ERROR, why)),
+        }
+    }
+
+    fn complete(&mut self, params: &Json, handlers: &mut dyn Handlers) -> Result<Json, (i64, String)> {
+        let reference = params.get("ref").ok_or((INVALID_PARAMS, "completion/complete needs a ref".to_string()))?;
+        let entry = match (reference.get("type"), reference.get("name"), reference.get("uri")) {
+            (Some(t), Some(Json::Str(name)), _) if *t == Json::str("ref/prompt") => self.list(Kind::Prompt).get(name),
+            (Some(t), _, Some(Json::Str(uri))) if *t == Json::str("ref/resource") => self.list(Kind::Template).get(uri),
+            _ => None,
+        };
+        let entry =
+            entry.ok_or((INVALID_PARAMS, "completion/complete: the ref names nothing this server has".to_string()))?;
+        let argument = params.get("argument");
+        let (Some(Json::Str(name)), value) =
+            (argument.and_then(|a| a.get("name")), argument.and_then(|a| a.get("value")))
+        else {
+            return Err((INVALID_PARAMS, "completion/complete needs argument.name".into()));
+        };
+        let value = match value {
+            Some(Json::Str(v)) => v.as_slice(),
+            _ => b"",
+        };
+        let context = params.get("context").and_then(|c| c.get("arguments"));
+        let values = match handlers.complete(entry.handler, name, value, context) {
+            Answer::Result(values) => values,
+            Answer::Failed(why) => return Err((INTERNAL_ERROR, why)),
+        };
+        // At most 100 values a reply, as the protocol asks; the total says
+        // how many there were.
+        let all: Vec<Json> = values.elements().cloned().collect();
+        let total = all.len();
+        let shown: Vec<Json> = all.into_iter().take(100).collect();
+        let has_more = total > shown.len();
+        Ok(Json::object([(
+            "completion",
+            Json::object([
+                ("hasMore", Json::Bool(has_more)),
+                ("total", Json::Int(total as i64)),
+                ("values", Json::Array(shown)),
+            ]),
+        )]))
+    }
+
+    fn subscribe(&mut self, method: &str, params: &Json) -> Result<Json, (i64, String)> {
+        let Some(Json::Str(uri)) = params.get("uri") else {
+            return Err((INVALID_PARAMS, format!("{method} needs the resource's uri")));
+        };
+        if method == "resources/subscribe" {
+            self.subscriptions.insert(uri.clone());
+        } else {
+            self.subscriptions.remove(uri);
+        }
+        Ok(Json::Object(vec![]))
+    }
+
+    fn set_level(&mut self, params: &Json) -> Result<Json, (i64, String)> {
+        let level = match params.get("level") {
+            Some(Json::Str(level)) => LOG_LEVELS.iter().position(|l| l.as_bytes() == level.as_slice()),
+            _ => None,
+        };
+        let level =
+            level.ok_or_else(|| (INVALID_PARAMS, format!("the level must be one of {}", LOG_LEVELS.join(", "))))?;
+        self.log_level = level;
+        Ok(Json::Object(vec![]))
+    }
+}
+
+/// A tool result that says the call failed, in words for the model.
+pub fn tool_error(why: &str) -> Json {
+    let text = Json::object([("text", Json::str(why)), ("type", Json::str("text"))]);
+    Json::object([("content", Json::Array(vec![text])), ("isError", Json::Bool(true))])
+}
+
+#[cfg(test)]
+mod tests;
