@@ -490,4 +490,124 @@ function mcp.mount_all(registry, clients, opts) end
 ---@return table<string, mcp.Handle>
 function mcp.mount_all_async(registry, clients, opts) end
 
+---@class mcp.ServerOptions
+---@field name string                     The server's name, which clients show.
+---@field version? string                 Its version (default "0.0.0").
+---@field title? string
+---@field instructions? string            Sent in initialize: how to use this server.
+---@field page_size? integer              Items per page of every listing (default 0: all at once).
+---@field max_message_bytes? integer      The longest line read from the client (default 16 MiB).
+---@field request_timeout? number         Seconds a handler waits for the client to answer ctx:request (default 300).
+
+---@class mcp.ToolDefinition
+---@field name string
+---@field title? string
+---@field description? string
+---@field input_schema? table             JSON Schema of the arguments, checked before the handler runs (default: any object).
+---@field output_schema? table            JSON Schema of the structured content a returned table becomes, checked after.
+---@field annotations? table              readOnlyHint, destructiveHint, idempotentHint, openWorldHint.
+---@field icons? table[]
+
+---@class mcp.ResourceDefinition
+---@field uri? string                     A resource's address (server:resource).
+---@field uri_template? string            A template's RFC 6570 template, as notes://{day} (server:resource_template).
+---@field name string
+---@field title? string
+---@field description? string
+---@field mime_type? string
+---@field complete? table<string, string[]|fun(value: string, context: table?): string[]>  Completions of a template's variables.
+
+---@class mcp.PromptDefinition
+---@field name string
+---@field title? string
+---@field description? string
+---@field arguments? {name: string, description?: string, required?: boolean}[]
+---@field complete? table<string, string[]|fun(value: string, context: table?): string[]>  Completions of its arguments.
+
+---What a handler gets beside its arguments: the request's meta and ways to talk to the client while it runs.
+---@class mcp.Context
+---@field request_id integer|string
+---@field meta? table                     The request's _meta.
+local Context = {}
+
+---Reports progress, if the client asked for it.
+---@param done number
+---@param total? number
+---@param message? string
+function Context:progress(done, total, message) end
+
+---A log message to the client, at or above the level it set.
+---@param level "debug"|"info"|"notice"|"warning"|"error"|"critical"|"alert"|"emergency"
+---@param data any
+---@param logger? string
+function Context:log(level, data, logger) end
+
+---Whether the client cancelled this request (what it sent meanwhile is read, not waited for).
+---@return boolean
+function Context:cancelled() end
+
+---Asks the client (elicitation/create, sampling/createMessage, roots/list) and waits for its answer;
+---nil and why when it cannot or would not answer.
+---@param method string
+---@param params? table
+---@return table? result
+---@return string? why
+function Context:request(method, params) end
+
+---@param params table                    message and requestedSchema
+---@return table? result                  {action = "accept"|"decline"|"cancel", content = {...}}
+---@return string? why
+function Context:elicit(params) end
+
+---@param params table
+---@return table? result
+---@return string? why
+function Context:sample(params) end
+
+---@return table[]? roots
+---@return string? why
+function Context:roots() end
+
+---A Lua program as an MCP server (docs/server.md).
+---@class mcp.Server
+local Server = {}
+
+---@param def mcp.ToolDefinition
+---@param handler fun(args: table, ctx: mcp.Context): any, string?
+function Server:tool(def, handler) end
+
+---@param def mcp.ResourceDefinition
+---@param handler fun(uri: string, ctx: mcp.Context): string|table|nil, string?
+function Server:resource(def, handler) end
+
+---@param def mcp.ResourceDefinition
+---@param handler fun(uri: string, vars: table<string, string>, ctx: mcp.Context): string|table|nil, string?
+function Server:resource_template(def, handler) end
+
+---@param def mcp.PromptDefinition
+---@param handler fun(args: table, ctx: mcp.Context): string|table|nil, string?
+function Server:prompt(def, handler) end
+
+---Removes a tool, resource, template or prompt; the client hears that the list changed.
+---@param kind "tool"|"resource"|"resource_template"|"prompt"
+---@param name string                     Its name (a resource's uri, a template's uri_template).
+---@return boolean removed
+function Server:remove(kind, name) end
+
+---Subscribers of the resource hear that it changed.
+---@param uri string
+function Server:resource_updated(uri) end
+
+---Serves over this process's stdin and stdout until stdin ends (true), Ctrl-C or server:close().
+---@return true
+function Server:serve_stdio() end
+
+---Ends serving at its next turn.
+function Server:close() end
+
+---A server whose tools, resources and prompts are Lua functions.
+---@param opts mcp.ServerOptions
+---@return mcp.Server
+function mcp.server(opts) end
+
 return mcp

@@ -44,9 +44,9 @@ const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 << 20;
 const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// One handler and what shaping its return needs.
+#[derive(Clone)]
 struct Slot {
     function: Function,
-    kind: Kind,
     /// A tool with an output schema: a plain table is its structured content.
     structured: bool,
     /// A resource's (or template's) `uri` and `mimeType`, for its contents.
@@ -85,7 +85,7 @@ pub(super) fn server_new(lua: &Cx, args: MultiValue) -> Outcome {
     };
     let read = Reader::new(&opts, "mcp.server", "opts");
     let Some(name) = read.text("name")? else {
-        return Err(read.refuse("name", "a string: the server's name, which clients show").into());
+        return Err(read.refuse("name", "a string: the server's name, which clients show"));
     };
     let mut info = vec![(b"name".to_vec(), Json::str(&name))];
     if let Some(title) = read.text("title")? {
@@ -203,7 +203,7 @@ pub(super) fn server_add(lua: &Cx, args: MultiValue) -> Outcome {
     let mime_type = wire.get("mimeType").cloned();
     let mut slots = state.slots.borrow_mut();
     let handler = slots.len() as u64;
-    slots.push(Slot { function, kind, structured, mime_type, complete });
+    slots.push(Slot { function, structured, mime_type, complete });
     drop(slots);
     let change = Change::Add(kind, wire, handler);
     apply(&state, change).map_err(|why| Error::BadInput(format!("server:{what}: {why}")))?;
@@ -286,10 +286,9 @@ fn serve(lua: &Cx, server: &Table, state: &ServerState) -> Outcome<()> {
             Incoming::Ended => return Ok(()),
         };
         // A reply to a request of ours that nobody waits for any more.
-        if message.get("method").is_none() && message.get("id").is_some() && message.get("error").is_none() {
-            if message.get("result").is_some() {
-                continue;
-            }
+        let is_reply = message.get("result").is_some() || message.get("error").is_some();
+        if message.get("method").is_none() && message.get("id").is_some() && is_reply {
+            continue;
         }
         let reply = {
             let mut handlers = LuaHandlers { lua, server, state };
@@ -348,10 +347,9 @@ struct LuaHandlers<'a, 'b> {
 }
 
 impl LuaHandlers<'_, '_> {
-    fn slot(&self, handler: u64) -> Option<(Function, Kind, bool, Option<Json>, Option<Table>)> {
-        let slots = self.state.slots.borrow();
-        let slot = slots.get(handler as usize)?;
-        Some((slot.function.clone(), slot.kind, slot.structured, slot.mime_type.clone(), slot.complete.clone()))
+    /// Taken out of the list: the handler may add to it while it runs.
+    fn slot(&self, handler: u64) -> Option<Slot> {
+        self.state.slots.borrow().get(handler as usize).cloned()
     }
 
     /// The `ctx` a handler gets (see the prelude's `Context`).
@@ -405,7 +403,7 @@ impl LuaHandlers<'_, '_> {
 
 impl Handlers for LuaHandlers<'_, '_> {
     fn call_tool(&mut self, handler: u64, arguments: Json, call: &Call) -> Answer {
-        let Some((function, _, structured, _, _)) = self.slot(handler) else { return Answer::Failed("gone".into()) };
+        let Some(Slot { function, structured, .. }) = self.slot(handler) else { return Answer::Failed("gone".into()) };
         let run = || -> Outcome<Result<MultiValue, String>> {
             let args = to_lua(self.lua, &arguments)?;
             let ctx = self.context(call)?;
@@ -421,7 +419,7 @@ impl Handlers for LuaHandlers<'_, '_> {
     }
 
     fn read_resource(&mut self, handler: u64, uri: &[u8], variables: Option<Json>, call: &Call) -> Answer {
-        let Some((function, _, _, mime_type, _)) = self.slot(handler) else { return Answer::Failed("gone".into()) };
+        let Some(Slot { function, mime_type, .. }) = self.slot(handler) else { return Answer::Failed("gone".into()) };
         let run = || -> Outcome<Result<MultiValue, String>> {
             let mut args = vec![Value::String(self.lua.create_string(uri)?)];
             if let Some(vars) = &variables {
@@ -441,7 +439,7 @@ impl Handlers for LuaHandlers<'_, '_> {
     }
 
     fn get_prompt(&mut self, handler: u64, arguments: Json, call: &Call) -> Answer {
-        let Some((function, ..)) = self.slot(handler) else { return Answer::Failed("gone".into()) };
+        let Some(Slot { function, .. }) = self.slot(handler) else { return Answer::Failed("gone".into()) };
         let run = || -> Outcome<Result<MultiValue, String>> {
             let args = to_lua(self.lua, &arguments)?;
             let ctx = self.context(call)?;
@@ -455,7 +453,7 @@ impl Handlers for LuaHandlers<'_, '_> {
     }
 
     fn complete(&mut self, handler: u64, argument: &[u8], value: &[u8], context: Option<&Json>) -> Answer {
-        let Some((.., complete)) = self.slot(handler) else { return Answer::Result(Json::Array(vec![])) };
+        let Some(Slot { complete, .. }) = self.slot(handler) else { return Answer::Result(Json::Array(vec![])) };
         let run = || -> Outcome<Json> {
             let Some(complete) = complete else { return Ok(Json::Array(vec![])) };
             let candidates = match complete.get::<Value>(self.lua.create_string(argument)?)? {

@@ -95,11 +95,8 @@ impl Channel {
     /// Whether the client cancelled request `id`: what it sent meanwhile
     /// is read (without waiting) and kept for later.
     pub fn cancelled(&mut self, id: &Json) -> io::Result<bool> {
-        loop {
-            match self.next_unkept(Instant::now())? {
-                Incoming::Message(message) => self.kept.push_back(message),
-                Incoming::Nothing | Incoming::Ended => break,
-            }
+        while let Incoming::Message(message) = self.next_unkept(Instant::now())? {
+            self.kept.push_back(message);
         }
         Ok(id_key(id).is_some_and(|key| self.cancelled.contains(&key)))
     }

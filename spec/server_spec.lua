@@ -1,0 +1,167 @@
+-- mcp.server: a Lua program as an MCP server over stdio
+-- (lua/examples/notes_server.lua), called by this module's client, by the
+-- pure mcp.lua, by the TypeScript and Python SDKs' clients, and fed bytes
+-- no client would send.
+local H = require('helpers')
+local trace = require('trace')
+
+local mcp = H.native()
+local NOTES = { H.LUA, H.ROOT .. '/lua/examples/notes_server.lua' }
+
+-- The server fed `lines` on stdin (then its end): its stdout as decoded
+-- messages, and its exit status.
+local function fed(lines)
+  local input = H.tmpname()
+  local f = assert(io.open(input, 'wb'))
+  f:write(table.concat(lines, '\n'), '\n')
+  f:close()
+  local out, status = H.command(string.format('%s %s < %s 2>/dev/null', NOTES[1], NOTES[2], input))
+  os.remove(input)
+  local messages = {}
+  for line in out:gmatch('[^\n]+') do messages[#messages + 1] = trace.decode(line) end
+  return messages, status
+end
+
+describe('a Lua server on mcp.server, over stdio', function()
+  local client, asked, changes
+  before_each(function()
+    asked, changes = {}, {}
+    client = mcp.new({ command = NOTES,
+      on_list_changed = function(kind) changes[#changes + 1] = kind end,
+      handlers = { ['elicitation/create'] = function(params)
+        asked[#asked + 1] = params.message
+        return { action = 'accept', content = { name = 'Ada' } }
+      end } })
+  end)
+  after_each(function() client:close() end)
+
+  it('lists its tools as defined, and shapes each call by what the handler returned', function()
+    local names = {}
+    for _, t in ipairs(client:discover()) do names[#names + 1] = t.name end
+    assert.same({ 'add', 'note', 'ask_name', 'count', 'grow' }, names)
+    assert.same({ readOnlyHint = true }, client.tools[1].annotations)
+    assert.equal('notes', client.server_info.name)
+    assert.equal('Notes kept by day.', client.instructions)
+    -- a number is its text (and the handler's print went to stderr)
+    assert.equal('5', (client:call('add', { a = 2, b = 3 })))
+    -- a table of a tool with an output schema is its structured content
+    local text, is_error, result = client:call('note', { day = 'monday' })
+    assert.same({ '{"day":"monday","text":"buy milk"}', false }, { text, is_error })
+    assert.same({ day = 'monday', text = 'buy milk' }, result.structuredContent)
+  end)
+
+  it('refuses arguments that break the input schema in words the model can act on, without running the handler', function()
+    local text, is_error = client:call('add', { a = 'two', b = 3 })
+    assert.is_true(is_error)
+    assert.equal('Invalid arguments for tool add: "two" is not of type "number" (at /a). '
+      .. 'Call it again with arguments that match its inputSchema.', text)
+  end)
+
+  it('returns a handler\'s nil, message as a tool error, and an unknown tool as the protocol\'s', function()
+    local text, is_error = client:call('note', { day = 'friday' })
+    assert.same({ 'no note for friday; the days with notes are monday and tuesday', true }, { text, is_error })
+    assert.has_error(function() client:call('nope', {}) end, 'MCP tools/call nope failed: Unknown tool: nope (code -32602)')
+  end)
+
+  it('asks the client for input while the handler waits (elicitation)', function()
+    assert.equal('Hello, Ada', (client:call('ask_name', {})))
+    assert.same({ 'Your name?' }, asked)
+  end)
+
+  it('reports progress as the handler counts', function()
+    local seen = {}
+    assert.equal('counted to 3', (client:call('count', { n = 3 }, { on_progress = function(p, total, message)
+      seen[#seen + 1] = string.format('%s/%s %s', p, total, message)
+    end })))
+    assert.same({ '1/3 counted 1', '2/3 counted 2', '3/3 counted 3' }, seen)
+  end)
+
+  it('tells the client its tool list changed when a tool is added while serving', function()
+    client:discover()
+    assert.equal('added', (client:call('grow', {})))
+    client:ping()
+    assert.equal('grown', (client:call('grown', {})))
+    assert.same({ 'tools' }, changes)
+    assert.equal('grown', client.tools[#client.tools].name)
+  end)
+
+  it('serves resources, templates, prompts and completions', function()
+    assert.same({ { uri = 'notes://today', mimeType = 'text/plain', text = 'buy milk' } },
+      client:read_resource('notes://today'))
+    assert.equal('call Ada', client:read_resource('notes://tuesday')[1].text)
+    assert.has_error(function() client:read_resource('other://x') end,
+      'MCP resources/read failed: Resource not found: other://x (code -32002)')
+    assert.equal('Please review a.lua', client:get_prompt('review', { file = 'a.lua' }).messages[1].content.text)
+    local completion = client:request('completion/complete',
+      { ref = { type = 'ref/prompt', name = 'review' }, argument = { name = 'file', value = 'm' } }).completion
+    assert.same({ 'main.lua', 'mcp.lua' }, completion.values)
+  end)
+end)
+
+describe('what a client may send a Lua server', function()
+  it('a line that is not JSON, an unknown method and a ping each get their answer, and stdin\'s end ends serving', function()
+    local messages, status = fed({
+      'not json',
+      '{"jsonrpc":"2.0","id":1,"method":"no/such"}',
+      '{"jsonrpc":"2.0","id":2,"method":"ping"}',
+    })
+    assert.equal(0, status)
+    assert.equal(3, #messages)
+    assert.equal(-32700, messages[1].error.code)
+    assert.same({ code = -32601, message = 'Method not found: no/such' }, messages[2].error)
+    assert.equal(2, messages[3].id)
+  end)
+
+  it('a request the client cancelled gets no reply, and its handler sees the cancellation', function()
+    local messages = fed({
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count","arguments":{"n":50}}}',
+      '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}',
+      '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"count","arguments":{"n":1}}}',
+    })
+    assert.equal(1, #messages)
+    assert.equal(2, messages[1].id)
+    assert.equal('counted to 1', messages[1].result.content[1].text)
+  end)
+
+  it('ids that cannot be ids, and requests with no method, are refused', function()
+    local messages = fed({
+      '{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}',
+      '{"jsonrpc":"2.0","id":3}',
+    })
+    assert.equal(-32600, messages[1].error.code)
+    assert.equal('Invalid Request: no method', messages[2].error.message)
+  end)
+end)
+
+describe('other clients of a Lua server', function()
+  it('the pure mcp.lua serves as its client: discover and call', function()
+    local reference = H.reference()
+    local client = reference.new({ command = table.concat(NOTES, ' ') })
+    local names = {}
+    for _, t in ipairs(client:discover()) do names[#names + 1] = t.name end
+    assert.same({ 'add', 'note', 'ask_name', 'count', 'grow' }, names)
+    assert.equal('5', (client:call('add', { a = 2, b = 3 })))
+  end)
+
+  it('the TypeScript SDK client lists, calls, answers an elicitation, reads and completes #peer', function()
+    local out = H.command(string.format('cd %s/spec/peers && node stdio_client.mjs %s %s', H.ROOT, NOTES[1], NOTES[2]))
+    local got = trace.decode(out:match('([^\n]+)\n?$'))
+    assert.same({ name = 'notes', version = '1.0.0' }, got.server)
+    assert.equal('5', got.add)
+    assert.same({ day = 'monday', text = 'buy milk' }, got.note)
+    assert.equal('Hello, Grace', got.asked)
+    assert.is_true(got.bad)
+    assert.equal('buy milk', got.today)
+    assert.equal('Please review a.lua', got.prompt)
+    assert.same({ 'main.lua', 'mcp.lua' }, got.complete)
+  end)
+
+  it('the Python SDK client lists, calls and reads #peer', function()
+    local out = H.command(string.format('cd /tmp && %s/spec/peers/python/bin/python %s/spec/peers/stdio_client.py %s %s 2>/dev/null',
+      H.ROOT, H.ROOT, NOTES[1], NOTES[2]))
+    local got = trace.decode(out:match('([^\n]+)\n?$'))
+    assert.equal('notes', got.server)
+    assert.equal('5', got.add)
+    assert.same({ day = 'tuesday', text = 'call Ada' }, got.note)
+  end)
+end)
