@@ -5,8 +5,9 @@
 # busted on the specs that hold on Windows: spec/windows_spec.lua (the
 # stdio transport, its Job Object, the async API, server-everything on a
 # Windows node), the differential and fuzz specs (the module against
-# the reference, byte for byte), and spec/install_spec.lua's Windows
-# cases (the loader's commands through cmd.exe, certutil's digest).
+# the reference, byte for byte), spec/install_spec.lua's Windows
+# cases (the loader's commands through cmd.exe, certutil's digest), and
+# spec/server_spec.lua (a Lua server on mcp.server over Windows stdio).
 # Servers run under Wine too, but for the HTTP one
 # (spec/servers/http_faults.js on the Linux node; its loopback is
 # Wine's): the Windows client is what is under test.
@@ -20,7 +21,7 @@ tools=$root/target/tools/windows
 export WINEPREFIX=$tools/prefix WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
 win() { printf 'Z:%s' "${1//\//\\}"; }
 
-SPECS=(spec/windows_spec.lua spec/differential_spec.lua spec/fuzz_spec.lua spec/install_spec.lua)
+SPECS=(spec/windows_spec.lua spec/differential_spec.lua spec/fuzz_spec.lua spec/install_spec.lua spec/server_spec.lua)
 [ $# -gt 0 ] && SPECS=("$@")
 out=target/suite
 mkdir -p "$out"

@@ -262,8 +262,11 @@ describe('waiting on many clients at once', function()
     f:write(string.format([[
       package.cpath = %q .. package.cpath
       local mcp = require('mcp')
+      local stat = io.open('/proc/self/stat')
+      local pid = stat:read('*n')
+      stat:close()
       local function descriptors()
-        local p = io.popen('ls /proc/' .. io.open('/proc/self/stat'):read('*n') .. '/fd | wc -l')
+        local p = io.popen('ls /proc/' .. pid .. '/fd | wc -l')
         local n = tonumber(p:read('*a'))
         p:close()
         return n

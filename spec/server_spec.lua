@@ -15,7 +15,8 @@ local function fed(lines)
   local f = assert(io.open(input, 'wb'))
   f:write(table.concat(lines, '\n'), '\n')
   f:close()
-  local out, status = H.command(string.format('%s %s < %s 2>/dev/null', NOTES[1], NOTES[2], input))
+  local quiet = H.WINDOWS and '2>NUL' or '2>/dev/null'
+  local out, status = H.command(string.format('%s %s < %s %s', NOTES[1], NOTES[2], input, quiet))
   os.remove(input)
   local messages = {}
   for line in out:gmatch('[^\n]+') do messages[#messages + 1] = trace.decode(line) end
@@ -133,8 +134,12 @@ describe('what a client may send a Lua server', function()
   end)
 end)
 
+-- The SDKs' clients run on the Linux side only, and so does the pure
+-- mcp.lua's stdio (a shell pipeline per request).
+local peer_it = H.WINDOWS and pending or it
+
 describe('other clients of a Lua server', function()
-  it('the pure mcp.lua serves as its client: discover and call', function()
+  peer_it('the pure mcp.lua serves as its client: discover and call', function()
     local reference = H.reference()
     local client = reference.new({ command = table.concat(NOTES, ' ') })
     local names = {}
@@ -143,7 +148,7 @@ describe('other clients of a Lua server', function()
     assert.equal('5', (client:call('add', { a = 2, b = 3 })))
   end)
 
-  it('the TypeScript SDK client lists, calls, answers an elicitation, reads and completes #peer', function()
+  peer_it('the TypeScript SDK client lists, calls, answers an elicitation, reads and completes #peer', function()
     local out = H.command(string.format('cd %s/spec/peers && node stdio_client.mjs %s %s', H.ROOT, NOTES[1], NOTES[2]))
     local got = trace.decode(out:match('([^\n]+)\n?$'))
     assert.same({ name = 'notes', version = '1.0.0' }, got.server)
@@ -156,7 +161,7 @@ describe('other clients of a Lua server', function()
     assert.same({ 'main.lua', 'mcp.lua' }, got.complete)
   end)
 
-  it('the Python SDK client lists, calls and reads #peer', function()
+  peer_it('the Python SDK client lists, calls and reads #peer', function()
     local out = H.command(string.format('cd /tmp && %s/spec/peers/python/bin/python %s/spec/peers/stdio_client.py %s %s 2>/dev/null',
       H.ROOT, H.ROOT, NOTES[1], NOTES[2]))
     local got = trace.decode(out:match('([^\n]+)\n?$'))

@@ -76,7 +76,7 @@ local steps = {
   end,
   slow = function(t) return t.cancelled and { status = 'cancelled' } or {} end,
   impostor = function() return { id = 'someone-elses-task' } end,
-  strange = function() return { status = { junk = '\194\155' .. ('x'):rep(1 << 20) } } end,
+  strange = function() return { status = { junk = '\194\155' .. ('x'):rep(1048576) } } end,
   asks_oddly = function() return { status = 'input_required', inputRequests = HOSTILE_INPUT } end,
 }
 

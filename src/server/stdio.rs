@@ -207,20 +207,32 @@ mod system {
 
 #[cfg(windows)]
 mod system {
-    use std::io::{self, Read, Write};
+    use std::io::{self, Read};
     use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
     use std::time::Duration;
 
     /// Windows gives no way to wait on a console or pipe handle with a
     /// time limit that works for both: a thread reads stdin, and the Lua
     /// thread waits on what it hands over. The thread ends with stdin.
+    /// Stdout is moved aside as on Unix, through the C runtime's
+    /// descriptors, which Lua's `print` and `io.write` go through.
     pub struct Streams {
         chunks: Receiver<io::Result<Vec<u8>>>,
         pending: Vec<u8>,
+        protocol: libc::c_int,
     }
 
     impl Streams {
         pub fn open() -> io::Result<Streams> {
+            // SAFETY: the C runtime's descriptors 1 and 2 of this process;
+            // the copy is closed, and 1 restored, when dropped.
+            let protocol = unsafe {
+                let protocol = libc::dup(1);
+                if protocol < 0 || libc::dup2(2, 1) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                protocol
+            };
             let (send, chunks) = mpsc::channel();
             std::thread::Builder::new().name("lua-mcp stdin".into()).spawn(move || {
                 let mut stdin = io::stdin();
@@ -233,7 +245,7 @@ mod system {
                     }
                 }
             })?;
-            Ok(Streams { chunks, pending: Vec::new() })
+            Ok(Streams { chunks, pending: Vec::new(), protocol })
         }
 
         pub fn read(&mut self, buf: &mut [u8], within: Duration) -> io::Result<Option<usize>> {
@@ -253,10 +265,27 @@ mod system {
             Ok(Some(n))
         }
 
-        pub fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
-            let mut out = io::stdout().lock();
-            out.write_all(bytes)?;
-            out.flush()
+        pub fn write_all(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+            while !bytes.is_empty() {
+                let chunk = bytes.len().min(1 << 30) as libc::c_uint;
+                // SAFETY: writes from a live slice of at least that length.
+                let n = unsafe { libc::write(self.protocol, bytes.as_ptr().cast(), chunk) };
+                if n < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                bytes = &bytes[n as usize..];
+            }
+            Ok(())
+        }
+    }
+
+    impl Drop for Streams {
+        fn drop(&mut self) {
+            // SAFETY: the copy made in `open` goes back to being stdout.
+            unsafe {
+                libc::dup2(self.protocol, 1);
+                libc::close(self.protocol);
+            }
         }
     }
 }
