@@ -9,6 +9,12 @@ ZIG_TOOLS=target/tools/zig
 ZIGLANG=0.17.1
 CARGO_ZIGBUILD=0.24.1
 
+# `make test` runs make cross and the install check side by side: the
+# first to get here installs, under a lock, and the other waits for it
+# (unlocked, one removed the toolchain the other was running).
+mkdir -p target/tools
+exec {zig_lock}>target/tools/zig.lock
+flock "$zig_lock"
 installed_targets=$(rustup target list --installed)
 for triple in "$@"; do
   grep -qx "$triple" <<<"$installed_targets" || rustup target add "$triple"
@@ -19,5 +25,7 @@ if [ ! -x "$ZIG_TOOLS/bin/cargo-zigbuild" ] || [ "$(cat "$ZIG_TOOLS/pins" 2>/dev
   "$ZIG_TOOLS/bin/pip" install --quiet --disable-pip-version-check "ziglang==$ZIGLANG" "cargo-zigbuild==$CARGO_ZIGBUILD"
   echo "$ZIGLANG $CARGO_ZIGBUILD" >"$ZIG_TOOLS/pins"
 fi
+flock -u "$zig_lock"
+exec {zig_lock}>&-
 export PATH="$PWD/$ZIG_TOOLS/bin:$PATH"
 ZIG_LIBC="$("$ZIG_TOOLS/bin/python" -c 'import ziglang, os; print(os.path.dirname(ziglang.__file__))')/lib/libc"
