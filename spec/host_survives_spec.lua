@@ -289,8 +289,11 @@ describe('waiting on many clients at once', function()
     os.remove(script)
     assert.equal(0, status, out)
     assert.is_truthy(out:find('waited: true true\n', 1, true), out)
+    -- None added for the wait (a bell armed per client added 3 each); one
+    -- may be gone by then (the portable build's exit watch of a server
+    -- that has answered).
     local before, after = out:match('descriptors (%d+) %-> (%d+)')
-    assert.equal(before, after, out)
+    assert.is_true(tonumber(after) <= tonumber(before), out)
   end)
 end)
 
