@@ -67,12 +67,15 @@ demo:
 # The cargo tests link the system Lua (no `module` feature), built in the
 # modules' profile so that they share its dependencies.
 # The transport's own tests run once more with the `portable` feature.
+# Clippy lints as the tests are built (LINTED: the crate compiled by
+# clippy's driver, warnings as errors, as `cargo clippy --all-targets --
+# -D warnings` would hold it), so every dependency is compiled once, not
+# once checked for clippy and once built for the tests (scripts/linted.sh).
+LINTED = RUSTC_WORKSPACE_WRAPPER="$$(rustc --print sysroot)/bin/clippy-driver" CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 test-rust:
 	cargo fmt --check
-	cargo clippy --locked --all-targets -- -D warnings
-	cargo clippy --locked --all-targets --features portable -- -D warnings
-	cargo test --locked --profile test-module
-	cargo test --locked --profile test-module --features portable --lib -- transport::
+	$(LINTED) cargo test --locked --profile test-module
+	$(LINTED) cargo test --locked --profile test-module --features portable -- transport::
 
 # The types check, each runtime's module and the busted passes, in two
 # lanes side by side (see scripts/test-lua.sh). 5.4+portable runs the

@@ -13,27 +13,21 @@ cd "$(dirname "$0")/.."
 TARGETS=(aarch64-apple-darwin x86_64-apple-darwin x86_64-unknown-freebsd x86_64-pc-windows-gnu)
 . scripts/zig-toolchain.sh "${TARGETS[@]}"
 . scripts/check-module.sh
+. scripts/linted.sh
 
 for t in "${TARGETS[@]}"; do
   started=$SECONDS
   if [ "$t" = x86_64-pc-windows-gnu ]; then
     # mingw-w64 links it; no zig needed.
-    nice cargo clippy --quiet --profile cross-check --locked --target "$t" \
-      --no-default-features --features lua54,module -- -D warnings
-    nice cargo build --quiet --profile cross-check --locked --target "$t" --no-default-features --features lua54,module
+    linted nice cargo build --quiet --profile cross-check --locked --target "$t" \
+      --no-default-features --features lua54,module
     check_module win32-x86_64 lua54 "target/$t/cross-check/mcp.dll"
     echo "cross: $t built and checked in $((SECONDS - started)) s"
     continue
   fi
-  # Clippy first, for what only that system compiles (the kqueue bell, the
-  # exit hook), with warnings as errors as for Linux. Once for macOS: the
-  # crate's code for Intel Macs is Apple silicon's (it tells them apart
-  # nowhere), and linting it again cost a check of every dependency.
-  if [ "$t" != x86_64-apple-darwin ]; then
-    nice cargo-zigbuild clippy --quiet --profile cross-check --locked --target "$t" \
-      --no-default-features --features lua54,module -- -D warnings
-  fi
-  nice cargo zigbuild --quiet --profile cross-check --locked --target "$t" --no-default-features --features lua54,module 2> >(grep -v -e xcrun -e 'SDK is needed' -e 'DEVELOPER_DIR' -e '^  |$' -e '^$' -e 'generated 1 warning' >&2)
+  # Linted as it is built (scripts/linted.sh), for what only that system
+  # compiles (the kqueue bell, the exit hook).
+  linted nice cargo zigbuild --quiet --profile cross-check --locked --target "$t" --no-default-features --features lua54,module 2> >(grep -v -e xcrun -e 'SDK is needed' -e 'DEVELOPER_DIR' -e '^  |$' -e '^$' -e 'generated 1 warning' >&2)
   case "$t" in
   aarch64-apple-darwin) check_module macosx-aarch64 lua54 "target/$t/cross-check/libmcp.dylib" ;;
   x86_64-apple-darwin) check_module macosx-x86_64 lua54 "target/$t/cross-check/libmcp.dylib" ;;

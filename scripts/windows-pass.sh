@@ -17,6 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 bash scripts/windows.sh
+. scripts/linted.sh
 tools=$root/target/tools/windows
 export WINEPREFIX=$tools/prefix WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
 win() { printf 'Z:%s' "${1//\//\\}"; }
@@ -41,7 +42,8 @@ export MCP_HTTP_FAULTS=http://127.0.0.1:$port
 for runtime in ${RUNTIMES:-lua.exe luajit.exe}; do
   abi=54 version=5.4 features=lua54
   [ "$runtime" = luajit.exe ] && abi=51 version=5.1 features=luajit
-  nice cargo build --quiet --profile cross-check --locked --target x86_64-pc-windows-gnu \
+  # Built as make cross builds it (linted), so that its build is reused.
+  linted nice cargo build --quiet --profile cross-check --locked --target x86_64-pc-windows-gnu \
     --no-default-features --features "$features,module"
   # A copy of the checkout of its own, as each Linux pass has.
   copy=target/suite/windows-$abi
