@@ -15,11 +15,18 @@ local function fed(lines)
   local f = assert(io.open(input, 'wb'))
   f:write(table.concat(lines, '\n'), '\n')
   f:close()
-  local quiet = H.WINDOWS and '2>NUL' or '2>/dev/null'
-  local out, status = H.command(string.format('%s %s < %s %s', NOTES[1], NOTES[2], input, quiet))
+  local out, status
+  if H.WINDOWS then
+    -- cmd.exe: no exit status to read back here (H.command is sh's).
+    local p = io.popen(string.format('%s %s < %s 2>NUL', NOTES[1], NOTES[2], input))
+    out = p:read('*a')
+    p:close()
+  else
+    out, status = H.command(string.format('%s %s < %s 2>/dev/null', NOTES[1], NOTES[2], input))
+  end
   os.remove(input)
   local messages = {}
-  for line in out:gmatch('[^\n]+') do messages[#messages + 1] = trace.decode(line) end
+  for line in out:gmatch('[^\r\n]+') do messages[#messages + 1] = trace.decode(line) end
   return messages, status
 end
 
@@ -106,7 +113,7 @@ describe('what a client may send a Lua server', function()
       '{"jsonrpc":"2.0","id":1,"method":"no/such"}',
       '{"jsonrpc":"2.0","id":2,"method":"ping"}',
     })
-    assert.equal(0, status)
+    if not H.WINDOWS then assert.equal(0, status) end
     assert.equal(3, #messages)
     assert.equal(-32700, messages[1].error.code)
     assert.same({ code = -32601, message = 'Method not found: no/such' }, messages[2].error)

@@ -231,6 +231,9 @@ mod system {
                 if protocol < 0 || libc::dup2(2, 1) < 0 {
                     return Err(io::Error::last_os_error());
                 }
+                // Binary: in text mode the runtime writes each "\n" as
+                // "\r\n", which no line of the protocol has.
+                _setmode(protocol, libc::O_BINARY);
                 protocol
             };
             let (send, chunks) = mpsc::channel();
@@ -287,5 +290,11 @@ mod system {
                 libc::close(self.protocol);
             }
         }
+    }
+
+    extern "C" {
+        /// The C runtime's own (msvcrt's and the UCRT's): the libc crate
+        /// has no binding for it.
+        fn _setmode(fd: libc::c_int, mode: libc::c_int) -> libc::c_int;
     }
 }
