@@ -71,11 +71,13 @@ demo:
 # clippy's driver, warnings as errors, as `cargo clippy --all-targets --
 # -D warnings` would hold it), so every dependency is compiled once, not
 # once checked for clippy and once built for the tests (scripts/linted.sh).
+# With `portable`, the library and its tests: the feature changes nothing
+# in the integration tests' own code.
 LINTED = RUSTC_WORKSPACE_WRAPPER="$$(rustc --print sysroot)/bin/clippy-driver" CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 test-rust:
 	cargo fmt --check
 	$(LINTED) cargo test --locked --profile test-module
-	$(LINTED) cargo test --locked --profile test-module --features portable -- transport::
+	$(LINTED) cargo test --locked --profile test-module --features portable --lib -- transport::
 
 # The types check, each runtime's module and the busted passes, in two
 # lanes side by side (see scripts/test-lua.sh). 5.4+portable runs the
