@@ -27,8 +27,11 @@ SPECS=(spec/windows_spec.lua spec/differential_spec.lua spec/fuzz_spec.lua spec/
 out=target/suite
 mkdir -p "$out"
 failed=0
-# Port 0: the kernel's choice, which the server prints.
-node spec/servers/http_faults.js 0 >"$out/windows-http.log" 2>&1 &
+# Port 0: the kernel's choice, which the server prints. Its log exists
+# before the server starts: the background shell that would make it can
+# lose the race to the first look on a busy machine (beside the lanes).
+: >"$out/windows-http.log"
+node spec/servers/http_faults.js 0 >>"$out/windows-http.log" 2>&1 &
 http_server=$!
 trap 'kill $http_server 2>/dev/null || true' EXIT
 port=
