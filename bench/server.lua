@@ -9,6 +9,9 @@
 -- MCP_SO), `make test` once for the SDK peers, and `make bench` for the
 -- C server.
 local root = (arg[0]:match('^(.*)/bench/[^/]*$') or '.')
+-- Absolute: the races run from /tmp (a Python server started in the
+-- checkout would import ./mcp.so as its `mcp` package).
+if root:sub(1, 1) ~= '/' then root = os.getenv('PWD') .. '/' .. root end
 local calls = tonumber(arg[1]) or 10000
 local rounds = tonumber(arg[2]) or 3
 
