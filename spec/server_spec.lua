@@ -131,6 +131,41 @@ describe('what a client may send a Lua server', function()
     assert.equal('counted to 1', messages[1].result.content[1].text)
   end)
 
+  it('past 1024 messages kept while a handler waits for its client, a request is refused at once as busy', function()
+    local lines = {
+      '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+        .. '"capabilities":{"elicitation":{}},"clientInfo":{"name":"flood","version":"0"}}}',
+      '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+      '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask_name"}}',
+    }
+    for i = 1, 1100 do lines[#lines + 1] = '{"jsonrpc":"2.0","id":' .. (100 + i) .. ',"method":"ping"}' end
+    lines[#lines + 1] = '{"jsonrpc":"2.0","id":"server-1","result":{"action":"accept","content":{"name":"Ada"}}}'
+    local messages = fed(lines)
+    assert.equal('elicitation/create', messages[2].method)
+    local busy = {}
+    for i = 3, 78 do busy[#busy + 1] = messages[i].id end
+    assert.equal(1125, busy[1])
+    assert.equal(1200, busy[#busy])
+    assert.same({ code = -32000, message = 'Server busy: 1024 messages already wait for a handler that is asking '
+      .. 'its client something; send this again once it is answered' }, messages[3].error)
+    assert.equal('Hello, Ada', messages[79].result.content[1].text)
+    assert.equal(101, messages[80].id)
+    assert.equal(1124, messages[#messages].id)
+    assert.equal(1 + 1 + 76 + 1 + 1024, #messages)
+  end)
+
+  it('a log below the level the client set is not sent, even while its handler runs', function()
+    local messages = fed({
+      '{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"error"}}',
+      '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2}}}',
+      '{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"debug"}}',
+      '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2}}}',
+    })
+    assert.same({ 1, 2, 3, 'notifications/message', 4 },
+      { messages[1].id, messages[2].id, messages[3].id, messages[4].method, messages[5].id })
+    assert.same({ level = 'info', data = 'adding 1 and 2' }, messages[4].params)
+  end)
+
   it('ids that cannot be ids, and requests with no method, are refused', function()
     local messages = fed({
       '{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}',

@@ -23,9 +23,11 @@ server:tool({
   description = 'Add two numbers',
   input_schema = { type = 'object', properties = { a = { type = 'number' }, b = { type = 'number' } }, required = { 'a', 'b' } },
   annotations = { readOnlyHint = true },
-}, function(args)
+}, function(args, ctx)
   -- Goes to stderr while serving: stdout carries the protocol alone.
   print('adding', args.a, args.b)
+  -- Goes to the client, if it asked for info and above.
+  ctx:log('info', 'adding ' .. args.a .. ' and ' .. args.b)
   return args.a + args.b
 end)
 

@@ -370,14 +370,17 @@ pub(super) fn request_args(lua: &Cx, client: &Table, args: &MultiValue, what: &s
 /// Routes what has already been received, without waiting: at most
 /// [`DRAIN_LIMIT`] messages, so that a server which writes faster than its
 /// callbacks run cannot keep an event loop's callback here. What is left
-/// keeps the descriptor readable for the next turn.
-pub(super) fn drain(core: &mut Client, host: &mut LuaHost) -> Outcome<()> {
+/// keeps the descriptor readable for the next turn. True if anything
+/// was routed.
+pub(super) fn drain(core: &mut Client, host: &mut LuaHost) -> Outcome<bool> {
+    let mut routed = false;
     for _ in 0..DRAIN_LIMIT {
         if !core.pump(host, Instant::now())? {
             break;
         }
+        routed = true;
     }
-    Ok(())
+    Ok(routed)
 }
 
 pub(super) const DRAIN_LIMIT: usize = 256;

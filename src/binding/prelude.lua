@@ -326,21 +326,21 @@ mcp._Context = Context
 
 function Context:progress(done, total, message)
   if self.progress_token == nil then return end
-  raise_unless(native.ctx_notify(self.server, 'notifications/progress', {
+  raise_unless(native.ctx_notify(self, 'notifications/progress', {
     progressToken = self.progress_token, progress = done, total = total, message = message,
   }))
 end
 
 function Context:log(level, data, logger)
-  raise_unless(native.ctx_notify(self.server, 'notifications/message', { level = level, data = data, logger = logger }))
+  raise_unless(native.ctx_notify(self, 'notifications/message', { level = level, data = data, logger = logger }))
 end
 
 function Context:cancelled()
-  return raise_unless(native.ctx_cancelled(self.server, self.request_id))
+  return raise_unless(native.ctx_cancelled(self, self.request_id))
 end
 
 function Context:request(method, params)
-  return raise_unless(native.ctx_request(self.server, method, params))
+  return raise_unless(native.ctx_request(self, method, params))
 end
 
 function Context:elicit(params) return self:request('elicitation/create', params) end

@@ -15,7 +15,7 @@
 //! - a prompt: a string is one user message; a table is the result.
 
 use std::cell::{Cell, RefCell};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
@@ -32,8 +32,9 @@ use crate::interrupt::{self, far_future};
 use crate::protocol;
 use crate::server::catalog::Kind;
 use crate::server::channel::{Channel, Incoming, Unanswered};
+use crate::server::link::Route;
 use crate::server::stdio::Stdio;
-use crate::server::{Answer, Call, Handlers, Server};
+use crate::server::{Answer, Call, Facts, Handlers, Server};
 
 /// The longest line the server reads, unless `opts.max_message_bytes`
 /// says otherwise.
@@ -63,6 +64,9 @@ pub(super) struct ServerState {
     /// adds a tool): applied once it is.
     deferred: RefCell<Vec<Change>>,
     channel: RefCell<Option<Channel>>,
+    /// What the core knew of the client whose request is being answered
+    /// (the core itself is busy meanwhile).
+    facts: RefCell<Facts>,
     max_message_bytes: usize,
     request_timeout: Duration,
     closed: Cell<bool>,
@@ -109,6 +113,7 @@ pub(super) fn server_new(lua: &Cx, args: MultiValue) -> Outcome {
         slots: RefCell::new(Vec::new()),
         deferred: RefCell::new(Vec::new()),
         channel: RefCell::new(None),
+        facts: RefCell::new(Facts::default()),
         max_message_bytes,
         request_timeout: read.seconds("request_timeout")?.unwrap_or(DEFAULT_REQUEST_TIMEOUT),
         closed: Cell::new(false),
@@ -258,76 +263,107 @@ pub(super) fn serve_stdio(lua: &Cx, args: MultiValue) -> Outcome {
         return Err(Error::BadInput("server:serve_stdio: this server is serving already".into()).into());
     }
     let stdio = Stdio::open(state.max_message_bytes).map_err(|e| Error::Lua(format!("server:serve_stdio: {e}")))?;
-    *state.channel.borrow_mut() = Some(Channel::new(stdio, state.request_timeout));
+    *state.channel.borrow_mut() = Some(Channel::new(Box::new(stdio), state.request_timeout));
     state.closed.set(false);
     let Value::Table(server) = server else { unreachable!("state_of checked it") };
-    let served = serve(lua, &server, &state);
+    let served = serve_until(lua, &server, &state, "server:serve_stdio()", far_future());
     // Stdout is itself again once the channel is gone.
     state.channel.borrow_mut().take();
-    served.map(|()| MultiValue::from_vec(vec![Value::Boolean(true)]))
+    served.map(|_| MultiValue::from_vec(vec![Value::Boolean(true)]))
 }
 
-fn serve(lua: &Cx, server: &Table, state: &ServerState) -> Outcome<()> {
+/// What one turn of serving found.
+#[derive(PartialEq)]
+pub(super) enum Turn {
+    Served,
+    Idle,
+    /// The transport ended, or the server was closed.
+    Over,
+}
+
+/// Serves until the transport ends or the server is closed (Over), or
+/// `until` passes (Idle); Ctrl-C ends it as an interruption of `what`.
+pub(super) fn serve_until(lua: &Cx, server: &Table, state: &ServerState, what: &str, until: Instant) -> Outcome<Turn> {
     loop {
-        if state.closed.get() {
-            return Ok(());
-        }
-        if interrupt::requested() {
-            return Err(Error::Interrupted { what: "server:serve_stdio()".into() }.into());
-        }
-        let incoming = {
-            let mut channel = state.channel.borrow_mut();
-            let Some(channel) = channel.as_mut() else { return Ok(()) };
-            channel.next(far_future()).map_err(io_error)?
-        };
-        let message = match incoming {
-            Incoming::Message(message) => message,
-            Incoming::Nothing => continue,
-            Incoming::Ended => return Ok(()),
-        };
-        // A reply to a request of ours that nobody waits for any more.
-        let is_reply = message.get("result").is_some() || message.get("error").is_some();
-        if message.get("method").is_none() && message.get("id").is_some() && is_reply {
-            continue;
-        }
-        let reply = {
-            let mut handlers = LuaHandlers { lua, server, state };
-            let mut core = state.core.borrow_mut();
-            core.handle(&message, &mut handlers)
-        };
-        for change in state.deferred.take() {
-            apply(state, change).map_err(Error::BadInput)?;
-        }
-        let cancelled = match (&reply, state.channel.borrow_mut().as_mut()) {
-            (Some(reply), Some(channel)) => reply.get("id").is_some_and(|id| channel.take_cancelled(id)),
-            _ => false,
-        };
-        if let (Some(reply), false) = (reply, cancelled) {
-            send(state, &reply)?;
-        }
-        send_notices(state)?;
-        if interrupt::requested() {
-            return Err(Error::Interrupted { what: "server:serve_stdio()".into() }.into());
+        match serve_one(lua, server, state, what, until)? {
+            Turn::Served => {}
+            Turn::Idle if Instant::now() < until => {}
+            done => return Ok(done),
         }
     }
 }
 
-fn io_error(e: std::io::Error) -> Error {
-    Error::Lua(format!("server:serve_stdio: {e}"))
+/// Takes one message (waiting until `until` at most) and answers it.
+pub(super) fn serve_one(lua: &Cx, server: &Table, state: &ServerState, what: &str, until: Instant) -> Outcome<Turn> {
+    if state.closed.get() {
+        return Ok(Turn::Over);
+    }
+    if interrupt::requested() {
+        return Err(Error::Interrupted { what: what.into() }.into());
+    }
+    let incoming = {
+        let mut channel = state.channel.borrow_mut();
+        let Some(channel) = channel.as_mut() else { return Ok(Turn::Over) };
+        channel.next(until).map_err(io_error)?
+    };
+    let (message, route) = match incoming {
+        Incoming::Message(message, route) => (message, route),
+        Incoming::Gone(peer) => {
+            state.core.borrow_mut().forget(peer);
+            return Ok(Turn::Served);
+        }
+        Incoming::Nothing => return Ok(Turn::Idle),
+        Incoming::Ended => return Ok(Turn::Over),
+    };
+    // A reply to a request of ours that nobody waits for any more.
+    let is_reply = message.get("result").is_some() || message.get("error").is_some();
+    if message.get("method").is_none() && is_reply {
+        return Ok(Turn::Served);
+    }
+    *state.facts.borrow_mut() = state.core.borrow().facts(route.peer);
+    let reply = {
+        let mut handlers = LuaHandlers { lua, server, state, route };
+        let mut core = state.core.borrow_mut();
+        core.handle(route.peer, &message, &mut handlers)
+    };
+    for change in state.deferred.take() {
+        apply(state, change).map_err(Error::BadInput)?;
+    }
+    if let (Some(reply), Some(id)) = (reply, message.get("id")) {
+        if let Some(channel) = state.channel.borrow_mut().as_mut() {
+            // A client that is gone ends serving at its next read.
+            let _ = channel.finish(route, id, &reply);
+        }
+    }
+    send_notices(state)?;
+    if interrupt::requested() {
+        return Err(Error::Interrupted { what: what.into() }.into());
+    }
+    Ok(Turn::Served)
 }
 
-fn send(state: &ServerState, message: &Json) -> Outcome<()> {
+fn io_error(e: std::io::Error) -> Error {
+    Error::Lua(format!("mcp.server: {e}"))
+}
+
+fn send(state: &ServerState, route: Route, message: &Json) -> Outcome<()> {
     if let Some(channel) = state.channel.borrow_mut().as_mut() {
         // A client that is gone ends serving at its next read.
-        let _ = channel.send(message);
+        let _ = channel.send(route, message);
     }
     Ok(())
 }
 
 fn send_notices(state: &ServerState) -> Outcome<()> {
-    let notices = state.core.borrow_mut().take_notices();
-    for notice in &notices {
-        send(state, notice)?;
+    if state.channel.borrow().is_none() {
+        return Ok(());
+    }
+    let owed = state.core.borrow().owed();
+    for peer in owed {
+        let notices = state.core.borrow_mut().take_notices(peer);
+        for notice in &notices {
+            send(state, Route::unasked(peer), notice)?;
+        }
     }
     Ok(())
 }
@@ -344,6 +380,8 @@ struct LuaHandlers<'a, 'b> {
     lua: &'a Cx<'b>,
     server: &'a Table,
     state: &'a ServerState,
+    /// Where the request came from, for what its handler sends.
+    route: Route,
 }
 
 impl LuaHandlers<'_, '_> {
@@ -357,6 +395,8 @@ impl LuaHandlers<'_, '_> {
         let ctx = self.lua.create_table()?;
         ctx.raw_set("server", self.server.clone())?;
         ctx.raw_set("request_id", to_lua(self.lua, call.id)?)?;
+        ctx.raw_set("_peer", self.route.peer)?;
+        ctx.raw_set("_exchange", self.route.exchange)?;
         if let Some(meta) = call.meta {
             ctx.raw_set("meta", to_lua(self.lua, meta)?)?;
         }
@@ -590,7 +630,7 @@ fn prompt_result(lua: &Cx, value: Value) -> Outcome<Json> {
 /// prelude builds them): sent now, as the handler runs. A log message
 /// below the level the client set is not sent.
 pub(super) fn ctx_notify(lua: &Cx, args: MultiValue) -> Outcome {
-    let ud = state_of(&arg(&args, 0), "notify")?;
+    let (ud, route) = context_of(&arg(&args, 0), "notify")?;
     let state = ud.borrow::<ServerState>()?;
     let Value::String(method) = arg(&args, 1) else {
         return Err(Error::BadInput("ctx: the notification's method must be a string".into()).into());
@@ -605,25 +645,42 @@ pub(super) fn ctx_notify(lua: &Cx, args: MultiValue) -> Outcome {
             let why = format!("ctx:log: the level must be one of {}", crate::server::LOG_LEVELS.join(", "));
             return Err(Error::BadInput(why).into());
         }
-        // While a request is answered the core is busy: its level was set
-        // by an earlier one, so what it says now still holds.
-        if let Ok(core) = state.core.try_borrow() {
-            if !core.logs(&level) {
-                return Ok(MultiValue::new());
-            }
+        if !facts(&state, route).logs(&level) {
+            return Ok(MultiValue::new());
         }
     }
-    send(&state, &protocol::notification(&method.to_str()?, Some(params)))?;
+    send(&state, route, &protocol::notification(&method.to_str()?, Some(params)))?;
     Ok(MultiValue::new())
+}
+
+/// The server and the route of a handler's `ctx`.
+fn context_of(ctx: &Value, what: &str) -> Outcome<(mlua::AnyUserData, Route)> {
+    let Value::Table(ctx) = ctx else {
+        return Err(Error::BadInput(format!("ctx:{what}: call it with a colon, as ctx:{what}(...)")).into());
+    };
+    let ud = state_of(&ctx.raw_get::<Value>("server")?, what)?;
+    let peer = ctx.raw_get::<Option<u64>>("_peer")?.unwrap_or(0);
+    let exchange = ctx.raw_get::<Option<u64>>("_exchange")?.unwrap_or(0);
+    Ok((ud, Route { peer, exchange }))
+}
+
+/// What the core knows of the client on `route`: asked of it when it is
+/// free, else what it knew when the request being answered came in (the
+/// level and capabilities were set by earlier requests, so they hold).
+fn facts(state: &ServerState, route: Route) -> Facts {
+    match state.core.try_borrow() {
+        Ok(core) => core.facts(route.peer),
+        Err(_) => state.facts.borrow().clone(),
+    }
 }
 
 /// `ctx:cancelled()`: whether the client cancelled this request.
 pub(super) fn ctx_cancelled(lua: &Cx, args: MultiValue) -> Outcome {
-    let ud = state_of(&arg(&args, 0), "cancelled")?;
+    let (ud, route) = context_of(&arg(&args, 0), "cancelled")?;
     let state = ud.borrow::<ServerState>()?;
     let id = encode_lua(lua, "the request id", &arg(&args, 1))?;
     let cancelled = match state.channel.borrow_mut().as_mut() {
-        Some(channel) => channel.cancelled(&id).map_err(io_error)?,
+        Some(channel) => channel.cancelled(route, &id).map_err(io_error)?,
         None => false,
     };
     Ok(MultiValue::from_vec(vec![Value::Boolean(cancelled)]))
@@ -632,7 +689,7 @@ pub(super) fn ctx_cancelled(lua: &Cx, args: MultiValue) -> Outcome {
 /// `ctx:request(method, params)`: asks the client (elicitation, sampling,
 /// roots) and returns its result; nil and why when it would not answer.
 pub(super) fn ctx_request(lua: &Cx, args: MultiValue) -> Outcome {
-    let ud = state_of(&arg(&args, 0), "request")?;
+    let (ud, route) = context_of(&arg(&args, 0), "request")?;
     let state = ud.borrow::<ServerState>()?;
     let Value::String(method) = arg(&args, 1) else {
         return Err(Error::BadInput("ctx:request: the method must be a string".into()).into());
@@ -643,13 +700,13 @@ pub(super) fn ctx_request(lua: &Cx, args: MultiValue) -> Outcome {
         v => encode_lua(lua, "params", &v)?,
     };
     let needs = protocol::capability_for(&method);
-    if let (Some(capability), Ok(core)) = (needs, state.core.try_borrow()) {
-        if !core.client_can(capability) {
+    if let Some(capability) = needs {
+        if !facts(&state, route).can(capability) {
             return refused(lua, format!("ctx:request: the client did not declare the {capability} capability, so it cannot be asked {method}"));
         }
     }
     let answered = match state.channel.borrow_mut().as_mut() {
-        Some(channel) => channel.request(&method, params),
+        Some(channel) => channel.request(route, &method, params),
         None => return refused(lua, format!("ctx:request: {method} needs a client: the server is not serving")),
     };
     match answered {

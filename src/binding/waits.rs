@@ -13,10 +13,8 @@ use super::entry::Entry;
 use super::handles::{
     client_of, finish, handle_arg, poll_handle, run_on_done, settle_orphan, take_if_settled, HandleState,
 };
-use super::host::LuaHost;
 use super::lua::{arg, client_arg, Cx, Outcome, Raise};
 pub(super) use super::readers::wait_bound;
-use crate::client::Client;
 use crate::error::Error;
 use crate::interrupt;
 use crate::transport::arrivals;
@@ -174,7 +172,7 @@ pub(super) fn wait_handles(lua: &Cx, args: &MultiValue, what: &str, all: bool) -
                 let mut routed = false;
                 for client in clients {
                     with_client(lua, client, Borrower::Named(what), |core, host| {
-                        routed |= drain_routed(core, host)?;
+                        routed |= drain(core, host)?;
                         if let Some(due) = core.next_deadline() {
                             wake = wake.min(due);
                         }
@@ -187,15 +185,6 @@ pub(super) fn wait_handles(lua: &Cx, args: &MultiValue, what: &str, all: bool) -
             }
         }
     }
-}
-
-/// [`drain`], saying whether anything was routed.
-fn drain_routed(core: &mut Client, host: &mut LuaHost) -> Outcome<bool> {
-    let routed = core.pump(host, Instant::now())?;
-    if routed {
-        drain(core, host)?;
-    }
-    Ok(routed)
 }
 
 /// `mcp.wait_any(handles [, timeout])`: the index of a settled handle, or

@@ -69,6 +69,12 @@ pub enum Json {
     Request(Box<Request>),
 }
 
+impl Default for Json {
+    fn default() -> Json {
+        Json::Null
+    }
+}
+
 /// A JSON-RPC request on its way out. Its four keys are the protocol's
 /// own, written from constants: as an object it cost an owned key per
 /// field, four of a small call's allocations.

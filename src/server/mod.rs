@@ -19,14 +19,18 @@
 
 pub mod catalog;
 pub mod channel;
+pub mod link;
+mod peer;
 pub mod stdio;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use crate::codec::Json;
-use crate::protocol::{self, id_key, IdKey, SUPPORTED_VERSIONS};
+use crate::protocol::{self, id_key, SUPPORTED_VERSIONS};
 use crate::schema::to_serde;
 use catalog::{match_template, parse_template, Entry, Kind, List};
+use peer::Peer;
+pub use peer::{Facts, PeerKey};
 
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
@@ -75,36 +79,30 @@ pub struct Server {
     lists: [List; 4],
     /// Items per page of every listing (0: all at once).
     pub page_size: usize,
-    /// The version the handshake settled on.
-    version: Option<String>,
-    client_capabilities: Json,
-    initialized: bool,
-    /// The lowest level sent (`logging/setLevel`); all until one is set.
-    log_level: usize,
-    subscriptions: HashSet<Vec<u8>>,
-    /// Requests the client cancelled, for handlers that ask.
-    cancelled: HashSet<IdKey>,
-    /// Lists changed while serving, whose notices are owed.
-    changed: Vec<Kind>,
-    notices: Vec<Json>,
+    /// Each client's own state, by the key its transport gave it (stdio
+    /// has one; Streamable HTTP one per session).
+    peers: HashMap<PeerKey, Peer>,
 }
 
 impl Server {
     pub fn new(info: Json, instructions: Option<Json>) -> Server {
-        Server {
-            info,
-            instructions,
-            lists: Default::default(),
-            page_size: 0,
-            version: None,
-            client_capabilities: Json::Object(vec![]),
-            initialized: false,
-            log_level: 0,
-            subscriptions: HashSet::new(),
-            cancelled: HashSet::new(),
-            changed: Vec::new(),
-            notices: Vec::new(),
-        }
+        Server { info, instructions, lists: Default::default(), page_size: 0, peers: HashMap::new() }
+    }
+
+    /// The state of client `key`, made at its first message.
+    fn peer(&mut self, key: PeerKey) -> &mut Peer {
+        self.peers.entry(key).or_default()
+    }
+
+    /// What the server knows of client `key` (its log level, what it can
+    /// answer), for a handler's `ctx`.
+    pub fn facts(&self, key: PeerKey) -> Facts {
+        self.peers.get(&key).map(Peer::facts).unwrap_or_default()
+    }
+
+    /// Client `key` is gone (its session ended): its state goes with it.
+    pub fn forget(&mut self, key: PeerKey) {
+        self.peers.remove(&key);
     }
 
     fn list(&self, kind: Kind) -> &List {
@@ -149,47 +147,32 @@ impl Server {
     }
 
     fn list_changed(&mut self, kind: Kind) {
-        if self.initialized && !self.changed.contains(&kind) {
-            self.changed.push(kind);
+        for peer in self.peers.values_mut() {
+            peer.list_changed(kind);
         }
     }
 
     /// A resource changed: subscribers hear of it.
     pub fn resource_updated(&mut self, uri: &[u8]) {
-        if self.subscriptions.contains(uri) {
-            let params = Json::object([("uri", Json::Str(uri.to_vec()))]);
-            self.notices.push(protocol::notification("notifications/resources/updated", Some(params)));
+        for peer in self.peers.values_mut() {
+            peer.resource_updated(uri);
         }
     }
 
-    /// What the server owes the client unasked, oldest first.
-    pub fn take_notices(&mut self) -> Vec<Json> {
-        let mut notices = std::mem::take(&mut self.notices);
-        for kind in std::mem::take(&mut self.changed) {
-            notices.push(protocol::notification(kind.changed_notification(), None));
-        }
-        notices
+    /// What the server owes client `key` unasked, oldest first.
+    pub fn take_notices(&mut self, key: PeerKey) -> Vec<Json> {
+        self.peers.get_mut(&key).map(Peer::take_notices).unwrap_or_default()
     }
 
-    /// Whether a log message at `level` goes to the client.
-    pub fn logs(&self, level: &str) -> bool {
-        LOG_LEVELS.iter().position(|l| *l == level).is_some_and(|at| at >= self.log_level)
+    /// Clients owed something unasked.
+    pub fn owed(&self) -> Vec<PeerKey> {
+        self.peers.iter().filter(|(_, p)| p.owes()).map(|(k, _)| *k).collect()
     }
 
-    /// Whether the client said it can answer `capability` (elicitation,
-    /// sampling, roots).
-    pub fn client_can(&self, capability: &str) -> bool {
-        self.client_capabilities.get(capability).is_some()
-    }
-
-    /// Whether the client cancelled the request `id`.
-    pub fn is_cancelled(&self, id: &Json) -> bool {
-        id_key(id).is_some_and(|key| self.cancelled.contains(&key))
-    }
-
-    /// The reply to `message` (None for a notification, or a reply to a
-    /// request of ours, which the transport routes before it gets here).
-    pub fn handle(&mut self, message: &Json, handlers: &mut dyn Handlers) -> Option<Json> {
+    /// The reply to `message` from client `key` (None for a
+    /// notification, or a reply to a request of ours, which the transport
+    /// routes before it gets here).
+    pub fn handle(&mut self, key: PeerKey, message: &Json, handlers: &mut dyn Handlers) -> Option<Json> {
         let Some(Json::Str(method)) = message.get("method") else {
             let id = message.get("id").cloned().unwrap_or(Json::Null);
             return Some(protocol::error_response(id, -32600, "Invalid Request: no method"));
@@ -197,7 +180,9 @@ impl Server {
         let method = String::from_utf8_lossy(method).into_owned();
         let params = message.get("params").cloned().unwrap_or(Json::Object(vec![]));
         let Some(id) = message.get("id") else {
-            self.notified(&method, &params);
+            if method == "notifications/initialized" {
+                self.peer(key).initialized = true;
+            }
             return None;
         };
         if id_key(id).is_none() {
@@ -210,7 +195,7 @@ impl Server {
         let meta = params.get("_meta");
         let call = Call { id, meta, progress_token: meta.and_then(|m| m.get("progressToken")) };
         let answer = match method.as_str() {
-            "initialize" => Ok(self.initialize(&params)),
+            "initialize" => Ok(self.initialize(key, &params)),
             "ping" => Ok(Json::Object(vec![])),
             "tools/list" => self.listing(Kind::Tool, &params),
             "resources/list" => self.listing(Kind::Resource, &params),
@@ -220,41 +205,27 @@ impl Server {
             "resources/read" => self.read_resource(&params, &call, handlers),
             "prompts/get" => self.get_prompt(&params, &call, handlers),
             "completion/complete" => self.complete(&params, handlers),
-            "resources/subscribe" | "resources/unsubscribe" => self.subscribe(&method, &params),
-            "logging/setLevel" => self.set_level(&params),
+            "resources/subscribe" | "resources/unsubscribe" => self.peer(key).subscribe(&method, &params),
+            "logging/setLevel" => self.peer(key).set_level(&params),
             _ => Err((METHOD_NOT_FOUND, format!("Method not found: {method}"))),
         };
-        if let Some(key) = id_key(id) {
-            self.cancelled.remove(&key);
-        }
         Some(match answer {
             Ok(result) => protocol::response(id.clone(), result),
             Err((code, message)) => protocol::error_response(id.clone(), code, &message),
         })
     }
 
-    fn notified(&mut self, method: &str, params: &Json) {
-        match method {
-            "notifications/initialized" => self.initialized = true,
-            "notifications/cancelled" => {
-                if let Some(key) = params.get("requestId").and_then(id_key) {
-                    self.cancelled.insert(key);
-                }
-            }
-            _ => {}
-        }
-    }
-
     /// The version: the client's if this server speaks it, else the
     /// newest it speaks (the client then decides whether it can go on).
-    fn initialize(&mut self, params: &Json) -> Json {
+    fn initialize(&mut self, key: PeerKey, params: &Json) -> Json {
         let asked = match params.get("protocolVersion") {
             Some(Json::Str(v)) => String::from_utf8_lossy(v).into_owned(),
             _ => String::new(),
         };
         let version = SUPPORTED_VERSIONS.iter().find(|v| **v == asked).unwrap_or(&SUPPORTED_VERSIONS[0]).to_string();
-        self.client_capabilities = params.get("capabilities").cloned().unwrap_or(Json::Object(vec![]));
-        self.version = Some(version.clone());
+        let peer = self.peer(key);
+        peer.capabilities = params.get("capabilities").cloned().unwrap_or(Json::Object(vec![]));
+        peer.version = Some(version.clone());
         let changing = || Json::object([("listChanged", Json::Bool(true))]);
         let capabilities = Json::object([
             ("completions", Json::Object(vec![])),
@@ -418,29 +389,6 @@ impl Server {
                 ("values", Json::Array(shown)),
             ]),
         )]))
-    }
-
-    fn subscribe(&mut self, method: &str, params: &Json) -> Result<Json, (i64, String)> {
-        let Some(Json::Str(uri)) = params.get("uri") else {
-            return Err((INVALID_PARAMS, format!("{method} needs the resource's uri")));
-        };
-        if method == "resources/subscribe" {
-            self.subscriptions.insert(uri.clone());
-        } else {
-            self.subscriptions.remove(uri);
-        }
-        Ok(Json::Object(vec![]))
-    }
-
-    fn set_level(&mut self, params: &Json) -> Result<Json, (i64, String)> {
-        let level = match params.get("level") {
-            Some(Json::Str(level)) => LOG_LEVELS.iter().position(|l| l.as_bytes() == level.as_slice()),
-            _ => None,
-        };
-        let level =
-            level.ok_or_else(|| (INVALID_PARAMS, format!("the level must be one of {}", LOG_LEVELS.join(", "))))?;
-        self.log_level = level;
-        Ok(Json::Object(vec![]))
     }
 }
 

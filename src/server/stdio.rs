@@ -16,7 +16,14 @@ use std::collections::VecDeque;
 use std::io;
 use std::time::{Duration, Instant};
 
+use super::link::{Link, Received, Route};
+use crate::codec::{decode_message, encode, Json};
+use crate::interrupt;
+use crate::protocol;
 use crate::transport::stdio::lines::{message_text, split_lines, Piece};
+
+/// The one client of a stdio server.
+const THE_CLIENT: Route = Route { peer: 0, exchange: 0 };
 
 /// What a read found.
 pub enum Read {
@@ -93,6 +100,41 @@ impl Stdio {
         line.extend_from_slice(text);
         line.push(b'\n');
         self.io.write_all(&line)
+    }
+}
+
+impl Link for Stdio {
+    /// A line that is not JSON, or past the size bound, is answered here
+    /// with the protocol's error and skipped.
+    fn receive(&mut self, until: Instant) -> io::Result<Received> {
+        loop {
+            match self.read(until, interrupt::SLICE, &interrupt::requested)? {
+                Read::Line(line) => match decode_message(&line) {
+                    Ok(message) => return Ok(Received::Message(message, THE_CLIENT)),
+                    Err(e) => {
+                        let error = protocol::error_response(Json::Null, -32700, &format!("Parse error: {e}"));
+                        self.write(&encode(&error))?
+                    }
+                },
+                Read::TooLarge => {
+                    let why = "Invalid Request: the message is too large";
+                    self.write(&encode(&protocol::error_response(Json::Null, -32600, why)))?
+                }
+                Read::Nothing => return Ok(Received::Nothing),
+                Read::Ended => return Ok(Received::Ended),
+            }
+        }
+    }
+
+    fn send(&mut self, _route: Route, message: &Json) -> io::Result<()> {
+        self.write(&encode(message))
+    }
+
+    fn finish(&mut self, _route: Route, reply: Option<&Json>) -> io::Result<()> {
+        match reply {
+            Some(reply) => self.write(&encode(reply)),
+            None => Ok(()),
+        }
     }
 }
 

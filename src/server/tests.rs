@@ -69,7 +69,7 @@ fn server() -> Server {
 }
 
 fn ask(s: &mut Server, request: &str) -> String {
-    text(&s.handle(&json(request), &mut Scripted { calls: 0 }).unwrap())
+    text(&s.handle(0, &json(request), &mut Scripted { calls: 0 }).unwrap())
 }
 
 #[test]
@@ -81,7 +81,7 @@ fn initialize_takes_the_clients_version_when_spoken_else_offers_the_newest() {
     );
     assert!(reply.contains(r#""protocolVersion":"2025-03-26""#), "{reply}");
     assert!(reply.contains(r#""serverInfo":{"name":"notes","version":"1.0.0"}"#), "{reply}");
-    assert!(s.client_can("elicitation") && !s.client_can("sampling"));
+    assert!(s.facts(0).can("elicitation") && !s.facts(0).can("sampling"));
     let reply =
         ask(&mut s, r#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"1999-01-01"}}"#);
     assert!(reply.contains(r#""protocolVersion":"2025-11-25""#), "{reply}");
@@ -92,6 +92,7 @@ fn arguments_that_break_the_input_schema_come_back_as_a_tool_error_the_model_can
     let mut s = server();
     let mut handlers = Scripted { calls: 0 };
     let reply = s.handle(
+        0,
         &json(r#"{"id":1,"method":"tools/call","params":{"name":"echo","arguments":{"n":"x"}}}"#),
         &mut handlers,
     );
@@ -172,14 +173,14 @@ fn completions_give_at_most_100_values_and_say_how_many_there_were() {
 #[test]
 fn a_list_changed_while_serving_owes_one_notice_and_subscribers_hear_of_updates() {
     let mut s = server();
-    assert!(s.take_notices().is_empty(), "nothing is owed before the client is initialized");
-    s.handle(&json(r#"{"method":"notifications/initialized"}"#), &mut Scripted { calls: 0 });
+    assert!(s.take_notices(0).is_empty(), "nothing is owed before the client is initialized");
+    s.handle(0, &json(r#"{"method":"notifications/initialized"}"#), &mut Scripted { calls: 0 });
     s.add(Kind::Tool, json(r#"{"name":"new"}"#), 9).unwrap();
     assert!(s.remove(Kind::Tool, b"new"));
     ask(&mut s, r#"{"id":1,"method":"resources/subscribe","params":{"uri":"notes://today"}}"#);
     s.resource_updated(b"notes://today");
     s.resource_updated(b"notes://other");
-    let notices: Vec<String> = s.take_notices().iter().map(text).collect();
+    let notices: Vec<String> = s.take_notices(0).iter().map(text).collect();
     assert_eq!(
         notices,
         vec![
@@ -192,9 +193,9 @@ fn a_list_changed_while_serving_owes_one_notice_and_subscribers_hear_of_updates(
 #[test]
 fn log_levels_filter_from_the_one_the_client_set() {
     let mut s = server();
-    assert!(s.logs("debug"));
+    assert!(s.facts(0).logs("debug"));
     ask(&mut s, r#"{"id":1,"method":"logging/setLevel","params":{"level":"warning"}}"#);
-    assert!(!s.logs("info") && s.logs("error"));
+    assert!(!s.facts(0).logs("info") && s.facts(0).logs("error"));
     let bad = ask(&mut s, r#"{"id":2,"method":"logging/setLevel","params":{"level":"loud"}}"#);
     assert!(bad.contains("-32602"), "{bad}");
 }
@@ -205,7 +206,28 @@ fn unknown_methods_and_ids_that_cannot_be_ids_get_the_protocols_errors() {
     assert!(ask(&mut s, r#"{"id":1,"method":"nope/nope"}"#).contains(r#""code":-32601"#));
     assert!(ask(&mut s, r#"{"id":{"a":1},"method":"ping"}"#).contains(r#""code":-32600"#));
     assert!(s
-        .handle(&json(r#"{"method":"notifications/cancelled","params":{"requestId":7}}"#), &mut Scripted { calls: 0 })
+        .handle(
+            0,
+            &json(r#"{"method":"notifications/cancelled","params":{"requestId":7}}"#),
+            &mut Scripted { calls: 0 }
+        )
         .is_none());
-    assert!(s.is_cancelled(&Json::Int(7)));
+}
+
+#[test]
+fn each_client_has_its_own_level_and_hears_of_its_own_subscriptions_only() {
+    let mut s = server();
+    ask(&mut s, r#"{"id":1,"method":"logging/setLevel","params":{"level":"error"}}"#);
+    s.handle(
+        2,
+        &json(r#"{"id":1,"method":"resources/subscribe","params":{"uri":"notes://today"}}"#),
+        &mut Scripted { calls: 0 },
+    );
+    assert!(!s.facts(0).logs("info") && s.facts(2).logs("info"));
+    s.resource_updated(b"notes://today");
+    assert!(s.take_notices(0).is_empty());
+    assert_eq!(s.take_notices(2).len(), 1);
+    s.forget(2);
+    s.resource_updated(b"notes://today");
+    assert!(s.take_notices(2).is_empty(), "a forgotten client is owed nothing");
 }
