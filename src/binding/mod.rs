@@ -87,6 +87,10 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     native.set("server_resource_updated", export(lua, &cell, server::server_resource_updated)?)?;
     native.set("serve_stdio", export(lua, &cell, server::serve_stdio)?)?;
     native.set("server_close", export(lua, &cell, server::server_close)?)?;
+    native.set("server_listen", export(lua, &cell, server::server_listen)?)?;
+    native.set("server_fd", export(lua, &cell, server::server_fd)?)?;
+    native.set("server_dispatch", export(lua, &cell, server::server_dispatch)?)?;
+    native.set("server_run", export(lua, &cell, server::server_run)?)?;
     native.set("ctx_notify", export(lua, &cell, server::ctx_notify)?)?;
     native.set("ctx_cancelled", export(lua, &cell, server::ctx_cancelled)?)?;
     native.set("ctx_request", export(lua, &cell, server::ctx_request)?)?;

@@ -308,6 +308,10 @@ function Server:prompt(def, fn) return raise_unless(native.server_add(self, 'pro
 function Server:remove(kind, name) return raise_unless(native.server_remove(self, kind, name)) end
 function Server:resource_updated(uri) return raise_unless(native.server_resource_updated(self, uri)) end
 function Server:close() return raise_unless(native.server_close(self)) end
+function Server:listen(opts) return raise_unless(native.server_listen(self, opts)) end
+function Server:fd() return raise_unless(native.server_fd(self)) end
+function Server:dispatch() return raise_unless(native.server_dispatch(self)) end
+function Server:run(seconds) return raise_unless(native.server_run(self, seconds)) end
 
 -- Stdout carries the protocol alone while serving: what the program
 -- itself writes there goes to stderr (the native side points descriptor 1

@@ -51,8 +51,9 @@ pub type Members = Vec<(Vec<u8>, Json)>;
 /// A decoded JSON value. Strings are bytes, and objects are kept as an
 /// ordered list of pairs, duplicates included: [`Json::get`] resolves them
 /// the way Lua table assignment would.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub enum Json {
+    #[default]
     Null,
     Bool(bool),
     Int(i64),
@@ -67,12 +68,6 @@ pub enum Json {
     /// A request we send, held as its parts (see [`Request`]); it reads
     /// like the object it is written as.
     Request(Box<Request>),
-}
-
-impl Default for Json {
-    fn default() -> Json {
-        Json::Null
-    }
 }
 
 /// A JSON-RPC request on its way out. Its four keys are the protocol's

@@ -19,6 +19,7 @@
 
 pub mod catalog;
 pub mod channel;
+pub mod http;
 pub mod link;
 mod peer;
 pub mod stdio;

@@ -1,0 +1,119 @@
+//! What a handler's `ctx` does on the native side (the prelude's
+//! `Context` names them): notifications sent as the handler runs, whether
+//! its request was cancelled, and requests to its client.
+
+use mlua::{MultiValue, Value};
+
+use super::serving::{io_error, send};
+use super::{state_of, ServerState};
+use crate::binding::decode::to_lua;
+use crate::binding::encode::encode_lua;
+use crate::binding::lua::{arg, Cx, Outcome};
+use crate::codec::Json;
+use crate::error::Error;
+use crate::protocol;
+use crate::server::channel::Unanswered;
+use crate::server::link::Route;
+use crate::server::Facts;
+
+/// `ctx:notify(method, params)` for `ctx:progress` and `ctx:log` (the
+/// prelude builds them): sent now, as the handler runs. A log message
+/// below the level the client set is not sent.
+pub(in crate::binding) fn ctx_notify(lua: &Cx, args: MultiValue) -> Outcome {
+    let (ud, route) = context_of(&arg(&args, 0), "notify")?;
+    let state = ud.borrow::<ServerState>()?;
+    let Value::String(method) = arg(&args, 1) else {
+        return Err(Error::BadInput("ctx: the notification's method must be a string".into()).into());
+    };
+    let params = encode_lua(lua, "params", &arg(&args, 2))?;
+    if &*method.as_bytes() == b"notifications/message" {
+        let level = match params.get("level") {
+            Some(Json::Str(level)) => String::from_utf8_lossy(level).into_owned(),
+            _ => String::new(),
+        };
+        if !crate::server::LOG_LEVELS.contains(&level.as_str()) {
+            let why = format!("ctx:log: the level must be one of {}", crate::server::LOG_LEVELS.join(", "));
+            return Err(Error::BadInput(why).into());
+        }
+        if !facts(&state, route).logs(&level) {
+            return Ok(MultiValue::new());
+        }
+    }
+    send(&state, route, &protocol::notification(&method.to_str()?, Some(params)))?;
+    Ok(MultiValue::new())
+}
+
+/// The server and the route of a handler's `ctx`.
+fn context_of(ctx: &Value, what: &str) -> Outcome<(mlua::AnyUserData, Route)> {
+    let Value::Table(ctx) = ctx else {
+        return Err(Error::BadInput(format!("ctx:{what}: call it with a colon, as ctx:{what}(...)")).into());
+    };
+    let ud = state_of(&ctx.raw_get::<Value>("server")?, what)?;
+    let peer = ctx.raw_get::<Option<u64>>("_peer")?.unwrap_or(0);
+    let exchange = ctx.raw_get::<Option<u64>>("_exchange")?.unwrap_or(0);
+    Ok((ud, Route { peer, exchange }))
+}
+
+/// What the core knows of the client on `route`: asked of it when it is
+/// free, else what it knew when the request being answered came in (the
+/// level and capabilities were set by earlier requests, so they hold).
+fn facts(state: &ServerState, route: Route) -> Facts {
+    match state.core.try_borrow() {
+        Ok(core) => core.facts(route.peer),
+        Err(_) => state.facts.borrow().clone(),
+    }
+}
+
+/// `ctx:cancelled()`: whether the client cancelled this request.
+pub(in crate::binding) fn ctx_cancelled(lua: &Cx, args: MultiValue) -> Outcome {
+    let (ud, route) = context_of(&arg(&args, 0), "cancelled")?;
+    let state = ud.borrow::<ServerState>()?;
+    let id = encode_lua(lua, "the request id", &arg(&args, 1))?;
+    let cancelled = match state.channel.borrow_mut().as_mut() {
+        Some(channel) => channel.cancelled(route, &id).map_err(io_error)?,
+        None => false,
+    };
+    Ok(MultiValue::from_vec(vec![Value::Boolean(cancelled)]))
+}
+
+/// `ctx:request(method, params)`: asks the client (elicitation, sampling,
+/// roots) and returns its result; nil and why when it would not answer.
+pub(in crate::binding) fn ctx_request(lua: &Cx, args: MultiValue) -> Outcome {
+    let (ud, route) = context_of(&arg(&args, 0), "request")?;
+    let state = ud.borrow::<ServerState>()?;
+    let Value::String(method) = arg(&args, 1) else {
+        return Err(Error::BadInput("ctx:request: the method must be a string".into()).into());
+    };
+    let method = method.to_str()?.to_string();
+    let params = match arg(&args, 2) {
+        Value::Nil => Json::Object(vec![]),
+        v => encode_lua(lua, "params", &v)?,
+    };
+    let needs = protocol::capability_for(&method);
+    if let Some(capability) = needs {
+        if !facts(&state, route).can(capability) {
+            return refused(lua, format!("ctx:request: the client did not declare the {capability} capability, so it cannot be asked {method}"));
+        }
+    }
+    let answered = match state.channel.borrow_mut().as_mut() {
+        Some(channel) => channel.request(route, &method, params),
+        None => return refused(lua, format!("ctx:request: {method} needs a client: the server is not serving")),
+    };
+    match answered {
+        Ok(result) => Ok(MultiValue::from_vec(vec![to_lua(lua, &result)?])),
+        Err(Unanswered::Interrupted) => Err(Error::Interrupted { what: format!("ctx:request {method}") }.into()),
+        Err(Unanswered::Refused(code, message)) => {
+            refused(lua, format!("the client refused {method}: {message} (code {code})"))
+        }
+        Err(Unanswered::TimedOut(after)) => refused(
+            lua,
+            format!("the client did not answer {method} within {} s (opts.request_timeout)", after.as_secs_f64()),
+        ),
+        Err(Unanswered::Ended) => refused(lua, format!("the client went away before it answered {method}")),
+        Err(Unanswered::Io(e)) => refused(lua, format!("{method} could not be sent: {e}")),
+    }
+}
+
+fn refused(lua: &Cx, why: String) -> Outcome {
+    Ok(MultiValue::from_vec(vec![Value::Nil, Value::String(lua.create_string(why)?)]))
+}

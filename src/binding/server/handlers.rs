@@ -1,0 +1,168 @@
+//! The holder's handlers, called by the protocol core on the Lua thread
+//! with the `ctx` each gets.
+
+use mlua::{Function, MultiValue, Table, Value};
+
+use super::results::{prompt_result, resource_contents, tool_result};
+use super::{ServerState, Slot};
+use crate::binding::boundary::{callback_failed, is_interrupt};
+use crate::binding::decode::to_lua;
+use crate::binding::encode::encode_lua;
+use crate::binding::lua::{call_lua, lua_tostring, Cx, Outcome, Raise};
+use crate::codec::Json;
+use crate::interrupt;
+use crate::server::link::Route;
+use crate::server::{Answer, Call, Handlers};
+
+/// The holder's handlers, called on the Lua thread.
+pub(super) struct LuaHandlers<'a, 'b> {
+    pub lua: &'a Cx<'b>,
+    pub server: &'a Table,
+    pub state: &'a ServerState,
+    /// Where the request came from, for what its handler sends.
+    pub route: Route,
+}
+
+impl LuaHandlers<'_, '_> {
+    /// Taken out of the list: the handler may add to it while it runs.
+    fn slot(&self, handler: u64) -> Option<Slot> {
+        self.state.slots.borrow().get(handler as usize).cloned()
+    }
+
+    /// The `ctx` a handler gets (see the prelude's `Context`).
+    fn context(&self, call: &Call) -> Outcome<Table> {
+        let ctx = self.lua.create_table()?;
+        ctx.raw_set("server", self.server.clone())?;
+        ctx.raw_set("request_id", to_lua(self.lua, call.id)?)?;
+        ctx.raw_set("_peer", self.route.peer)?;
+        ctx.raw_set("_exchange", self.route.exchange)?;
+        if let Some(meta) = call.meta {
+            ctx.raw_set("meta", to_lua(self.lua, meta)?)?;
+        }
+        if let Some(token) = call.progress_token {
+            ctx.raw_set("progress_token", to_lua(self.lua, token)?)?;
+        }
+        let context: Value = self.lua.prelude.module.raw_get("_Context")?;
+        if let Value::Table(methods) = context {
+            ctx.set_metatable(Some(methods))?;
+        }
+        Ok(ctx)
+    }
+
+    /// Runs a handler: its returns, or its failure in words for the client.
+    fn run(&self, function: Function, args: MultiValue) -> Result<MultiValue, String> {
+        match call_lua(self.lua, function, args) {
+            Ok(returns) => match (returns.front(), returns.get(1)) {
+                (Some(Value::Nil) | None, Some(why)) if !why.is_nil() => Err(self.words(why.clone())),
+                _ => Ok(returns),
+            },
+            Err(Raise::Lua(error)) => {
+                if is_interrupt(&error) {
+                    interrupt::request();
+                    callback_failed(error.clone());
+                }
+                Err(self.words(error))
+            }
+            Err(Raise::Mcp(e)) => Err(e.to_string()),
+        }
+    }
+
+    fn words(&self, value: Value) -> String {
+        String::from_utf8_lossy(&lua_tostring(self.lua, value).unwrap_or_default()).into_owned()
+    }
+
+    fn answer(&self, shaped: Outcome<Json>) -> Answer {
+        match shaped {
+            Ok(result) => Answer::Result(result),
+            Err(Raise::Mcp(e)) => Answer::Failed(e.to_string()),
+            Err(Raise::Lua(v)) => Answer::Failed(self.words(v)),
+        }
+    }
+}
+
+impl Handlers for LuaHandlers<'_, '_> {
+    fn call_tool(&mut self, handler: u64, arguments: Json, call: &Call) -> Answer {
+        let Some(Slot { function, structured, .. }) = self.slot(handler) else { return Answer::Failed("gone".into()) };
+        let run = || -> Outcome<Result<MultiValue, String>> {
+            let args = to_lua(self.lua, &arguments)?;
+            let ctx = self.context(call)?;
+            Ok(self.run(function, MultiValue::from_vec(vec![args, Value::Table(ctx)])))
+        };
+        match run() {
+            Ok(Ok(returns)) => {
+                self.answer(tool_result(self.lua, returns.front().cloned().unwrap_or(Value::Nil), structured))
+            }
+            Ok(Err(why)) => Answer::Failed(why),
+            Err(e) => self.answer(Err(e)),
+        }
+    }
+
+    fn read_resource(&mut self, handler: u64, uri: &[u8], variables: Option<Json>, call: &Call) -> Answer {
+        let Some(Slot { function, mime_type, .. }) = self.slot(handler) else { return Answer::Failed("gone".into()) };
+        let run = || -> Outcome<Result<MultiValue, String>> {
+            let mut args = vec![Value::String(self.lua.create_string(uri)?)];
+            if let Some(vars) = &variables {
+                args.push(to_lua(self.lua, vars)?);
+            }
+            args.push(Value::Table(self.context(call)?));
+            Ok(self.run(function, MultiValue::from_vec(args)))
+        };
+        match run() {
+            Ok(Ok(returns)) => {
+                let value = returns.front().cloned().unwrap_or(Value::Nil);
+                self.answer(resource_contents(self.lua, value, uri, mime_type.as_ref()))
+            }
+            Ok(Err(why)) => Answer::Failed(why),
+            Err(e) => self.answer(Err(e)),
+        }
+    }
+
+    fn get_prompt(&mut self, handler: u64, arguments: Json, call: &Call) -> Answer {
+        let Some(Slot { function, .. }) = self.slot(handler) else { return Answer::Failed("gone".into()) };
+        let run = || -> Outcome<Result<MultiValue, String>> {
+            let args = to_lua(self.lua, &arguments)?;
+            let ctx = self.context(call)?;
+            Ok(self.run(function, MultiValue::from_vec(vec![args, Value::Table(ctx)])))
+        };
+        match run() {
+            Ok(Ok(returns)) => self.answer(prompt_result(self.lua, returns.front().cloned().unwrap_or(Value::Nil))),
+            Ok(Err(why)) => Answer::Failed(why),
+            Err(e) => self.answer(Err(e)),
+        }
+    }
+
+    fn complete(&mut self, handler: u64, argument: &[u8], value: &[u8], context: Option<&Json>) -> Answer {
+        let Some(Slot { complete, .. }) = self.slot(handler) else { return Answer::Result(Json::Array(vec![])) };
+        let run = || -> Outcome<Json> {
+            let Some(complete) = complete else { return Ok(Json::Array(vec![])) };
+            let candidates = match complete.get::<Value>(self.lua.create_string(argument)?)? {
+                Value::Function(f) => {
+                    let context = match context {
+                        Some(c) => to_lua(self.lua, c)?,
+                        None => Value::Nil,
+                    };
+                    let returned = call_lua(self.lua, f, (self.lua.create_string(value)?, context))?;
+                    returned.front().cloned().unwrap_or(Value::Nil)
+                }
+                Value::Table(list) => {
+                    // A plain list: the candidates that start with what was typed.
+                    let out = self.lua.create_table()?;
+                    for item in list.sequence_values::<Value>() {
+                        if let Value::String(s) = item? {
+                            if s.as_bytes().starts_with(value) {
+                                out.raw_set(out.raw_len() + 1, s)?;
+                            }
+                        }
+                    }
+                    Value::Table(out)
+                }
+                _ => Value::Nil,
+            };
+            match candidates {
+                Value::Nil => Ok(Json::Array(vec![])),
+                v => encode_lua(self.lua, "the completion", &v),
+            }
+        };
+        self.answer(run())
+    }
+}

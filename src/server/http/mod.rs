@@ -1,0 +1,382 @@
+//! A server over Streamable HTTP (2025-03-26 to 2025-11-25): requests
+//! POSTed to one path, each answered with JSON or, once its handler sends
+//! more than the reply (progress, logs, a question to the client), with an
+//! event stream; sessions named by `Mcp-Session-Id`; a GET stream per
+//! session for what the server says unasked; DELETE to end one.
+//!
+//! The sockets are the poll thread's (`listener`, `connection`): it reads
+//! requests within their bounds and turns away what the guard refuses
+//! before Lua sees anything. What remains is this side, on the Lua
+//! thread: sessions, and carrying each message where its route says.
+
+mod connection;
+pub mod discovery;
+pub mod guard;
+pub mod listener;
+pub mod request;
+pub mod response;
+mod sessions;
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use connection::Connection;
+use guard::{Guard, LOOPBACK_NAMES};
+use listener::{refuse, Exchange, Listening, Shared};
+use request::Limits;
+use sessions::Sessions;
+
+use super::link::{Link, Received, Route};
+use super::PeerKey;
+use crate::codec::{decode_message, encode, Json};
+use crate::interrupt;
+use crate::protocol::{self, SUPPORTED_VERSIONS};
+use crate::transport::poller::{self, Watched};
+
+/// What `server:listen` was given.
+pub struct Options {
+    pub host: String,
+    pub port: u16,
+    pub path: String,
+    pub token: Option<String>,
+    /// Host names requests may name besides the loopback ones.
+    pub allowed_hosts: Vec<String>,
+    pub allowed_origins: Vec<String>,
+    pub limits: Limits,
+    pub discovery: Option<PathBuf>,
+}
+
+/// Why `listen` would not.
+#[derive(Debug)]
+pub enum ListenError {
+    NeedsToken(String),
+    Io(io::Error),
+}
+
+/// A request in flight: where its answer goes.
+struct Flight {
+    connection: Arc<Connection>,
+    /// The session id its answer announces (the answer to `initialize`).
+    announces: Option<String>,
+    streaming: bool,
+}
+
+pub struct HttpLink {
+    listening: Arc<Listening>,
+    pub url: String,
+    sessions: Sessions,
+    flights: HashMap<u64, Flight>,
+    next_exchange: u64,
+    gone: VecDeque<PeerKey>,
+    discovery: Option<PathBuf>,
+    last_expiry: Instant,
+}
+
+impl HttpLink {
+    /// Binds, starts serving the socket on the poll thread, and writes the
+    /// discovery file (only now that the bind succeeded).
+    pub fn listen(options: Options) -> Result<HttpLink, ListenError> {
+        let ip: IpAddr = match options.host.as_str() {
+            "localhost" => IpAddr::from([127, 0, 0, 1]),
+            host => host.trim_matches(|c| c == '[' || c == ']').parse().map_err(|_| {
+                ListenError::Io(io::Error::other(format!("{host:?} is not an IP address to bind (or \"localhost\")")))
+            })?,
+        };
+        let loopback = ip.is_loopback();
+        if !loopback && options.token.is_none() {
+            return Err(ListenError::NeedsToken(ip.to_string()));
+        }
+        let socket = TcpListener::bind(SocketAddr::new(ip, options.port)).map_err(ListenError::Io)?;
+        let bound = socket.local_addr().map_err(ListenError::Io)?;
+        let mut hosts: Vec<String> = options.allowed_hosts.clone();
+        if loopback {
+            hosts.extend(LOOPBACK_NAMES.iter().map(|h| h.to_string()));
+        }
+        let token = options.token.as_ref().map(|t| t.as_bytes().to_vec());
+        let guard = Guard::new(hosts, options.allowed_origins.clone(), token);
+        let limits = options.limits.clone();
+        let listening =
+            Arc::new(Listening::new(socket, guard, limits.clone(), options.path.clone()).map_err(ListenError::Io)?);
+        let shown = match bound.ip() {
+            IpAddr::V6(v6) => format!("[{v6}]"),
+            v4 => v4.to_string(),
+        };
+        let url = format!("http://{shown}:{}{}", bound.port(), options.path);
+        let link = HttpLink {
+            listening: listening.clone(),
+            url: url.clone(),
+            sessions: Sessions::new(limits.sessions, limits.session_idle),
+            flights: HashMap::new(),
+            next_exchange: 0,
+            gone: VecDeque::new(),
+            discovery: None,
+            last_expiry: Instant::now(),
+        };
+        poller::register(listening as Arc<dyn Watched>).map_err(ListenError::Io)?;
+        let mut link = link;
+        if let Some(path) = options.discovery {
+            discovery::write(&path, &url, options.token.as_deref()).map_err(ListenError::Io)?;
+            link.discovery = Some(path);
+        }
+        Ok(link)
+    }
+
+    /// What the poll thread and this side share (the doorbell behind
+    /// `server:fd()`).
+    pub fn shared(&self) -> Arc<Shared> {
+        self.listening.shared.clone()
+    }
+
+    fn limits(&self) -> &Limits {
+        &self.listening.limits
+    }
+
+    fn answer(&self, connection: &Connection, status: u16, headers: &[(&str, String)], body: Option<&Json>) {
+        let bytes = match body {
+            Some(body) => response::whole(status, headers, Some("application/json"), &encode(body), false),
+            None => response::whole(status, headers, None, b"", false),
+        };
+        connection.write(&bytes, self.limits().unsent_bytes);
+        connection.done(false);
+    }
+
+    fn refuse(&self, connection: &Connection, status: u16, why: &str) {
+        refuse(connection, status, why, None, self.limits());
+    }
+
+    /// One request from the poll thread: a message for the channel, or
+    /// None when it was the transport's alone (a GET, a refusal).
+    fn take(&mut self, exchange: Exchange) -> Option<Received> {
+        let Exchange { connection, request } = exchange;
+        match request.method.as_str() {
+            "POST" => self.post(connection, request),
+            "GET" => {
+                self.open_stream(connection, &request);
+                None
+            }
+            _ => self.delete(connection, &request),
+        }
+    }
+
+    fn post(&mut self, connection: Arc<Connection>, request: request::Request) -> Option<Received> {
+        if !request.accepts("application/json") || !request.accepts("text/event-stream") {
+            let why = "Not Acceptable: the client must accept both application/json and text/event-stream";
+            self.refuse(&connection, 406, why);
+            return None;
+        }
+        let json_body = request.header_text("content-type").is_some_and(|t| {
+            t.split(';').next().is_some_and(|kind| kind.trim().eq_ignore_ascii_case("application/json"))
+        });
+        if !json_body {
+            self.refuse(&connection, 415, "Unsupported Media Type: the body must be application/json");
+            return None;
+        }
+        let message = match decode_message(&request.body) {
+            Ok(message @ Json::Object(_)) | Ok(message @ Json::Raw(_)) if message.get("jsonrpc").is_some() => message,
+            Ok(_) => {
+                let error =
+                    protocol::error_response(Json::Null, -32600, "Invalid Request: one JSON-RPC message per POST");
+                self.answer(&connection, 400, &[], Some(&error));
+                return None;
+            }
+            Err(e) => {
+                let error = protocol::error_response(Json::Null, -32700, &format!("Parse error: {e}"));
+                self.answer(&connection, 400, &[], Some(&error));
+                return None;
+            }
+        };
+        let is_request = message.get("method").is_some() && message.get("id").is_some();
+        let initializing = is_request && message.get("method") == Some(&Json::str("initialize"));
+        let (peer, announces) = if initializing {
+            match self.sessions.open() {
+                Some((id, peer)) => (peer, Some(id)),
+                None => {
+                    let why =
+                        format!("Service Unavailable: this server holds {} sessions already", self.limits().sessions);
+                    self.refuse(&connection, 503, &why);
+                    return None;
+                }
+            }
+        } else {
+            (self.session_of(&connection, &request)?, None)
+        };
+        if !is_request {
+            self.answer(&connection, 202, &[], None);
+            return Some(Received::Message(message, Route::unasked(peer)));
+        }
+        self.next_exchange += 1;
+        self.flights.insert(self.next_exchange, Flight { connection, announces, streaming: false });
+        Some(Received::Message(message, Route { peer, exchange: self.next_exchange }))
+    }
+
+    /// The client of the session a request names, or None when it names
+    /// none (400), one that is not (404: the client starts again), or a
+    /// protocol version this server does not speak (400).
+    fn session_of(&mut self, connection: &Connection, request: &request::Request) -> Option<PeerKey> {
+        if let Some(version) = request.header_text("mcp-protocol-version") {
+            if !SUPPORTED_VERSIONS.contains(&version) {
+                let why = format!("Bad Request: unsupported MCP-Protocol-Version {version:?}");
+                self.refuse(connection, 400, &why);
+                return None;
+            }
+        }
+        let Some(id) = request.header_text("mcp-session-id") else {
+            self.refuse(connection, 400, "Bad Request: Mcp-Session-Id header is required");
+            return None;
+        };
+        match self.sessions.used(id) {
+            Some(session) => Some(session.peer),
+            None => {
+                self.refuse(connection, 404, "Session not found: initialize again");
+                None
+            }
+        }
+    }
+
+    /// A GET: the session's stream for what the server says unasked,
+    /// resumed after `Last-Event-ID` when the client names one.
+    fn open_stream(&mut self, connection: Arc<Connection>, request: &request::Request) {
+        if !request.accepts("text/event-stream") {
+            self.refuse(&connection, 406, "Not Acceptable: a GET stream needs Accept: text/event-stream");
+            return;
+        }
+        let Some(_) = self.session_of(&connection, request) else { return };
+        let id = request.header_text("mcp-session-id").unwrap_or_default().to_string();
+        let last_seen = request.header_text("last-event-id").and_then(|v| v.parse::<u64>().ok());
+        let unsent = self.limits().unsent_bytes;
+        let Some(session) = self.sessions.used(&id) else { return };
+        if session.has_stream() {
+            self.refuse(&connection, 409, "Conflict: this session has a GET stream open already");
+            return;
+        }
+        connection.write(&response::stream_head(&[("Mcp-Session-Id", id.clone())]), unsent);
+        for (number, data) in session.owed_events(last_seen) {
+            connection.write(&response::event(Some(&number.to_string()), &data, None), unsent);
+            session.delivered(number);
+        }
+        session.stream = Some(connection);
+    }
+
+    fn delete(&mut self, connection: Arc<Connection>, request: &request::Request) -> Option<Received> {
+        let peer = self.session_of(&connection, request)?;
+        let id = request.header_text("mcp-session-id").unwrap_or_default().to_string();
+        if let Some(session) = self.sessions.end(&id) {
+            end_stream(&session);
+        }
+        self.answer(&connection, 200, &[], None);
+        Some(Received::Gone(peer))
+    }
+
+    fn expire_sessions(&mut self) {
+        let now = Instant::now();
+        if now.duration_since(self.last_expiry).as_secs() < 1 {
+            return;
+        }
+        self.last_expiry = now;
+        for session in self.sessions.expire(now) {
+            end_stream(&session);
+            self.gone.push_back(session.peer);
+        }
+    }
+
+    /// What the server says unasked: on the session's stream, or kept
+    /// until one opens.
+    fn send_unasked(&mut self, peer: PeerKey, message: &Json) {
+        let unsent = self.limits().unsent_bytes;
+        let Some((_, session)) = self.sessions.of_peer(peer) else { return };
+        let data = encode(message);
+        let number = session.keep_event(data.clone());
+        if let Some(stream) = session.stream.as_ref().filter(|s| !s.is_dead()) {
+            if stream.write(&response::event(Some(&number.to_string()), &data, None), unsent) {
+                session.delivered(number);
+            }
+        }
+    }
+}
+
+fn end_stream(session: &sessions::Session) {
+    if let Some(stream) = &session.stream {
+        stream.write(response::LAST_CHUNK, usize::MAX);
+        stream.done(true);
+    }
+}
+
+impl Link for HttpLink {
+    fn receive(&mut self, until: Instant) -> io::Result<Received> {
+        loop {
+            self.expire_sessions();
+            if let Some(peer) = self.gone.pop_front() {
+                return Ok(Received::Gone(peer));
+            }
+            let now = Instant::now();
+            let wait = until.saturating_duration_since(now).min(interrupt::SLICE);
+            match self.listening.shared.take(wait) {
+                Some(exchange) => {
+                    if let Some(received) = self.take(exchange) {
+                        return Ok(received);
+                    }
+                }
+                None if Instant::now() >= until || interrupt::requested() => return Ok(Received::Nothing),
+                None => {}
+            }
+        }
+    }
+
+    fn send(&mut self, route: Route, message: &Json) -> io::Result<()> {
+        let unsent = self.limits().unsent_bytes;
+        let Some(flight) = self.flights.get_mut(&route.exchange) else {
+            self.send_unasked(route.peer, message);
+            return Ok(());
+        };
+        if !flight.streaming {
+            flight.streaming = true;
+            let headers: Vec<(&str, String)> =
+                flight.announces.iter().map(|id| ("Mcp-Session-Id", id.clone())).collect();
+            flight.connection.write(&response::stream_head(&headers), unsent);
+        }
+        flight.connection.write(&response::event(None, &encode(message), None), unsent);
+        Ok(())
+    }
+
+    fn finish(&mut self, route: Route, reply: Option<&Json>) -> io::Result<()> {
+        let Some(flight) = self.flights.remove(&route.exchange) else { return Ok(()) };
+        let unsent = self.limits().unsent_bytes;
+        if flight.streaming {
+            if let Some(reply) = reply {
+                flight.connection.write(&response::event(None, &encode(reply), None), unsent);
+            }
+            flight.connection.write(response::LAST_CHUNK, unsent);
+            flight.connection.done(false);
+            return Ok(());
+        }
+        let headers: Vec<(&str, String)> = flight.announces.iter().map(|id| ("Mcp-Session-Id", id.clone())).collect();
+        match reply {
+            Some(reply) => self.answer(&flight.connection, 200, &headers, Some(reply)),
+            None => self.answer(&flight.connection, 202, &headers, None),
+        }
+        Ok(())
+    }
+}
+
+impl Drop for HttpLink {
+    fn drop(&mut self) {
+        let shared = self.listening.shared.clone();
+        shared.closed.store(true, Ordering::SeqCst);
+        let watched: Arc<dyn Watched> = self.listening.clone();
+        poller::forget(&watched);
+        for session in self.sessions.drain() {
+            end_stream(&session);
+        }
+        for (_, flight) in self.flights.drain() {
+            flight.connection.done(true);
+        }
+        if let Some(path) = &self.discovery {
+            discovery::remove(path);
+        }
+    }
+}
