@@ -1,13 +1,19 @@
--- notes_server.lua - a stdio MCP server written in Lua on the native
--- module: any MCP client (Claude Code, an SDK, this module's own client)
--- can start it and call what it serves.
+-- notes_server.lua - an MCP server written in Lua on the native module:
+-- any MCP client (Claude Code, an SDK, this module's own client) can start
+-- it and call what it serves.
 --
---   lua5.4 lua/examples/notes_server.lua
+--   lua5.4 lua/examples/notes_server.lua                   -- over stdio
+--   lua5.4 lua/examples/notes_server.lua --http [FILE]     -- over HTTP
+--
+-- Over HTTP it listens on a free loopback port, prints its URL, writes a
+-- discovery file at FILE if given, and serves until its stdin ends.
+-- `loadfile(this)('define')` gives the server without serving it.
 --
 -- Tools, a resource and a template, a prompt with completion, a tool that
 -- asks the user through the client (elicitation), one that reports
 -- progress and stops when cancelled, and one that adds a tool while
 -- serving (the client hears that the list changed).
+local mode, discovery = ...
 local root = (arg and arg[0] or ''):match('^(.*)/lua/examples/[^/]*$') or '.'
 -- The native module only: lua/mcp.lua (the pure client) serves nothing.
 package.cpath = root .. '/?.so;' .. root .. '/?.dll;' .. package.cpath
@@ -81,6 +87,13 @@ server:prompt({ name = 'review', description = 'Review a file',
   return 'Please review ' .. args.file
 end)
 
-io.stderr:write('notes: serving on stdio\n')
-server:serve_stdio()
+if mode == 'define' then return server end
+if mode == '--http' then
+  print(server:listen({ port = 0, discovery = discovery, until_stdin_ends = true }))
+  io.stdout:flush()
+  server:run()
+else
+  io.stderr:write('notes: serving on stdio\n')
+  server:serve_stdio()
+end
 io.stderr:write('notes: stdin ended\n')

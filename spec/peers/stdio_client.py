@@ -1,17 +1,24 @@
-"""stdio_client.py COMMAND ARGS... - the Python SDK's client over stdio
-against a server we serve: lists the tools, calls two, reads a resource,
-and prints what it got as one JSON object."""
+"""stdio_client.py COMMAND ARGS... | URL - the Python SDK's client over
+stdio, or Streamable HTTP for a URL, against a server we serve: lists the
+tools, calls two, reads a resource, and prints what it got as one JSON
+object."""
 import asyncio
 import json
 import sys
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+
+def connect():
+    if sys.argv[1].startswith("http"):
+        return streamable_http_client(sys.argv[1])
+    return stdio_client(StdioServerParameters(command=sys.argv[1], args=sys.argv[2:]))
 
 
 async def main() -> None:
-    params = StdioServerParameters(command=sys.argv[1], args=sys.argv[2:])
-    async with stdio_client(params) as (read, write):
+    async with connect() as (read, write):
         async with ClientSession(read, write) as session:
             init = await session.initialize()
             out = {"server": init.server_info.name}

@@ -108,7 +108,16 @@ fn listen_options(opts: &Table, max_message_bytes: usize) -> Outcome<Options> {
         allowed_origins: text_list(&read, opts, "allowed_origins")?,
         limits,
         discovery: read.text("discovery")?.map(PathBuf::from),
+        until_stdin_ends: until_stdin_ends(&read)?,
     })
+}
+
+fn until_stdin_ends(read: &Reader) -> Outcome<bool> {
+    let wanted = read.boolean("until_stdin_ends")?.unwrap_or(false);
+    if wanted && cfg!(windows) {
+        return Err(read.refuse("until_stdin_ends", "left out on Windows, where stdin cannot be polled beside sockets"));
+    }
+    Ok(wanted)
 }
 
 fn text_list(read: &Reader, opts: &Table, field: &str) -> Outcome<Vec<String>> {
@@ -184,6 +193,8 @@ pub(in crate::binding) fn server_run(lua: &Cx, args: MultiValue) -> Outcome {
     let Value::Table(server) = server else { unreachable!("state_of checked it") };
     let turn = serve_until(lua, &server, &state, "server:run()", until)?;
     if turn == Turn::Over {
+        // Closed, or stdin ended: what was bound is let go now.
+        state.closed.set(true);
         stop(&state);
     }
     Ok(MultiValue::from_vec(vec![Value::Boolean(true)]))

@@ -32,6 +32,9 @@ pub struct Shared {
     pub arrived: Condvar,
     pub doorbell: Doorbell,
     pub closed: AtomicBool,
+    /// This process's stdin ended (watched when `listen` was asked to
+    /// serve until it does).
+    pub stdin_ended: AtomicBool,
 }
 
 impl Shared {
@@ -58,13 +61,18 @@ pub struct Listening {
     guard: Guard,
     pub limits: Limits,
     path: String,
+    /// Watch this process's stdin, and end serving at its end.
+    pub watch_stdin: bool,
 }
+
+/// The poll tag of stdin: past every connection's.
+const STDIN_TAG: u8 = 255;
 
 impl Listening {
     pub fn new(socket: TcpListener, guard: Guard, limits: Limits, path: String) -> std::io::Result<Listening> {
         socket.set_nonblocking(true)?;
         let slots = Mutex::new(vec![None; limits.connections.min(254)]);
-        Ok(Listening { socket, slots, shared: Arc::new(Shared::default()), guard, limits, path })
+        Ok(Listening { socket, slots, shared: Arc::new(Shared::default()), guard, limits, path, watch_stdin: false })
     }
 
     fn slots(&self) -> MutexGuard<'_, Vec<Option<Arc<Connection>>>> {
@@ -135,15 +143,39 @@ pub fn refuse(connection: &Connection, status: u16, why: &str, challenge: Option
     connection.done(true);
 }
 
+impl Listening {
+    /// Reads (and drops) what comes on stdin; at its end, Lua hears that
+    /// serving is over.
+    #[cfg(unix)]
+    fn read_stdin(&self, buf: &mut [u8]) {
+        // SAFETY: a read into a live buffer of its length.
+        let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
+        let again = n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted;
+        if n == 0 || (n < 0 && !again) {
+            self.shared.stdin_ended.store(true, Ordering::SeqCst);
+            self.shared.arrived.notify_one();
+            self.shared.doorbell.ring();
+        }
+    }
+
+    #[cfg(windows)]
+    fn read_stdin(&self, _buf: &mut [u8]) {}
+}
+
 impl Watched for Listening {
     fn gather(&self, round: &mut Round) {
         if self.shared.closed.load(Ordering::Relaxed) {
             return;
         }
-        let slots = self.slots();
-        if slots.iter().any(Option::is_none) {
-            round.watch(self.descriptor(), READABLE, 0);
+        #[cfg(unix)]
+        if self.watch_stdin && !self.shared.stdin_ended.load(Ordering::Relaxed) {
+            round.watch(0, READABLE, STDIN_TAG);
         }
+        // Watched even when every place is taken: a connection past the
+        // bound is answered 503 and closed, rather than left to wait in
+        // the kernel's backlog until it times out.
+        round.watch(self.descriptor(), READABLE, 0);
+        let slots = self.slots();
         for (place, connection) in slots.iter().enumerate() {
             if let Some(connection) = connection {
                 let events = connection.events();
@@ -161,6 +193,9 @@ impl Watched for Listening {
     fn ready(&self, tag: u8, buf: &mut [u8]) {
         if tag == 0 {
             return self.accept();
+        }
+        if tag == STDIN_TAG {
+            return self.read_stdin(buf);
         }
         let connection = self.slots().get(tag as usize - 1).cloned().flatten();
         if let Some(connection) = connection {

@@ -49,6 +49,8 @@ pub struct Options {
     pub allowed_origins: Vec<String>,
     pub limits: Limits,
     pub discovery: Option<PathBuf>,
+    /// End serving when this process's stdin ends (Unix).
+    pub until_stdin_ends: bool,
 }
 
 /// Why `listen` would not.
@@ -100,8 +102,10 @@ impl HttpLink {
         let token = options.token.as_ref().map(|t| t.as_bytes().to_vec());
         let guard = Guard::new(hosts, options.allowed_origins.clone(), token);
         let limits = options.limits.clone();
-        let listening =
-            Arc::new(Listening::new(socket, guard, limits.clone(), options.path.clone()).map_err(ListenError::Io)?);
+        let mut listening =
+            Listening::new(socket, guard, limits.clone(), options.path.clone()).map_err(ListenError::Io)?;
+        listening.watch_stdin = options.until_stdin_ends;
+        let listening = Arc::new(listening);
         let shown = match bound.ip() {
             IpAddr::V6(v6) => format!("[{v6}]"),
             v4 => v4.to_string(),
@@ -310,6 +314,9 @@ impl Link for HttpLink {
     fn receive(&mut self, until: Instant) -> io::Result<Received> {
         loop {
             self.expire_sessions();
+            if self.listening.shared.stdin_ended.load(Ordering::SeqCst) {
+                return Ok(Received::Ended);
+            }
             if let Some(peer) = self.gone.pop_front() {
                 return Ok(Received::Gone(peer));
             }
