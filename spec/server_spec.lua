@@ -7,10 +7,12 @@ local trace = require('trace')
 
 local mcp = H.native()
 local NOTES = { H.LUA, H.ROOT .. '/lua/examples/notes_server.lua' }
+local LATER = { H.LUA, H.ROOT .. '/spec/servers/later.lua' }
 
 -- The server fed `lines` on stdin (then its end): its stdout as decoded
 -- messages, and its exit status.
-local function fed(lines)
+local function fed(lines, server)
+  server = server or NOTES
   local input = H.tmpname()
   local f = assert(io.open(input, 'wb'))
   f:write(table.concat(lines, '\n'), '\n')
@@ -18,11 +20,11 @@ local function fed(lines)
   local out, status
   if H.WINDOWS then
     -- cmd.exe: no exit status to read back here (H.command is sh's).
-    local p = io.popen(string.format('%s %s < %s 2>NUL', NOTES[1], NOTES[2], input))
+    local p = io.popen(string.format('%s %s < %s 2>NUL', server[1], server[2], input))
     out = p:read('*a')
     p:close()
   else
-    out, status = H.command(string.format('%s %s < %s 2>/dev/null', NOTES[1], NOTES[2], input))
+    out, status = H.command(string.format('%s %s < %s 2>/dev/null', server[1], server[2], input))
   end
   os.remove(input)
   local messages = {}
@@ -164,6 +166,35 @@ describe('what a client may send a Lua server', function()
     assert.same({ 1, 2, 3, 'notifications/message', 4 },
       { messages[1].id, messages[2].id, messages[3].id, messages[4].method, messages[5].id })
     assert.same({ level = 'info', data = 'adding 1 and 2' }, messages[4].params)
+  end)
+
+  it('a handler that answers later leaves its request open while others are answered', function()
+    local messages = fed({
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hold"}}',
+      '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hold"}}',
+      '{"jsonrpc":"2.0","id":3,"method":"ping"}',
+      '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"release"}}',
+    }, LATER)
+    assert.same({ 3, 4, 1, 2 }, { messages[1].id, messages[2].id, messages[3].id, messages[4].id })
+    assert.same({ 'released 2', 'released', 'released' }, { messages[2].result.content[1].text,
+      messages[3].result.content[1].text, messages[4].result.content[1].text })
+  end)
+
+  it('a question to the client with a callback does not wait: the answer comes when the client\'s does', function()
+    local messages = fed({
+      '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+        .. '"capabilities":{"elicitation":{}},"clientInfo":{"name":"c","version":"0"}}}',
+      '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask_name_later"}}',
+      '{"jsonrpc":"2.0","id":3,"method":"ping"}',
+      '{"jsonrpc":"2.0","id":"server-1","result":{"action":"accept","content":{"name":"Ada"}}}',
+      '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"ask_name_later"}}',
+      '{"jsonrpc":"2.0","id":"server-2","error":{"code":-1,"message":"no"}}',
+    }, LATER)
+    assert.same({ 1, 'elicitation/create', 3, 2, 'elicitation/create', 4 }, { messages[1].id, messages[2].method,
+      messages[3].id, messages[4].id, messages[5].method, messages[6].id })
+    assert.equal('Hello, Ada', messages[4].result.content[1].text)
+    assert.same({ 'the client refused elicitation/create: no (code -1)', true },
+      { messages[6].result.content[1].text, messages[6].result.isError })
   end)
 
   it('ids that cannot be ids, and requests with no method, are refused', function()

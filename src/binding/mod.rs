@@ -94,6 +94,7 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     native.set("ctx_notify", export(lua, &cell, server::ctx_notify)?)?;
     native.set("ctx_cancelled", export(lua, &cell, server::ctx_cancelled)?)?;
     native.set("ctx_request", export(lua, &cell, server::ctx_request)?)?;
+    native.set("ctx_finish", export(lua, &cell, server::ctx_finish)?)?;
     native.set("request", export_method(lua, &cell, request)?)?;
     native.set("call_async", export(lua, &cell, call_async)?)?;
     native.set("discover_async", export(lua, &cell, discover_async)?)?;

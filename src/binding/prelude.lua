@@ -343,16 +343,41 @@ function Context:cancelled()
   return raise_unless(native.ctx_cancelled(self, self.request_id))
 end
 
-function Context:request(method, params)
-  return raise_unless(native.ctx_request(self, method, params))
+-- With a callback the request is sent and this returns at once; the
+-- callback gets the result (or nil and why) from dispatch or run, so an
+-- event loop never waits on the client.
+function Context:request(method, params, callback)
+  return raise_unless(native.ctx_request(self, method, params, callback))
 end
 
-function Context:elicit(params) return self:request('elicitation/create', params) end
-function Context:sample(params) return self:request('sampling/createMessage', params) end
-function Context:roots()
+function Context:elicit(params, callback) return self:request('elicitation/create', params, callback) end
+function Context:sample(params, callback) return self:request('sampling/createMessage', params, callback) end
+function Context:roots(callback)
+  if callback then
+    return self:request('roots/list', nil, function(result, why)
+      if result == nil then return callback(nil, why) end
+      return callback(result.roots)
+    end)
+  end
   local result, why = self:request('roots/list')
   if result == nil then return nil, why end
   return result.roots
+end
+
+-- A handler that returns ctx:later() answers when it calls ctx:finish
+-- (with what it would have returned, or nil and a message), from any
+-- callback: the request stays open meanwhile and others are served.
+local LATER = setmetatable({}, { __tostring = function() return 'mcp: answered later' end })
+mcp._later = LATER
+
+function Context:later()
+  return LATER
+end
+
+function Context:finish(value, message)
+  if self._finished then error('ctx:finish: this request was answered already', 2) end
+  self._finished = true
+  return raise_unless(native.ctx_finish(self, value, message))
 end
 
 native.setup(mcp, Client, Handle, runner, { pcall = pcall, tostring = tostring, pairs = pairs })

@@ -131,12 +131,19 @@ impl Channel {
         Ok(self.cancelled.contains(route.peer, id))
     }
 
+    /// Sends the client on `route` a request of the server's, without
+    /// waiting: its id, for the answer.
+    pub fn ask(&mut self, route: Route, method: &str, params: Json) -> io::Result<Json> {
+        self.next_id += 1;
+        let id = Json::str(format!("server-{}", self.next_id));
+        self.send(route, &protocol::request(id.clone(), method, params))?;
+        Ok(id)
+    }
+
     /// Asks the client on `route` `method` and waits for its answer,
     /// keeping what else comes meanwhile.
     pub fn request(&mut self, route: Route, method: &str, params: Json) -> Result<Json, Unanswered> {
-        self.next_id += 1;
-        let id = Json::str(format!("server-{}", self.next_id));
-        self.send(route, &protocol::request(id.clone(), method, params)).map_err(Unanswered::Io)?;
+        let id = self.ask(route, method, params).map_err(Unanswered::Io)?;
         let until = Instant::now() + self.request_timeout;
         loop {
             if interrupt::requested() {
@@ -196,7 +203,9 @@ impl Remembered {
     }
 }
 
-fn answer_of(mut reply: Json) -> Result<Json, Unanswered> {
+/// A client's reply to a request of the server's: its result, or why
+/// there is none.
+pub fn answer_of(mut reply: Json) -> Result<Json, Unanswered> {
     if let Some(error) = reply.get("error") {
         let code = match error.get("code") {
             Some(Json::Int(code)) => *code,

@@ -50,12 +50,22 @@ pub enum Answer {
     /// The handler failed; its message, meant for the client (and, for a
     /// tool, for the model that called it).
     Failed(String),
+    /// The handler will answer later ([`Server::answer_later`]): the
+    /// request stays open meanwhile.
+    Later,
 }
+
+/// What the core makes of a request: its result, none yet (a handler
+/// answers later), or the protocol's error.
+type Reply = Result<Option<Json>, (i64, String)>;
 
 /// A request as its handler sees it: its id, its `_meta`, and the
 /// progress token the client asked progress under.
 pub struct Call<'a> {
     pub id: &'a Json,
+    pub method: &'a str,
+    /// What it is about: the tool's or prompt's name, the resource's uri.
+    pub name: &'a [u8],
     pub meta: Option<&'a Json>,
     pub progress_token: Option<&'a Json>,
 }
@@ -194,26 +204,61 @@ impl Server {
             ));
         }
         let meta = params.get("_meta");
-        let call = Call { id, meta, progress_token: meta.and_then(|m| m.get("progressToken")) };
-        let answer = match method.as_str() {
-            "initialize" => Ok(self.initialize(key, &params)),
-            "ping" => Ok(Json::Object(vec![])),
-            "tools/list" => self.listing(Kind::Tool, &params),
-            "resources/list" => self.listing(Kind::Resource, &params),
-            "resources/templates/list" => self.listing(Kind::Template, &params),
-            "prompts/list" => self.listing(Kind::Prompt, &params),
+        let name = match params.get("name").or_else(|| params.get("uri")) {
+            Some(Json::Str(name)) => name.as_slice(),
+            _ => b"",
+        };
+        let progress_token = meta.and_then(|m| m.get("progressToken"));
+        let call = Call { id, method: &method, name, meta, progress_token };
+        let answer: Reply = match method.as_str() {
             "tools/call" => self.call_tool(&params, &call, handlers),
             "resources/read" => self.read_resource(&params, &call, handlers),
             "prompts/get" => self.get_prompt(&params, &call, handlers),
-            "completion/complete" => self.complete(&params, handlers),
-            "resources/subscribe" | "resources/unsubscribe" => self.peer(key).subscribe(&method, &params),
-            "logging/setLevel" => self.peer(key).set_level(&params),
-            _ => Err((METHOD_NOT_FOUND, format!("Method not found: {method}"))),
+            _ => self.answer_at_once(key, &method, &params, handlers).map(Some),
         };
-        Some(match answer {
-            Ok(result) => protocol::response(id.clone(), result),
+        match answer {
+            Ok(Some(result)) => Some(protocol::response(id.clone(), result)),
+            Ok(None) => None,
+            Err((code, message)) => Some(protocol::error_response(id.clone(), code, &message)),
+        }
+    }
+
+    /// What no handler can put off.
+    fn answer_at_once(
+        &mut self,
+        key: PeerKey,
+        method: &str,
+        params: &Json,
+        handlers: &mut dyn Handlers,
+    ) -> Result<Json, (i64, String)> {
+        match method {
+            "initialize" => Ok(self.initialize(key, params)),
+            "ping" => Ok(Json::Object(vec![])),
+            "tools/list" => self.listing(Kind::Tool, params),
+            "resources/list" => self.listing(Kind::Resource, params),
+            "resources/templates/list" => self.listing(Kind::Template, params),
+            "prompts/list" => self.listing(Kind::Prompt, params),
+            "completion/complete" => self.complete(params, handlers),
+            "resources/subscribe" | "resources/unsubscribe" => self.peer(key).subscribe(method, params),
+            "logging/setLevel" => self.peer(key).set_level(params),
+            _ => Err((METHOD_NOT_FOUND, format!("Method not found: {method}"))),
+        }
+    }
+
+    /// The reply to request `id` (a `method` about `name`: the tool, the
+    /// resource's uri, the prompt) whose handler answered later, shaped
+    /// and checked as an answer given at once would have been.
+    pub fn answer_later(&self, id: &Json, method: &str, name: &[u8], answer: Answer) -> Json {
+        let reply = match method {
+            "tools/call" => self.tool_reply(name, answer),
+            "resources/read" => resource_reply(answer),
+            _ => prompt_reply(answer),
+        };
+        match reply {
+            Ok(Some(result)) => protocol::response(id.clone(), result),
+            Ok(None) => protocol::error_response(id.clone(), INTERNAL_ERROR, "the handler answered later twice"),
             Err((code, message)) => protocol::error_response(id.clone(), code, &message),
-        })
+        }
     }
 
     /// The version: the client's if this server speaks it, else the
@@ -259,7 +304,7 @@ impl Server {
         Ok(Json::Object(result))
     }
 
-    fn call_tool(&mut self, params: &Json, call: &Call, handlers: &mut dyn Handlers) -> Result<Json, (i64, String)> {
+    fn call_tool(&mut self, params: &Json, call: &Call, handlers: &mut dyn Handlers) -> Reply {
         let name = match params.get("name") {
             Some(Json::Str(name)) => name.as_slice(),
             _ => return Err((INVALID_PARAMS, "tools/call needs the tool's name".into())),
@@ -272,17 +317,25 @@ impl Server {
                 let at = error.instance_path().to_string();
                 let at = if at.is_empty() { String::new() } else { format!(" (at {at})") };
                 let why = format!("Invalid arguments for tool {shown}: {error}{at}. Call it again with arguments that match its inputSchema.");
-                return Ok(tool_error(&why));
+                return Ok(Some(tool_error(&why)));
             }
         }
-        let (handler, has_output) = (tool.handler, tool.output.is_some());
-        let result = match handlers.call_tool(handler, arguments, call) {
+        let answer = handlers.call_tool(tool.handler, arguments, call);
+        self.tool_reply(name, answer)
+    }
+
+    /// A tool's answer as its result: a failure is a result with
+    /// `isError`; structured content is checked against the tool's
+    /// `outputSchema`, looked up now (its handler may have changed it).
+    fn tool_reply(&self, name: &[u8], answer: Answer) -> Reply {
+        let result = match answer {
             Answer::Result(result) => result,
-            Answer::Failed(why) => return Ok(tool_error(&why)),
+            Answer::Failed(why) => return Ok(Some(tool_error(&why))),
+            Answer::Later => return Ok(None),
         };
-        // Looked up again: the handler may have changed the list.
+        let shown = String::from_utf8_lossy(name);
         let output = self.list(Kind::Tool).get(name).and_then(|t| t.output.as_ref());
-        if let (true, Some(validator)) = (has_output, output) {
+        if let Some(validator) = output {
             let failed = result.get("isError").is_some_and(Json::is_truthy);
             let structured = result.get("structuredContent");
             let mismatch = match structured {
@@ -294,15 +347,10 @@ impl Server {
                 return Err((INTERNAL_ERROR, format!("Tool {shown} broke its outputSchema: {why}")));
             }
         }
-        Ok(result)
+        Ok(Some(result))
     }
 
-    fn read_resource(
-        &mut self,
-        params: &Json,
-        call: &Call,
-        handlers: &mut dyn Handlers,
-    ) -> Result<Json, (i64, String)> {
+    fn read_resource(&mut self, params: &Json, call: &Call, handlers: &mut dyn Handlers) -> Reply {
         let uri = match params.get("uri") {
             Some(Json::Str(uri)) => uri.clone(),
             _ => return Err((INVALID_PARAMS, "resources/read needs the resource's uri".into())),
@@ -321,13 +369,10 @@ impl Server {
                 (handler, Some(vars))
             }
         };
-        match handlers.read_resource(handler, &uri, variables, call) {
-            Answer::Result(contents) => Ok(Json::object([("contents", contents)])),
-            Answer::Failed(why) => Err((INTERNAL_ERROR, why)),
-        }
+        resource_reply(handlers.read_resource(handler, &uri, variables, call))
     }
 
-    fn get_prompt(&mut self, params: &Json, call: &Call, handlers: &mut dyn Handlers) -> Result<Json, (i64, String)> {
+    fn get_prompt(&mut self, params: &Json, call: &Call, handlers: &mut dyn Handlers) -> Reply {
         let name = match params.get("name") {
             Some(Json::Str(name)) => name.clone(),
             _ => return Err((INVALID_PARAMS, "prompts/get needs the prompt's name".into())),
@@ -346,10 +391,7 @@ impl Server {
                 }
             }
         }
-        match handlers.get_prompt(prompt.handler, arguments, call) {
-            Answer::Result(result) => Ok(result),
-            Answer::Failed(why) => Err((INTERNAL_ERROR, why)),
-        }
+        prompt_reply(handlers.get_prompt(prompt.handler, arguments, call))
     }
 
     fn complete(&mut self, params: &Json, handlers: &mut dyn Handlers) -> Result<Json, (i64, String)> {
@@ -375,6 +417,7 @@ impl Server {
         let values = match handlers.complete(entry.handler, name, value, context) {
             Answer::Result(values) => values,
             Answer::Failed(why) => return Err((INTERNAL_ERROR, why)),
+            Answer::Later => return Err((INTERNAL_ERROR, "a completion cannot be answered later".into())),
         };
         // At most 100 values a reply, as the protocol asks; the total says
         // how many there were.
@@ -390,6 +433,22 @@ impl Server {
                 ("values", Json::Array(shown)),
             ]),
         )]))
+    }
+}
+
+fn resource_reply(answer: Answer) -> Reply {
+    match answer {
+        Answer::Result(contents) => Ok(Some(Json::object([("contents", contents)]))),
+        Answer::Failed(why) => Err((INTERNAL_ERROR, why)),
+        Answer::Later => Ok(None),
+    }
+}
+
+fn prompt_reply(answer: Answer) -> Reply {
+    match answer {
+        Answer::Result(result) => Ok(Some(result)),
+        Answer::Failed(why) => Err((INTERNAL_ERROR, why)),
+        Answer::Later => Ok(None),
     }
 }
 

@@ -2,10 +2,14 @@
 //! `Context` names them): notifications sent as the handler runs, whether
 //! its request was cancelled, and requests to its client.
 
-use mlua::{MultiValue, Value};
+use std::time::Instant;
 
+use mlua::{Function, MultiValue, Value};
+
+use super::handlers::{answer_of, words};
+use super::results::shaped;
 use super::serving::{io_error, send};
-use super::{state_of, ServerState};
+use super::{state_of, Asked, LaterAnswer, ServerState};
 use crate::binding::decode::to_lua;
 use crate::binding::encode::encode_lua;
 use crate::binding::lua::{arg, Cx, Outcome};
@@ -14,7 +18,7 @@ use crate::error::Error;
 use crate::protocol;
 use crate::server::channel::Unanswered;
 use crate::server::link::Route;
-use crate::server::Facts;
+use crate::server::{Answer, Facts};
 
 /// `ctx:notify(method, params)` for `ctx:progress` and `ctx:log` (the
 /// prelude builds them): sent now, as the handler runs. A log message
@@ -95,10 +99,18 @@ pub(in crate::binding) fn ctx_request(lua: &Cx, args: MultiValue) -> Outcome {
             return refused(lua, format!("ctx:request: the client did not declare the {capability} capability, so it cannot be asked {method}"));
         }
     }
+    if let Value::Function(callback) = arg(&args, 3) {
+        return ask_later(&state, route, method, params, callback);
+    }
     let answered = match state.channel.borrow_mut().as_mut() {
         Some(channel) => channel.request(route, &method, params),
         None => return refused(lua, format!("ctx:request: {method} needs a client: the server is not serving")),
     };
+    unanswered_words(lua, &method, answered)
+}
+
+/// The result of a request of the server's, or nil and why in words.
+pub(super) fn unanswered_words(lua: &Cx, method: &str, answered: Result<Json, Unanswered>) -> Outcome {
     match answered {
         Ok(result) => Ok(MultiValue::from_vec(vec![to_lua(lua, &result)?])),
         Err(Unanswered::Interrupted) => Err(Error::Interrupted { what: format!("ctx:request {method}") }.into()),
@@ -111,6 +123,66 @@ pub(in crate::binding) fn ctx_request(lua: &Cx, args: MultiValue) -> Outcome {
         ),
         Err(Unanswered::Ended) => refused(lua, format!("the client went away before it answered {method}")),
         Err(Unanswered::Io(e)) => refused(lua, format!("{method} could not be sent: {e}")),
+    }
+}
+
+/// `ctx:request(method, params, callback)`: sent now; the callback gets
+/// the result (or nil and why) from `dispatch` or `run` once the client
+/// answers, so that an event loop never waits for the client.
+fn ask_later(state: &ServerState, route: Route, method: String, params: Json, callback: Function) -> Outcome {
+    let id = match state.channel.borrow_mut().as_mut() {
+        Some(channel) => channel.ask(route, &method, params).map_err(io_error)?,
+        None => {
+            return Err(
+                Error::BadInput(format!("ctx:request: {method} needs a client: the server is not serving")).into()
+            )
+        }
+    };
+    let until = Instant::now() + state.request_timeout;
+    state.asked.borrow_mut().push(Asked { id, method, callback, until });
+    if let Some(shared) = state.http.borrow().as_ref() {
+        shared.doorbell.ring_at(state.asked.borrow().iter().map(|a| a.until).min());
+    }
+    Ok(MultiValue::new())
+}
+
+/// `ctx:finish(value [, message])`: the answer of a handler that returned
+/// `ctx:later()`, shaped as its return would have been (`nil, message`
+/// is its failure). Sent once the request being answered, if any, is.
+pub(in crate::binding) fn ctx_finish(lua: &Cx, args: MultiValue) -> Outcome {
+    let ctx = arg(&args, 0);
+    let (ud, route) = context_of(&ctx, "finish")?;
+    let state = ud.borrow::<ServerState>()?;
+    let Value::Table(ctx) = ctx else { unreachable!("context_of checked it") };
+    let method: String = ctx.raw_get("_method")?;
+    let name: mlua::LuaString = ctx.raw_get("_name")?;
+    let handler: u64 = ctx.raw_get("_handler")?;
+    let id = encode_lua(lua, "the request id", &ctx.raw_get::<Value>("request_id")?)?;
+    let Some(slot) = state.slots.borrow().get(handler as usize).cloned() else {
+        return Err(Error::BadInput("ctx:finish: this request's handler is gone".into()).into());
+    };
+    let (value, why) = (arg(&args, 1), arg(&args, 2));
+    let answer = if value.is_nil() && !why.is_nil() {
+        Answer::Failed(words(lua, why))
+    } else {
+        answer_of(lua, shaped(lua, &method, &slot, value, &name.as_bytes()))
+    };
+    let name = name.as_bytes().to_vec();
+    state.answered_later.borrow_mut().push(LaterAnswer { route, id, method, name, answer });
+    send_later_answers(&state);
+    Ok(MultiValue::new())
+}
+
+/// Sends the answers given later, once the core is free to check them
+/// (`ctx:finish` may run inside another request's handler).
+pub(super) fn send_later_answers(state: &ServerState) {
+    let Ok(core) = state.core.try_borrow() else { return };
+    let answers = std::mem::take(&mut *state.answered_later.borrow_mut());
+    for LaterAnswer { route, id, method, name, answer } in answers {
+        let reply = core.answer_later(&id, &method, &name, answer);
+        if let Some(channel) = state.channel.borrow_mut().as_mut() {
+            let _ = channel.finish(route, &id, &reply);
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 
 use mlua::{Function, MultiValue, Table, Value};
 
-use super::results::{prompt_result, resource_contents, tool_result};
+use super::results::shaped;
 use super::{ServerState, Slot};
 use crate::binding::boundary::{callback_failed, is_interrupt};
 use crate::binding::decode::to_lua;
@@ -30,10 +30,14 @@ impl LuaHandlers<'_, '_> {
     }
 
     /// The `ctx` a handler gets (see the prelude's `Context`).
-    fn context(&self, call: &Call) -> Outcome<Table> {
+    fn context(&self, call: &Call, handler: u64) -> Outcome<Table> {
         let ctx = self.lua.create_table()?;
         ctx.raw_set("server", self.server.clone())?;
         ctx.raw_set("request_id", to_lua(self.lua, call.id)?)?;
+        // For ctx:finish, which shapes a later answer as a return would be.
+        ctx.raw_set("_method", call.method)?;
+        ctx.raw_set("_name", self.lua.create_string(call.name)?)?;
+        ctx.raw_set("_handler", handler)?;
         ctx.raw_set("_peer", self.route.peer)?;
         ctx.raw_set("_exchange", self.route.exchange)?;
         if let Some(meta) = call.meta {
@@ -68,67 +72,74 @@ impl LuaHandlers<'_, '_> {
     }
 
     fn words(&self, value: Value) -> String {
-        String::from_utf8_lossy(&lua_tostring(self.lua, value).unwrap_or_default()).into_owned()
+        words(self.lua, value)
     }
 
-    fn answer(&self, shaped: Outcome<Json>) -> Answer {
-        match shaped {
-            Ok(result) => Answer::Result(result),
-            Err(Raise::Mcp(e)) => Answer::Failed(e.to_string()),
-            Err(Raise::Lua(v)) => Answer::Failed(self.words(v)),
-        }
-    }
-}
-
-impl Handlers for LuaHandlers<'_, '_> {
-    fn call_tool(&mut self, handler: u64, arguments: Json, call: &Call) -> Answer {
-        let Some(Slot { function, structured, .. }) = self.slot(handler) else { return Answer::Failed("gone".into()) };
+    /// Runs handler `handler` with `args` and its `ctx`, and shapes what
+    /// it returned for `call.method`; its `ctx:later()` puts the answer off.
+    fn call_handler(&self, handler: u64, call: &Call, args: impl FnOnce() -> Outcome<Vec<Value>>) -> Answer {
+        let Some(slot) = self.slot(handler) else { return Answer::Failed("gone".into()) };
         let run = || -> Outcome<Result<MultiValue, String>> {
-            let args = to_lua(self.lua, &arguments)?;
-            let ctx = self.context(call)?;
-            Ok(self.run(function, MultiValue::from_vec(vec![args, Value::Table(ctx)])))
-        };
-        match run() {
-            Ok(Ok(returns)) => {
-                self.answer(tool_result(self.lua, returns.front().cloned().unwrap_or(Value::Nil), structured))
-            }
-            Ok(Err(why)) => Answer::Failed(why),
-            Err(e) => self.answer(Err(e)),
-        }
-    }
-
-    fn read_resource(&mut self, handler: u64, uri: &[u8], variables: Option<Json>, call: &Call) -> Answer {
-        let Some(Slot { function, mime_type, .. }) = self.slot(handler) else { return Answer::Failed("gone".into()) };
-        let run = || -> Outcome<Result<MultiValue, String>> {
-            let mut args = vec![Value::String(self.lua.create_string(uri)?)];
-            if let Some(vars) = &variables {
-                args.push(to_lua(self.lua, vars)?);
-            }
-            args.push(Value::Table(self.context(call)?));
-            Ok(self.run(function, MultiValue::from_vec(args)))
+            let mut args = args()?;
+            args.push(Value::Table(self.context(call, handler)?));
+            Ok(self.run(slot.function.clone(), MultiValue::from_vec(args)))
         };
         match run() {
             Ok(Ok(returns)) => {
                 let value = returns.front().cloned().unwrap_or(Value::Nil);
-                self.answer(resource_contents(self.lua, value, uri, mime_type.as_ref()))
+                if is_later(self.lua, &value) {
+                    return Answer::Later;
+                }
+                answer_of(self.lua, shaped(self.lua, call.method, &slot, value, call.name))
             }
             Ok(Err(why)) => Answer::Failed(why),
-            Err(e) => self.answer(Err(e)),
+            Err(e) => answer_of(self.lua, Err(e)),
         }
     }
 
+    fn answer(&self, shaped: Outcome<Json>) -> Answer {
+        answer_of(self.lua, shaped)
+    }
+}
+
+/// A shaped result as the handler's answer: what could not be shaped is
+/// its failure.
+pub(super) fn answer_of(lua: &Cx, shaped: Outcome<Json>) -> Answer {
+    match shaped {
+        Ok(result) => Answer::Result(result),
+        Err(Raise::Mcp(e)) => Answer::Failed(e.to_string()),
+        Err(Raise::Lua(v)) => Answer::Failed(words(lua, v)),
+    }
+}
+
+/// A Lua value as words for the client.
+pub(super) fn words(lua: &Cx, value: Value) -> String {
+    String::from_utf8_lossy(&lua_tostring(lua, value).unwrap_or_default()).into_owned()
+}
+
+/// Whether a handler returned `ctx:later()`.
+fn is_later(lua: &Cx, value: &Value) -> bool {
+    let Value::Table(value) = value else { return false };
+    matches!(lua.prelude.module.raw_get::<Value>("_later"), Ok(Value::Table(later)) if later == *value)
+}
+
+impl Handlers for LuaHandlers<'_, '_> {
+    fn call_tool(&mut self, handler: u64, arguments: Json, call: &Call) -> Answer {
+        self.call_handler(handler, call, || Ok(vec![to_lua(self.lua, &arguments)?]))
+    }
+
+    fn read_resource(&mut self, handler: u64, uri: &[u8], variables: Option<Json>, call: &Call) -> Answer {
+        self.call_handler(handler, call, || {
+            let mut args = vec![Value::String(self.lua.create_string(uri)?)];
+            if let Some(vars) = &variables {
+                args.push(to_lua(self.lua, vars)?);
+            }
+            Ok(args)
+        })
+    }
+
     fn get_prompt(&mut self, handler: u64, arguments: Json, call: &Call) -> Answer {
-        let Some(Slot { function, .. }) = self.slot(handler) else { return Answer::Failed("gone".into()) };
-        let run = || -> Outcome<Result<MultiValue, String>> {
-            let args = to_lua(self.lua, &arguments)?;
-            let ctx = self.context(call)?;
-            Ok(self.run(function, MultiValue::from_vec(vec![args, Value::Table(ctx)])))
-        };
-        match run() {
-            Ok(Ok(returns)) => self.answer(prompt_result(self.lua, returns.front().cloned().unwrap_or(Value::Nil))),
-            Ok(Err(why)) => Answer::Failed(why),
-            Err(e) => self.answer(Err(e)),
-        }
+        self.call_handler(handler, call, || Ok(vec![to_lua(self.lua, &arguments)?]))
     }
 
     fn complete(&mut self, handler: u64, argument: &[u8], value: &[u8], context: Option<&Json>) -> Answer {

@@ -11,13 +11,13 @@ mod handlers;
 mod results;
 mod serving;
 
-pub(super) use context::{ctx_cancelled, ctx_notify, ctx_request};
+pub(super) use context::{ctx_cancelled, ctx_finish, ctx_notify, ctx_request};
 use serving::send_notices;
 pub(super) use serving::{serve_stdio, server_dispatch, server_fd, server_listen, server_run};
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mlua::{Function, MultiValue, Table, UserData, Value};
 
@@ -59,6 +59,10 @@ pub(super) struct ServerState {
     /// adds a tool): applied once it is.
     deferred: RefCell<Vec<Change>>,
     channel: RefCell<Option<Channel>>,
+    /// Requests to clients whose answers go to a callback.
+    asked: RefCell<Vec<Asked>>,
+    /// Answers given by `ctx:finish`, not sent yet.
+    answered_later: RefCell<Vec<LaterAnswer>>,
     /// Over HTTP: what the poll thread shares (the doorbell of `fd()`).
     http: RefCell<Option<Arc<Shared>>>,
     /// What the core knew of the client whose request is being answered
@@ -67,6 +71,24 @@ pub(super) struct ServerState {
     max_message_bytes: usize,
     request_timeout: Duration,
     closed: Cell<bool>,
+}
+
+/// A request of the server's to a client, whose answer goes to `callback`
+/// (`ctx:request` with one), unless `until` passes first.
+struct Asked {
+    id: Json,
+    method: String,
+    callback: Function,
+    until: Instant,
+}
+
+/// An answer given by `ctx:finish`, for the request on `route`.
+struct LaterAnswer {
+    route: crate::server::link::Route,
+    id: Json,
+    method: String,
+    name: Vec<u8>,
+    answer: crate::server::Answer,
 }
 
 enum Change {
@@ -111,6 +133,8 @@ pub(super) fn server_new(lua: &Cx, args: MultiValue) -> Outcome {
         deferred: RefCell::new(Vec::new()),
         channel: RefCell::new(None),
         http: RefCell::new(None),
+        asked: RefCell::new(Vec::new()),
+        answered_later: RefCell::new(Vec::new()),
         facts: RefCell::new(Facts::default()),
         max_message_bytes,
         request_timeout: read.seconds("request_timeout")?.unwrap_or(DEFAULT_REQUEST_TIMEOUT),

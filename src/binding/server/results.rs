@@ -12,10 +12,21 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use mlua::Value;
 
+use super::Slot;
 use crate::binding::encode::encode_lua;
 use crate::binding::lua::{lua_tostring, Cx, Outcome};
 use crate::codec::{encode, Json};
 use crate::error::Error;
+
+/// What a handler returned for `method`, as its result (`name`: the
+/// resource's uri, for its contents).
+pub(super) fn shaped(lua: &Cx, method: &str, slot: &Slot, value: Value, name: &[u8]) -> Outcome<Json> {
+    match method {
+        "tools/call" => tool_result(lua, value, slot.structured),
+        "resources/read" => resource_contents(lua, value, name, slot.mime_type.as_ref()),
+        _ => prompt_result(lua, value),
+    }
+}
 
 fn text_item(text: Vec<u8>) -> Json {
     Json::Object(vec![(b"type".to_vec(), Json::str("text")), (b"text".to_vec(), Json::Str(text))])
@@ -30,7 +41,7 @@ fn plain_text(lua: &Cx, value: &Value) -> Outcome<Option<Vec<u8>>> {
 }
 
 /// A tool handler's return as the protocol's result (see the header).
-pub(super) fn tool_result(lua: &Cx, value: Value, structured: bool) -> Outcome<Json> {
+fn tool_result(lua: &Cx, value: Value, structured: bool) -> Outcome<Json> {
     if let Some(text) = plain_text(lua, &value)? {
         return Ok(Json::object([("content", Json::Array(vec![text_item(text)]))]));
     }
@@ -63,7 +74,7 @@ fn result_text(value: Option<&Json>) -> Vec<u8> {
 }
 
 /// A resource handler's return as `contents`.
-pub(super) fn resource_contents(lua: &Cx, value: Value, uri: &[u8], mime_type: Option<&Json>) -> Outcome<Json> {
+fn resource_contents(lua: &Cx, value: Value, uri: &[u8], mime_type: Option<&Json>) -> Outcome<Json> {
     let item = |mut pairs: Vec<(Vec<u8>, Json)>| {
         if !pairs.iter().any(|(k, _)| k == b"uri") {
             pairs.push((b"uri".to_vec(), Json::Str(uri.to_vec())));
@@ -107,7 +118,7 @@ pub(super) fn resource_contents(lua: &Cx, value: Value, uri: &[u8], mime_type: O
 }
 
 /// A prompt handler's return as the result of `prompts/get`.
-pub(super) fn prompt_result(lua: &Cx, value: Value) -> Outcome<Json> {
+fn prompt_result(lua: &Cx, value: Value) -> Outcome<Json> {
     if let Some(text) = plain_text(lua, &value)? {
         let message = Json::Object(vec![(b"content".to_vec(), text_item(text)), (b"role".to_vec(), Json::str("user"))]);
         return Ok(Json::object([("messages", Json::Array(vec![message]))]));

@@ -7,16 +7,18 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use mlua::{MultiValue, Table, Value};
+use mlua::{Function, MultiValue, Table, Value};
 
+use super::context::{send_later_answers, unanswered_words};
 use super::handlers::LuaHandlers;
-use super::{apply, state_of, ServerState};
-use crate::binding::lua::{arg, Cx, Outcome};
+use super::{apply, state_of, Asked, ServerState};
+use crate::binding::boundary::callback_failed;
+use crate::binding::lua::{arg, call_lua, Cx, Outcome, Raise};
 use crate::binding::readers::{wait_bound, Reader};
 use crate::codec::Json;
 use crate::error::Error;
 use crate::interrupt::{self, far_future};
-use crate::server::channel::{Channel, Incoming};
+use crate::server::channel::{answer_of, Channel, Incoming, Unanswered};
 use crate::server::http::request::Limits;
 use crate::server::http::{HttpLink, ListenError, Options};
 use crate::server::link::Route;
@@ -230,6 +232,9 @@ pub(super) fn serve_one(lua: &Cx, server: &Table, state: &ServerState, what: &st
     if interrupt::requested() {
         return Err(Error::Interrupted { what: what.into() }.into());
     }
+    expire_asked(lua, state)?;
+    // Woken for the first answer owed to a callback, if it is sooner.
+    let until = state.asked.borrow().iter().map(|a| a.until).fold(until, Instant::min);
     let incoming = {
         let mut channel = state.channel.borrow_mut();
         let Some(channel) = channel.as_mut() else { return Ok(Turn::Over) };
@@ -244,9 +249,11 @@ pub(super) fn serve_one(lua: &Cx, server: &Table, state: &ServerState, what: &st
         Incoming::Nothing => return Ok(Turn::Idle),
         Incoming::Ended => return Ok(Turn::Over),
     };
-    // A reply to a request of ours that nobody waits for any more.
     let is_reply = message.get("result").is_some() || message.get("error").is_some();
     if message.get("method").is_none() && is_reply {
+        // The answer to a request whose callback waits for it, or to
+        // one nobody waits for any more.
+        answer_asked(lua, state, message)?;
         return Ok(Turn::Served);
     }
     *state.facts.borrow_mut() = state.core.borrow().facts(route.peer);
@@ -264,11 +271,50 @@ pub(super) fn serve_one(lua: &Cx, server: &Table, state: &ServerState, what: &st
             let _ = channel.finish(route, id, &reply);
         }
     }
+    send_later_answers(state);
     send_notices(state)?;
     if interrupt::requested() {
         return Err(Error::Interrupted { what: what.into() }.into());
     }
     Ok(Turn::Served)
+}
+
+/// Hands a client's answer to the callback that asked for it.
+fn answer_asked(lua: &Cx, state: &ServerState, reply: Json) -> Outcome<()> {
+    let asked = {
+        let mut asked = state.asked.borrow_mut();
+        let Some(at) = asked.iter().position(|a| Some(&a.id) == reply.get("id")) else { return Ok(()) };
+        asked.remove(at)
+    };
+    let answered = answer_of(reply);
+    let returns = unanswered_words(lua, &asked.method, answered)?;
+    call_back(lua, asked.callback, returns)
+}
+
+/// The callbacks whose client did not answer in time hear so.
+fn expire_asked(lua: &Cx, state: &ServerState) -> Outcome<()> {
+    let now = Instant::now();
+    let expired: Vec<Asked> = {
+        let mut asked = state.asked.borrow_mut();
+        let (gone, kept) = std::mem::take(&mut *asked).into_iter().partition(|a| a.until <= now);
+        *asked = kept;
+        gone
+    };
+    for asked in expired {
+        let answered = Err(Unanswered::TimedOut(state.request_timeout));
+        let returns = unanswered_words(lua, &asked.method, answered)?;
+        call_back(lua, asked.callback, returns)?;
+    }
+    Ok(())
+}
+
+/// A callback's error ends the `dispatch` or `run` it ran in, as a
+/// client's callbacks do (see `boundary`); serving goes on at the next.
+fn call_back(lua: &Cx, callback: Function, returns: MultiValue) -> Outcome<()> {
+    if let Err(Raise::Lua(error)) = call_lua(lua, callback, returns) {
+        callback_failed(error);
+    }
+    Ok(())
 }
 
 pub(super) fn io_error(e: std::io::Error) -> Error {
