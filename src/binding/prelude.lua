@@ -339,6 +339,12 @@ function Context:log(level, data, logger)
   raise_unless(native.ctx_notify(self, 'notifications/message', { level = level, data = data, logger = logger }))
 end
 
+-- Over HTTP: ends this request's event stream before its reply, so that
+-- a long call holds no connection; the client comes back for the rest.
+function Context:close_stream()
+  return raise_unless(native.ctx_close_stream(self))
+end
+
 function Context:cancelled()
   return raise_unless(native.ctx_cancelled(self, self.request_id))
 end

@@ -102,6 +102,11 @@ impl Channel {
         self.link.finish(route, (!cancelled).then_some(reply))
     }
 
+    /// See [`Link::close_stream`].
+    pub fn close_stream(&mut self, route: Route) -> io::Result<()> {
+        self.link.close_stream(route)
+    }
+
     fn note_cancellation(&mut self, message: &Json, route: Route) {
         if message.get("method") == Some(&Json::str("notifications/cancelled")) {
             if let Some(id) = message.get("params").and_then(|p| p.get("requestId")) {

@@ -49,4 +49,10 @@ pub trait Link {
     /// The request on `route` is over: its reply, or None when the
     /// client cancelled it and hears nothing more of it.
     fn finish(&mut self, route: Route, reply: Option<&Json>) -> io::Result<()>;
+    /// Ends the stream of the request on `route` before its reply, the
+    /// client told to come back for the rest (over HTTP; elsewhere there
+    /// is no such stream, and nothing to do).
+    fn close_stream(&mut self, _route: Route) -> io::Result<()> {
+        Ok(())
+    }
 }

@@ -146,6 +146,18 @@ fn ask_later(state: &ServerState, route: Route, method: String, params: Json, ca
     Ok(MultiValue::new())
 }
 
+/// `ctx:close_stream()`: over HTTP, ends this request's event stream now
+/// (the client comes back for the rest with the last event it saw), so
+/// that a long call holds no connection; elsewhere it does nothing.
+pub(in crate::binding) fn ctx_close_stream(_lua: &Cx, args: MultiValue) -> Outcome {
+    let (ud, route) = context_of(&arg(&args, 0), "close_stream")?;
+    let state = ud.borrow::<ServerState>()?;
+    if let Some(channel) = state.channel.borrow_mut().as_mut() {
+        channel.close_stream(route).map_err(io_error)?;
+    }
+    Ok(MultiValue::new())
+}
+
 /// `ctx:finish(value [, message])`: the answer of a handler that returned
 /// `ctx:later()`, shaped as its return would have been (`nil, message`
 /// is its failure). Sent once the request being answered, if any, is.

@@ -11,7 +11,7 @@ mod handlers;
 mod results;
 mod serving;
 
-pub(super) use context::{ctx_cancelled, ctx_finish, ctx_notify, ctx_request};
+pub(super) use context::{ctx_cancelled, ctx_close_stream, ctx_finish, ctx_notify, ctx_request};
 use serving::send_notices;
 pub(super) use serving::{serve_stdio, server_dispatch, server_fd, server_listen, server_run};
 

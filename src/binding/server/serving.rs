@@ -180,7 +180,8 @@ pub(in crate::binding) fn server_dispatch(lua: &Cx, args: MultiValue) -> Outcome
     Ok(MultiValue::from_vec(vec![Value::Integer(served as _)]))
 }
 
-/// `server:run([seconds])`: serves until closed, or for `seconds`; true.
+/// `server:run([seconds])`: serves until closed (false: serving is over)
+/// or for `seconds` (true: it goes on).
 pub(in crate::binding) fn server_run(lua: &Cx, args: MultiValue) -> Outcome {
     let server = arg(&args, 0);
     let ud = state_of(&server, "run")?;
@@ -199,7 +200,7 @@ pub(in crate::binding) fn server_run(lua: &Cx, args: MultiValue) -> Outcome {
         state.closed.set(true);
         stop(&state);
     }
-    Ok(MultiValue::from_vec(vec![Value::Boolean(true)]))
+    Ok(MultiValue::from_vec(vec![Value::Boolean(turn != Turn::Over)]))
 }
 
 /// What one turn of serving found.

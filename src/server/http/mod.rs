@@ -11,13 +11,14 @@
 
 mod connection;
 pub mod discovery;
+mod flights;
 pub mod guard;
 pub mod listener;
 pub mod request;
 pub mod response;
 mod sessions;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::PathBuf;
@@ -26,6 +27,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use connection::Connection;
+use flights::{parse_event_id, Flight, Flights};
 use guard::{Guard, LOOPBACK_NAMES};
 use listener::{refuse, Exchange, Listening, Shared};
 use request::Limits;
@@ -60,19 +62,11 @@ pub enum ListenError {
     Io(io::Error),
 }
 
-/// A request in flight: where its answer goes.
-struct Flight {
-    connection: Arc<Connection>,
-    /// The session id its answer announces (the answer to `initialize`).
-    announces: Option<String>,
-    streaming: bool,
-}
-
 pub struct HttpLink {
     listening: Arc<Listening>,
     pub url: String,
     sessions: Sessions,
-    flights: HashMap<u64, Flight>,
+    flights: Flights,
     next_exchange: u64,
     gone: VecDeque<PeerKey>,
     discovery: Option<PathBuf>,
@@ -115,7 +109,7 @@ impl HttpLink {
             listening: listening.clone(),
             url: url.clone(),
             sessions: Sessions::new(limits.sessions, limits.session_idle),
-            flights: HashMap::new(),
+            flights: Flights::default(),
             next_exchange: 0,
             gone: VecDeque::new(),
             discovery: None,
@@ -214,7 +208,7 @@ impl HttpLink {
             return Some(Received::Message(message, Route::unasked(peer)));
         }
         self.next_exchange += 1;
-        self.flights.insert(self.next_exchange, Flight { connection, announces, streaming: false });
+        self.flights.insert(self.next_exchange, Flight::new(peer, connection, announces));
         Some(Received::Message(message, Route { peer, exchange: self.next_exchange }))
     }
 
@@ -249,10 +243,16 @@ impl HttpLink {
             self.refuse(&connection, 406, "Not Acceptable: a GET stream needs Accept: text/event-stream");
             return;
         }
-        let Some(_) = self.session_of(&connection, request) else { return };
+        let Some(peer) = self.session_of(&connection, request) else { return };
         let id = request.header_text("mcp-session-id").unwrap_or_default().to_string();
-        let last_seen = request.header_text("last-event-id").and_then(|v| v.parse::<u64>().ok());
         let unsent = self.limits().unsent_bytes;
+        if let Some((exchange, after)) = request.header_text("last-event-id").and_then(parse_event_id) {
+            if !self.flights.resume(peer, exchange, after, connection.clone(), unsent) {
+                self.refuse(&connection, 404, "Not Found: no stream of this session has that event");
+            }
+            return;
+        }
+        let last_seen = request.header_text("last-event-id").and_then(|v| v.parse::<u64>().ok());
         let Some(session) = self.sessions.used(&id) else { return };
         if session.has_stream() {
             self.refuse(&connection, 409, "Conflict: this session has a GET stream open already");
@@ -336,35 +336,23 @@ impl Link for HttpLink {
 
     fn send(&mut self, route: Route, message: &Json) -> io::Result<()> {
         let unsent = self.limits().unsent_bytes;
-        let Some(flight) = self.flights.get_mut(&route.exchange) else {
-            self.send_unasked(route.peer, message);
-            return Ok(());
-        };
-        if !flight.streaming {
-            flight.streaming = true;
-            let headers: Vec<(&str, String)> =
-                flight.announces.iter().map(|id| ("Mcp-Session-Id", id.clone())).collect();
-            flight.connection.write(&response::stream_head(&headers), unsent);
+        match self.flights.get_mut(route.exchange) {
+            Some(flight) => flight.send(route.exchange, encode(message), unsent),
+            None => self.send_unasked(route.peer, message),
         }
-        flight.connection.write(&response::event(None, &encode(message), None), unsent);
         Ok(())
     }
 
     fn finish(&mut self, route: Route, reply: Option<&Json>) -> io::Result<()> {
-        let Some(flight) = self.flights.remove(&route.exchange) else { return Ok(()) };
         let unsent = self.limits().unsent_bytes;
-        if flight.streaming {
-            if let Some(reply) = reply {
-                flight.connection.write(&response::event(None, &encode(reply), None), unsent);
-            }
-            flight.connection.write(response::LAST_CHUNK, unsent);
-            flight.connection.done(false);
-            return Ok(());
-        }
-        let headers: Vec<(&str, String)> = flight.announces.iter().map(|id| ("Mcp-Session-Id", id.clone())).collect();
-        match reply {
-            Some(reply) => self.answer(&flight.connection, 200, &headers, Some(reply)),
-            None => self.answer(&flight.connection, 202, &headers, None),
+        self.flights.finish(route.exchange, reply, unsent);
+        Ok(())
+    }
+
+    fn close_stream(&mut self, route: Route) -> io::Result<()> {
+        let unsent = self.limits().unsent_bytes;
+        if let Some(flight) = self.flights.get_mut(route.exchange) {
+            flight.close_early(route.exchange, unsent);
         }
         Ok(())
     }
@@ -379,9 +367,8 @@ impl Drop for HttpLink {
         for session in self.sessions.drain() {
             end_stream(&session);
         }
-        for (_, flight) in self.flights.drain() {
-            flight.connection.done(true);
-        }
+        // Their connections close with them.
+        drop(self.flights.drain());
         if let Some(path) = &self.discovery {
             discovery::remove(path);
         }

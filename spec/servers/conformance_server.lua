@@ -1,0 +1,176 @@
+-- conformance_server.lua - the server the official conformance suite
+-- grades (its server scenarios), written on mcp.server: the tools,
+-- resources and prompts the scenarios name, answering as they expect.
+-- It listens on a free loopback port, prints its URL as its first line,
+-- and serves until its stdin closes or it is signalled.
+--
+--   lua5.4 spec/servers/conformance_server.lua
+--   conformance server --url URL
+local root = (arg and arg[0] or ''):match('^(.*)/spec/servers/[^/]*$') or '.'
+package.cpath = root .. '/?.so;' .. root .. '/?.dll;' .. package.cpath
+local mcp = require('mcp')
+
+-- A 1x1 red PNG and a header-only WAV, as the scenarios compare them.
+local PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=='
+local WAV = 'UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA='
+
+local server = mcp.server({ name = 'mcp-conformance-test-server', version = '1.0.0' })
+
+local function text(t) return { type = 'text', text = t } end
+local function content(...) return { content = { ... } } end
+local NO_ARGS = { type = 'object', properties = mcp.object({}) }
+
+local function tool(name, description, fn, schema)
+  server:tool({ name = name, description = description, input_schema = schema or NO_ARGS }, fn)
+end
+
+tool('test_simple_text', 'Returns a simple text response', function()
+  return 'This is a simple text response for testing.'
+end)
+
+tool('test_image_content', 'Returns an image', function()
+  return content({ type = 'image', data = PNG, mimeType = 'image/png' })
+end)
+
+tool('test_audio_content', 'Returns audio', function()
+  return content({ type = 'audio', data = WAV, mimeType = 'audio/wav' })
+end)
+
+tool('test_embedded_resource', 'Returns an embedded resource', function()
+  return content({ type = 'resource', resource = { uri = 'test://embedded-resource', mimeType = 'text/plain',
+    text = 'This is an embedded resource content.' } })
+end)
+
+tool('test_multiple_content_types', 'Returns text, an image and a resource', function()
+  return content(text('Multiple content types test:'), { type = 'image', data = PNG, mimeType = 'image/png' },
+    { type = 'resource', resource = { uri = 'test://mixed-content-resource', mimeType = 'application/json',
+      text = '{"test":"data","value":123}' } })
+end)
+
+tool('test_tool_with_logging', 'Logs three messages while it runs', function(_, ctx)
+  ctx:log('info', 'Tool execution started')
+  ctx:log('info', 'Tool processing data')
+  ctx:log('info', 'Tool execution completed')
+  return 'Tool with logging executed successfully'
+end)
+
+tool('test_error_handling', 'Always fails', function()
+  return nil, 'This tool intentionally returns an error for testing'
+end)
+
+tool('test_tool_with_progress', 'Reports progress in three steps', function(_, ctx)
+  for _, done in ipairs({ 0, 50, 100 }) do ctx:progress(done, 100, 'Completed step ' .. done .. ' of 100') end
+  return tostring(ctx.progress_token)
+end)
+
+tool('test_sampling', 'Asks the client for a completion', function(args, ctx)
+  local result, why = ctx:sample({ messages = { { role = 'user', content = text(args.prompt) } }, maxTokens = 100 })
+  if not result then return nil, why end
+  return 'LLM response: ' .. result.content.text
+end, { type = 'object', properties = { prompt = { type = 'string' } }, required = { 'prompt' } })
+
+local function elicited(answer, why)
+  if not answer then return nil, why end
+  return 'User response: action=' .. answer.action .. ', content=' .. mcp.json_encode(answer.content or mcp.object({}))
+end
+
+tool('test_elicitation', 'Asks the user for information', function(args, ctx)
+  return elicited(ctx:elicit({ message = args.message, requestedSchema = { type = 'object', properties = {
+    username = { type = 'string', description = "User's response" },
+    email = { type = 'string', description = "User's email address" } }, required = { 'username', 'email' } } }))
+end, { type = 'object', properties = { message = { type = 'string' } }, required = { 'message' } })
+
+tool('test_elicitation_sep1034_defaults', 'Asks with defaults for every primitive type', function(_, ctx)
+  return elicited(ctx:elicit({ message = 'Please review and update the form fields with defaults',
+    requestedSchema = { type = 'object', required = mcp.array({}), properties = {
+      name = { type = 'string', description = 'User name', default = 'John Doe' },
+      age = { type = 'integer', description = 'User age', default = 30 },
+      score = { type = 'number', description = 'User score', default = 95.5 },
+      status = { type = 'string', description = 'User status', enum = { 'active', 'inactive', 'pending' },
+        default = 'active' },
+      verified = { type = 'boolean', description = 'Verification status', default = true } } } }))
+end)
+
+tool('test_elicitation_sep1330_enums', 'Asks with every kind of enum', function(_, ctx)
+  local function titled(prefix, titles)
+    local out = {}
+    for i, t in ipairs(titles) do out[i] = { const = prefix .. i, title = t } end
+    return out
+  end
+  return elicited(ctx:elicit({ message = 'Please select options from the enum fields',
+    requestedSchema = { type = 'object', required = mcp.array({}), properties = {
+      untitledSingle = { type = 'string', description = 'Select one option', enum = { 'option1', 'option2', 'option3' } },
+      titledSingle = { type = 'string', description = 'Select one option with titles',
+        oneOf = titled('value', { 'First Option', 'Second Option', 'Third Option' }) },
+      legacyEnum = { type = 'string', description = 'Select one option (legacy)', enum = { 'opt1', 'opt2', 'opt3' },
+        enumNames = { 'Option One', 'Option Two', 'Option Three' } },
+      untitledMulti = { type = 'array', description = 'Select multiple options', minItems = 1, maxItems = 3,
+        items = { type = 'string', enum = { 'option1', 'option2', 'option3' } } },
+      titledMulti = { type = 'array', description = 'Select multiple options with titles', minItems = 1, maxItems = 3,
+        items = { anyOf = titled('value', { 'First Choice', 'Second Choice', 'Third Choice' }) } } } } }))
+end)
+
+tool('json_schema_2020_12_tool', 'Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)',
+  function(args) return 'JSON Schema 2020-12 tool called with: ' .. mcp.json_encode(args) end, {
+    ['$schema'] = 'https://json-schema.org/draft/2020-12/schema', type = 'object',
+    ['$defs'] = { address = { ['$anchor'] = 'addressDef', type = 'object',
+      properties = { street = { type = 'string' }, city = { type = 'string' } } } },
+    properties = { name = { type = 'string' }, address = { ['$ref'] = '#/$defs/address' },
+      contactMethod = { type = 'string', enum = { 'phone', 'email' } }, phone = { type = 'string' },
+      email = { type = 'string' } },
+    allOf = { { anyOf = { { required = { 'phone' } }, { required = { 'email' } } } } },
+    ['if'] = { properties = { contactMethod = { const = 'phone' } }, required = { 'contactMethod' } },
+    ['then'] = { required = { 'phone' } }, ['else'] = { required = { 'email' } },
+    additionalProperties = false,
+  })
+
+tool('test_reconnection', 'Closes its stream before it answers; the client resumes it', function(_, ctx)
+  ctx:close_stream()
+  return 'Reconnection test completed successfully. If you received this, the client properly reconnected after '
+    .. 'stream closure.'
+end)
+
+local function resource(uri, name, title, description, mime_type, fn)
+  server:resource({ uri = uri, name = name, title = title, description = description, mime_type = mime_type }, fn)
+end
+
+resource('test://static-text', 'static-text', 'Static Text Resource', 'A static text resource for testing',
+  'text/plain', function() return 'This is the content of the static text resource.' end)
+resource('test://static-binary', 'static-binary', 'Static Binary Resource',
+  'A static binary resource (image) for testing', 'image/png',
+  function(uri) return { uri = uri, mimeType = 'image/png', blob = PNG } end)
+resource('test://watched-resource', 'watched-resource', 'Watched Resource',
+  'A resource that auto-updates every 3 seconds', 'text/plain', function() return 'Watched at ' .. os.time() end)
+
+server:resource_template({ uri_template = 'test://template/{id}/data', name = 'template', title = 'Template Resource',
+  description = 'A resource template with an id', mime_type = 'application/json' }, function(uri, vars)
+  return mcp.json_encode({ id = vars.id, templateTest = true, data = 'Data for ID: ' .. vars.id })
+end)
+
+local function prompt(def, fn) server:prompt(def, fn) end
+local function message(content_item) return { role = 'user', content = content_item } end
+
+prompt({ name = 'test_simple_prompt', description = 'A simple prompt without arguments' },
+  function() return 'This is a simple prompt for testing.' end)
+prompt({ name = 'test_prompt_with_arguments', description = 'A prompt with required arguments', arguments = {
+  { name = 'arg1', description = 'First test argument', required = true },
+  { name = 'arg2', description = 'Second test argument', required = true } } }, function(args)
+  return string.format("Prompt with arguments: arg1='%s', arg2='%s'", args.arg1, args.arg2)
+end)
+prompt({ name = 'test_prompt_with_embedded_resource', description = 'A prompt that includes an embedded resource',
+  arguments = { { name = 'resourceUri', description = 'URI of the resource to embed', required = true } } },
+  function(args)
+    return { messages = { message({ type = 'resource', resource = { uri = args.resourceUri, mimeType = 'text/plain',
+      text = 'Embedded resource content for testing.' } }), message(text('Please process the embedded resource above.')) } }
+  end)
+prompt({ name = 'test_prompt_with_image', description = 'A prompt that includes image content' }, function()
+  return { messages = { message({ type = 'image', data = PNG, mimeType = 'image/png' }),
+    message(text('Please analyze the image above.')) } }
+end)
+
+print(server:listen({ port = 0, until_stdin_ends = true }))
+io.stdout:flush()
+-- The watched resource changes every 3 seconds: its subscribers hear so.
+while server:run(3) do
+  server:resource_updated('test://watched-resource')
+end
