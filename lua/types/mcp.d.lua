@@ -499,6 +499,20 @@ function mcp.mount_all_async(registry, clients, opts) end
 ---@field max_message_bytes? integer      The longest line read from the client (default 16 MiB).
 ---@field request_timeout? number         Seconds a handler waits for the client to answer ctx:request (default 300).
 
+---@class mcp.ListenOptions
+---@field host? string                    An IP address or "localhost" (default 127.0.0.1); beyond loopback a token is required.
+---@field port? integer                   0 (default): any free port.
+---@field path? string                    Default "/mcp".
+---@field token? string                   Required of clients as Authorization: Bearer TOKEN.
+---@field allowed_hosts? string[]         Host names accepted besides the loopback ones.
+---@field allowed_origins? string[]       Browser origins accepted besides those of the allowed hosts.
+---@field discovery? string               A file (0600) written once bound with the URL, token and pid; removed at close.
+---@field until_stdin_ends? boolean       Serving ends when this process's stdin does (Unix).
+---@field max_connections? integer        Default 128 (at most 254).
+---@field max_sessions? integer           Default 1024.
+---@field session_idle? number            Seconds unused before a session ends (default 3600).
+---@field read_timeout? number            Seconds from a request's first byte to its last (default 30).
+
 ---@class mcp.ToolDefinition
 ---@field name string
 ---@field title? string
@@ -547,26 +561,43 @@ function Context:log(level, data, logger) end
 function Context:cancelled() end
 
 ---Asks the client (elicitation/create, sampling/createMessage, roots/list) and waits for its answer;
----nil and why when it cannot or would not answer.
+---nil and why when it cannot or would not answer. With a callback it returns at once, and the
+---callback gets the answer (or nil and why) from dispatch, run or serve_stdio.
 ---@param method string
 ---@param params? table
+---@param callback? fun(result: table?, why: string?)
 ---@return table? result
 ---@return string? why
-function Context:request(method, params) end
+function Context:request(method, params, callback) end
 
 ---@param params table                    message and requestedSchema
+---@param callback? fun(result: table?, why: string?)
 ---@return table? result                  {action = "accept"|"decline"|"cancel", content = {...}}
 ---@return string? why
-function Context:elicit(params) end
+function Context:elicit(params, callback) end
 
 ---@param params table
+---@param callback? fun(result: table?, why: string?)
 ---@return table? result
 ---@return string? why
-function Context:sample(params) end
+function Context:sample(params, callback) end
 
+---@param callback? fun(roots: table[]?, why: string?)
 ---@return table[]? roots
 ---@return string? why
-function Context:roots() end
+function Context:roots(callback) end
+
+---Returned by a handler that answers later, with ctx:finish.
+---@return table
+function Context:later() end
+
+---The answer of a handler that returned ctx:later(): what it would have returned, or nil and a message.
+---@param value any
+---@param message? string
+function Context:finish(value, message) end
+
+---Over HTTP: ends this request's event stream before its reply; the client resumes it for the rest.
+function Context:close_stream() end
 
 ---A Lua program as an MCP server (docs/server.md).
 ---@class mcp.Server
@@ -602,7 +633,25 @@ function Server:resource_updated(uri) end
 ---@return true
 function Server:serve_stdio() end
 
----Ends serving at its next turn.
+---Serves over Streamable HTTP from now on; returns at once with the URL bound.
+---@param opts? mcp.ListenOptions
+---@return string url
+function Server:listen(opts) end
+
+---A descriptor readable whenever dispatch has requests to answer (after listen).
+---@return integer
+function Server:fd() end
+
+---Answers the requests that have arrived, without waiting; how many.
+---@return integer
+function Server:dispatch() end
+
+---Serves until closed (false) or for `seconds` (true: serving goes on).
+---@param seconds? number
+---@return boolean
+function Server:run(seconds) end
+
+---Ends serving: at once, or from a handler once its answer is sent; the listener and discovery file go.
 function Server:close() end
 
 ---A server whose tools, resources and prompts are Lua functions.
