@@ -159,7 +159,7 @@ end)
 
 describe('what a hostile client may send a Lua HTTP server', function()
   local url, stop
-  setup(function() url, stop = lua_http({ read_timeout = 2, max_message_bytes = 100000 }) end)
+  setup(function() url, stop = lua_http({ read_timeout = 2, max_message_bytes = 100000, max_connections = 128 }) end)
   teardown(function() stop() end)
 
   local function check(name)

@@ -508,7 +508,7 @@ function mcp.mount_all_async(registry, clients, opts) end
 ---@field allowed_origins? string[]       Browser origins accepted besides those of the allowed hosts.
 ---@field discovery? string               A file (0600) written once bound with the URL, token and pid; removed at close.
 ---@field until_stdin_ends? boolean       Serving ends when this process's stdin does (Unix).
----@field max_connections? integer        Default 128 (at most 254).
+---@field max_connections? integer        Default 512.
 ---@field max_sessions? integer           Default 1024.
 ---@field session_idle? number            Seconds unused before a session ends (default 3600).
 ---@field read_timeout? number            Seconds from a request's first byte to its last (default 30).

@@ -1,11 +1,37 @@
-// echo_server.mjs - the TypeScript SDK's (v1) smallest stdio server: one
-// tool, `echo`, for bench/server.lua.
+// echo_server.mjs [http PORT] - the TypeScript SDK's (v1) smallest server:
+// one tool, `echo`, for bench/server.lua. Over stdio, or over Streamable
+// HTTP at /mcp (sessions; PORT 0 picks one, and the one line on stdout is
+// `listening PORT`).
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { createServer } from 'node:http';
+import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 
-const server = new McpServer({ name: 'ts-echo', version: '1.0.0' });
-server.tool('echo', { message: z.string().optional() }, async ({ message }) => ({
-  content: [{ type: 'text', text: `Echo: ${message}` }],
-}));
-await server.connect(new StdioServerTransport());
+function build() {
+  const server = new McpServer({ name: 'ts-echo', version: '1.0.0' });
+  server.tool('echo', { message: z.string().optional() }, async ({ message }) => ({
+    content: [{ type: 'text', text: `Echo: ${message}` }],
+  }));
+  return server;
+}
+
+const [mode, port] = process.argv.slice(2);
+if (mode === 'http') {
+  const sessions = {};
+  const http = createServer(async (req, res) => {
+    let transport = sessions[req.headers['mcp-session-id']];
+    if (!transport) {
+      transport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: randomUUID,
+        onsessioninitialized: (id) => { sessions[id] = transport; },
+      });
+      await build().connect(transport);
+    }
+    await transport.handleRequest(req, res);
+  });
+  http.listen(Number(port), '127.0.0.1', () => console.log(`listening ${http.address().port}`));
+} else {
+  await build().connect(new StdioServerTransport());
+}

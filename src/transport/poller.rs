@@ -56,7 +56,7 @@ pub trait Watched: Send + Sync {
     fn gather(&self, round: &mut Round);
     /// The descriptor added with `tag` is ready (or failed). Must not
     /// wait: every other client waits meanwhile.
-    fn ready(&self, tag: u8, buf: &mut [u8]);
+    fn ready(&self, tag: u32, buf: &mut [u8]);
     /// After each round: what no descriptor tells (an exit looked for).
     fn after_round(&self) {}
 }
@@ -202,7 +202,7 @@ fn serve(wake: &WakeUp) {
 #[derive(Default)]
 pub struct Round {
     entries: Vec<Entry>,
-    owners: Vec<(usize, u8)>,
+    owners: Vec<(usize, u32)>,
     /// The client gathering now.
     current: usize,
     timeout_ms: i32,
@@ -211,7 +211,7 @@ pub struct Round {
 impl Round {
     /// Watches `descriptor` for `events` ([`READABLE`], [`WRITABLE`]);
     /// [`Watched::ready`] gets `tag` back.
-    pub fn watch(&mut self, descriptor: Descriptor, events: i16, tag: u8) {
+    pub fn watch(&mut self, descriptor: Descriptor, events: i16, tag: u32) {
         self.entries.push(sys::entry(descriptor, events));
         self.owners.push((self.current, tag));
     }

@@ -90,7 +90,7 @@ fn listen_options(opts: &Table, max_message_bytes: usize) -> Outcome<Options> {
     };
     let limits = Limits {
         body_bytes: max_message_bytes,
-        connections: count("max_connections", defaults.connections, 254.0)?,
+        connections: count("max_connections", defaults.connections, 65536.0)?,
         sessions: count("max_sessions", defaults.sessions, 1e6)?,
         session_idle: read.seconds("session_idle")?.unwrap_or(defaults.session_idle),
         read_time: read.seconds("read_timeout")?.unwrap_or(defaults.read_time),

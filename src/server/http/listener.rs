@@ -54,8 +54,7 @@ impl Shared {
 
 pub struct Listening {
     socket: TcpListener,
-    /// Connections by their place, which is their poll tag less one (so
-    /// the bound on connections is under 255).
+    /// Connections by their place, which is their poll tag less one.
     slots: Mutex<Vec<Option<Arc<Connection>>>>,
     pub shared: Arc<Shared>,
     guard: Guard,
@@ -66,12 +65,12 @@ pub struct Listening {
 }
 
 /// The poll tag of stdin: past every connection's.
-const STDIN_TAG: u8 = 255;
+const STDIN_TAG: u32 = u32::MAX;
 
 impl Listening {
     pub fn new(socket: TcpListener, guard: Guard, limits: Limits, path: String) -> std::io::Result<Listening> {
         socket.set_nonblocking(true)?;
-        let slots = Mutex::new(vec![None; limits.connections.min(254)]);
+        let slots = Mutex::new(vec![None; limits.connections]);
         Ok(Listening { socket, slots, shared: Arc::new(Shared::default()), guard, limits, path, watch_stdin: false })
     }
 
@@ -180,7 +179,7 @@ impl Watched for Listening {
             if let Some(connection) = connection {
                 let events = connection.events();
                 if events != 0 {
-                    round.watch(connection.descriptor(), events, place as u8 + 1);
+                    round.watch(connection.descriptor(), events, place as u32 + 1);
                 }
             }
         }
@@ -190,7 +189,7 @@ impl Watched for Listening {
         }
     }
 
-    fn ready(&self, tag: u8, buf: &mut [u8]) {
+    fn ready(&self, tag: u32, buf: &mut [u8]) {
         if tag == 0 {
             return self.accept();
         }

@@ -35,7 +35,7 @@ impl Default for Limits {
             read_time: Duration::from_secs(30),
             idle_time: Duration::from_secs(120),
             unsent_bytes: 8 << 20,
-            connections: 128,
+            connections: 512,
             sessions: 1024,
             session_idle: Duration::from_secs(3600),
         }

@@ -124,7 +124,7 @@ impl Watched for ServerStream {
         round.watch(socket, READABLE, 0);
     }
 
-    fn ready(&self, _tag: u8, _buf: &mut [u8]) {
+    fn ready(&self, _tag: u32, _buf: &mut [u8]) {
         let Some(shared) = self.shared.upgrade() else { return };
         let mut slot = lock(&self.stream);
         let Some(stream) = slot.as_mut() else { return };

@@ -19,10 +19,10 @@ use super::exit_watch::EXIT_POLL_MS;
 use super::reader::{ReadSide, Turn};
 use super::stdin::StdinPipe;
 
-const STDOUT: u8 = 0;
-const EXIT: u8 = 1;
-const STDERR: u8 = 2;
-const STDIN: u8 = 3;
+const STDOUT: u32 = 0;
+const EXIT: u32 = 1;
+const STDERR: u32 = 2;
+const STDIN: u32 = 3;
 
 /// One server's pipes, as the thread serves them.
 pub(super) struct Served {
@@ -100,7 +100,7 @@ impl Watched for Served {
         }
     }
 
-    fn ready(&self, tag: u8, buf: &mut [u8]) {
+    fn ready(&self, tag: u32, buf: &mut [u8]) {
         match tag {
             STDOUT => self.read_side.read_for_lua(),
             EXIT => self.read_side.exited(),
