@@ -73,6 +73,27 @@ describe('a Lua server on mcp.server, over stdio', function()
     assert.has_error(function() client:call('nope', {}) end, 'MCP tools/call nope failed: Unknown tool: nope (code -32602)')
   end)
 
+  it('speaks 2026-07-28 to a client that does, asking for input in rounds (input_required) and running the handler again', function()
+    local modern = mcp.new({ command = NOTES, era = 'modern',
+      handlers = { ['elicitation/create'] = function(params)
+        asked[#asked + 1] = params.message
+        return { action = 'accept', content = { name = 'Cy' } }
+      end } })
+    assert.equal('5', (modern:call('add', { a = 2, b = 3 })))
+    assert.equal('modern', modern.era)
+    assert.equal('Hello, Cy', (modern:call('ask_name', {})))
+    assert.same({ 'Your name?' }, asked)
+    modern:close()
+  end)
+
+  it('speaks the earlier revisions to a client that does: the question goes over the session', function()
+    local legacy = mcp.new({ command = NOTES, era = 'legacy',
+      handlers = { ['elicitation/create'] = function() return { action = 'accept', content = { name = 'Bo' } } end } })
+    assert.equal('Hello, Bo', (legacy:call('ask_name', {})))
+    assert.equal('legacy', legacy.era)
+    legacy:close()
+  end)
+
   it('asks the client for input while the handler waits (elicitation)', function()
     assert.equal('Hello, Ada', (client:call('ask_name', {})))
     assert.same({ 'Your name?' }, asked)

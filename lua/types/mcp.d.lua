@@ -587,6 +587,18 @@ function Context:sample(params, callback) end
 ---@return string? why
 function Context:roots(callback) end
 
+---Several requests to the client at once, by key ({ key = { method = ..., params = ... } }): the answers by key,
+---or nil and why. Of a 2026-07-28 client the handler ends here and runs again with the answers.
+---@param requests table<string, {method: string, params?: table}>
+---@return table<string, table>? answers
+---@return string? why
+function Context:ask(requests) end
+
+---Whether the client declared a capability ("elicitation", "sampling", "roots").
+---@param capability string
+---@return boolean
+function Context:client_can(capability) end
+
 ---Returned by a handler that answers later, with ctx:finish.
 ---@return table
 function Context:later() end

@@ -130,6 +130,97 @@ tool('test_reconnection', 'Closes its stream before it answers; the client resum
     .. 'stream closure.'
 end)
 
+-- What the 2026-07-28 scenarios call besides. On that revision a
+-- question to the client ends the request with input_required, and the
+-- handler runs again with the answer (ctx:ask names each question).
+tool('test_missing_capability', 'Needs sampling, which a client that lacks it is refused for', function(_, ctx)
+  local result, why = ctx:sample({ messages = { { role = 'user', content = text('Hi') } }, maxTokens = 10 })
+  if not result then return nil, why end
+  return 'sampled'
+end)
+
+tool('test_streaming_elicitation', 'Asks the user a question', function(_, ctx)
+  return elicited(ctx:elicit({ message = 'Your name?', requestedSchema = { type = 'object',
+    properties = { name = { type = 'string' } } } }))
+end)
+
+tool('test_logging_tool', 'Logs one message, if the client asked for logs', function(_, ctx)
+  ctx:log('info', 'a log message')
+  return 'logged'
+end)
+
+local NAME = { method = 'elicitation/create', params = { message = 'What is your name?',
+  requestedSchema = { type = 'object', properties = { name = { type = 'string' } }, required = { 'name' } } } }
+local CAPITAL = { method = 'sampling/createMessage', params = { maxTokens = 100,
+  messages = { { role = 'user', content = text('What is the capital of France?') } } } }
+local ROOTS = { method = 'roots/list', params = mcp.object({}) }
+local function confirm(message)
+  return { method = 'elicitation/create', params = { message = message,
+    requestedSchema = { type = 'object', properties = { ok = { type = 'boolean' } }, required = { 'ok' } } } }
+end
+
+tool('test_input_required_result_elicitation', 'Asks the user their name, then greets them', function(_, ctx)
+  local answers, why = ctx:ask({ user_name = NAME })
+  if not answers then return nil, why end
+  return 'Hello, ' .. tostring(answers.user_name.content and answers.user_name.content.name) .. '!'
+end)
+
+tool('test_input_required_result_sampling', 'Asks the client\'s model a question', function(_, ctx)
+  local answers, why = ctx:ask({ capital_question = CAPITAL })
+  if not answers then return nil, why end
+  return 'The model said: ' .. tostring(answers.capital_question.content and answers.capital_question.content.text)
+end)
+
+tool('test_input_required_result_list_roots', 'Asks the client for its roots', function(_, ctx)
+  local answers, why = ctx:ask({ client_roots = ROOTS })
+  if not answers then return nil, why end
+  return 'Roots: ' .. #(answers.client_roots.roots or {})
+end)
+
+tool('test_input_required_result_request_state', 'Asks for a confirmation, kept in signed state', function(_, ctx)
+  local answers, why = ctx:ask({ confirm = confirm('Go on?') })
+  if not answers then return nil, why end
+  return 'state-ok'
+end)
+
+tool('test_input_required_result_multiple_inputs', 'Asks three things at once', function(_, ctx)
+  local answers, why = ctx:ask({ user_name = NAME, greeting = CAPITAL, client_roots = ROOTS })
+  if not answers then return nil, why end
+  return 'All three answered'
+end)
+
+tool('test_input_required_result_multi_round', 'Asks a name, then a colour', function(_, ctx)
+  local first, why = ctx:ask({ step1 = NAME })
+  if not first then return nil, why end
+  local second
+  second, why = ctx:ask({ step2 = { method = 'elicitation/create', params = { message = 'Your favourite colour?',
+    requestedSchema = { type = 'object', properties = { color = { type = 'string' } }, required = { 'color' } } } } })
+  if not second then return nil, why end
+  return tostring(first.step1.content.name) .. ' likes ' .. tostring(second.step2.content.color)
+end)
+
+tool('test_input_required_result_tampered_state', 'Asks for a confirmation; a changed state is refused', function(_, ctx)
+  local answers, why = ctx:ask({ confirm = confirm('Sure?') })
+  if not answers then return nil, why end
+  return 'confirmed'
+end)
+
+tool('test_input_required_result_capabilities', 'Asks only what the client declared it can answer', function(_, ctx)
+  local requests = {}
+  if ctx:client_can('elicitation') then requests.user_name = NAME end
+  if ctx:client_can('sampling') then requests.greeting = CAPITAL end
+  if ctx:client_can('roots') then requests.client_roots = ROOTS end
+  if next(requests) == nil then return 'nothing to ask' end
+  local answers, why = ctx:ask(requests)
+  if not answers then return nil, why end
+  return 'answered'
+end)
+
+tool('test_custom_header', 'Echoes the region it is routed by (Mcp-Param-Region)', function(args)
+  return 'region: ' .. args.region
+end, { type = 'object', properties = { region = { type = 'string', ['x-mcp-header'] = 'Region' } },
+  required = { 'region' } })
+
 local function resource(uri, name, title, description, mime_type, fn)
   server:resource({ uri = uri, name = name, title = title, description = description, mime_type = mime_type }, fn)
 end
@@ -167,6 +258,15 @@ prompt({ name = 'test_prompt_with_image', description = 'A prompt that includes 
   return { messages = { message({ type = 'image', data = PNG, mimeType = 'image/png' }),
     message(text('Please analyze the image above.')) } }
 end)
+
+prompt({ name = 'test_input_required_result_prompt', description = 'A prompt that asks the user for context first' },
+  function(_, ctx)
+    local answers, why = ctx:ask({ user_context = { method = 'elicitation/create', params = {
+      message = 'What is the context?', requestedSchema = { type = 'object',
+        properties = { context = { type = 'string' } }, required = { 'context' } } } } })
+    if not answers then return nil, why end
+    return 'Context: ' .. tostring(answers.user_context.content and answers.user_context.content.context)
+  end)
 
 print(server:listen({ port = 0, until_stdin_ends = true }))
 io.stdout:flush()

@@ -349,10 +349,35 @@ function Context:cancelled()
   return raise_unless(native.ctx_cancelled(self, self.request_id))
 end
 
+-- A handler whose 2026-07-28 client must give input first ends here: the
+-- request is answered input_required, and runs again with the answers.
+local INPUT_REQUIRED = setmetatable({}, { __tostring = function() return 'mcp: input required' end })
+
+-- Requests to the client by key, all answered before it returns: the
+-- answers by key, or nil and why.
+function Context:ask(requests)
+  local answers, why = raise_unless(native.ctx_ask(self, requests))
+  if answers == true then error(INPUT_REQUIRED, 0) end
+  return answers, why
+end
+
+function Context:client_can(capability)
+  return raise_unless(native.ctx_client_can(self, capability))
+end
+
 -- With a callback the request is sent and this returns at once; the
 -- callback gets the result (or nil and why) from dispatch or run, so an
--- event loop never waits on the client.
+-- event loop never waits on the client. Of a 2026-07-28 client it is a
+-- round of input (see Context:ask), keyed by its place in the handler.
 function Context:request(method, params, callback)
+  if self._modern then
+    self._asked = (self._asked or 0) + 1
+    local key = 'input-' .. self._asked
+    local answers, why = self:ask({ [key] = { method = method, params = params } })
+    local result = answers and answers[key]
+    if callback then return callback(result, why) end
+    return result, why
+  end
   return raise_unless(native.ctx_request(self, method, params, callback))
 end
 

@@ -305,6 +305,15 @@ impl Json {
         Some(pairs.swap_remove(at).1).filter(|v| !matches!(v, Json::Null))
     }
 
+    /// Whether this is a JSON object (a kept text included).
+    pub fn is_object(&self) -> bool {
+        match self {
+            Json::Object(_) | Json::Request(_) => true,
+            Json::Raw(raw) => matches!(raw.tree(), Json::Object(_)),
+            _ => false,
+        }
+    }
+
     /// Lua truthiness: absent, `null` and `false` are false.
     pub fn is_truthy(&self) -> bool {
         !matches!(self, Json::Null | Json::Bool(false))

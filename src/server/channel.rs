@@ -102,6 +102,11 @@ impl Channel {
         self.link.finish(route, (!cancelled).then_some(reply))
     }
 
+    /// See [`Link::headers`].
+    pub fn headers(&self, route: Route) -> Option<Vec<(String, Vec<u8>)>> {
+        self.link.headers(route)
+    }
+
     /// See [`Link::close_stream`].
     pub fn close_stream(&mut self, route: Route) -> io::Result<()> {
         self.link.close_stream(route)

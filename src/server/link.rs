@@ -55,4 +55,9 @@ pub trait Link {
     fn close_stream(&mut self, _route: Route) -> io::Result<()> {
         Ok(())
     }
+    /// The HTTP headers of the request on `route` (names in lower case),
+    /// over HTTP.
+    fn headers(&self, _route: Route) -> Option<Vec<(String, Vec<u8>)>> {
+        None
+    }
 }

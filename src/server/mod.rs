@@ -21,7 +21,9 @@ pub mod catalog;
 pub mod channel;
 pub mod http;
 pub mod link;
+pub mod modern;
 mod peer;
+mod request_state;
 pub mod stdio;
 
 use std::collections::HashMap;
@@ -53,11 +55,44 @@ pub enum Answer {
     /// The handler will answer later ([`Server::answer_later`]): the
     /// request stays open meanwhile.
     Later,
+    /// A 2026-07-28 client must answer these first (keyed requests of
+    /// elicitation, sampling or roots): the request is sent again with
+    /// the answers, and its handler runs again from the start.
+    InputRequired(Json),
+    /// The request is refused with the protocol's error (a capability the
+    /// client did not declare, an answer that is not one).
+    Refused(Refused),
 }
 
 /// What the core makes of a request: its result, none yet (a handler
 /// answers later), or the protocol's error.
-type Reply = Result<Option<Json>, (i64, String)>;
+type Reply = Result<Option<Json>, Refused>;
+
+/// A request refused with the protocol's error: its code, message, and
+/// the `data` some codes carry.
+#[derive(Debug)]
+pub struct Refused {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Json>,
+}
+
+impl From<(i64, String)> for Refused {
+    fn from((code, message): (i64, String)) -> Refused {
+        Refused { code, message, data: None }
+    }
+}
+
+impl Refused {
+    /// The error response to request `id`.
+    pub fn to_response(&self, id: Json) -> Json {
+        let mut error = vec![("code", Json::Int(self.code)), ("message", Json::str(&self.message))];
+        if let Some(data) = &self.data {
+            error.push(("data", data.clone()));
+        }
+        Json::object([("error", Json::object(error)), ("id", id), ("jsonrpc", Json::str("2.0"))])
+    }
+}
 
 /// A request as its handler sees it: its id, its `_meta`, and the
 /// progress token the client asked progress under.
@@ -68,6 +103,10 @@ pub struct Call<'a> {
     pub name: &'a [u8],
     pub meta: Option<&'a Json>,
     pub progress_token: Option<&'a Json>,
+    /// A 2026-07-28 request: the client's answers given so far, by key
+    /// (None for the earlier revisions, whose requests to the client go
+    /// over the session).
+    pub answers: Option<&'a [(Vec<u8>, Json)]>,
 }
 
 /// Who answers: the binding, calling the holder's handlers.
@@ -93,11 +132,20 @@ pub struct Server {
     /// Each client's own state, by the key its transport gave it (stdio
     /// has one; Streamable HTTP one per session).
     peers: HashMap<PeerKey, Peer>,
+    /// Signs the request state of 2026-07-28 rounds of input.
+    signer: request_state::Signer,
 }
 
 impl Server {
     pub fn new(info: Json, instructions: Option<Json>) -> Server {
-        Server { info, instructions, lists: Default::default(), page_size: 0, peers: HashMap::new() }
+        Server {
+            info,
+            instructions,
+            lists: Default::default(),
+            page_size: 0,
+            peers: HashMap::new(),
+            signer: request_state::Signer::new(),
+        }
     }
 
     /// The state of client `key`, made at its first message.
@@ -109,6 +157,15 @@ impl Server {
     /// answer), for a handler's `ctx`.
     pub fn facts(&self, key: PeerKey) -> Facts {
         self.peers.get(&key).map(Peer::facts).unwrap_or_default()
+    }
+
+    /// What a handler of `message` from client `key` may know of its
+    /// client: a 2026-07-28 request says it all in its `_meta`.
+    pub fn facts_of(&self, key: PeerKey, message: &Json) -> Facts {
+        match modern::is_modern(message) {
+            true => modern::facts(message),
+            false => self.facts(key),
+        }
     }
 
     /// Client `key` is gone (its session ended): its state goes with it.
@@ -184,6 +241,21 @@ impl Server {
     /// notification, or a reply to a request of ours, which the transport
     /// routes before it gets here).
     pub fn handle(&mut self, key: PeerKey, message: &Json, handlers: &mut dyn Handlers) -> Option<Json> {
+        self.handle_from(key, message, handlers, None)
+    }
+
+    /// [`Server::handle`], given the request's HTTP headers (names in
+    /// lower case) when it came over HTTP.
+    pub fn handle_from(
+        &mut self,
+        key: PeerKey,
+        message: &Json,
+        handlers: &mut dyn Handlers,
+        headers: Option<&[(String, Vec<u8>)]>,
+    ) -> Option<Json> {
+        if modern::is_modern(message) {
+            return self.handle_modern(message, handlers, headers);
+        }
         let Some(Json::Str(method)) = message.get("method") else {
             let id = message.get("id").cloned().unwrap_or(Json::Null);
             return Some(protocol::error_response(id, -32600, "Invalid Request: no method"));
@@ -209,17 +281,17 @@ impl Server {
             _ => b"",
         };
         let progress_token = meta.and_then(|m| m.get("progressToken"));
-        let call = Call { id, method: &method, name, meta, progress_token };
+        let call = Call { id, method: &method, name, meta, progress_token, answers: None };
         let answer: Reply = match method.as_str() {
             "tools/call" => self.call_tool(&params, &call, handlers),
             "resources/read" => self.read_resource(&params, &call, handlers),
             "prompts/get" => self.get_prompt(&params, &call, handlers),
-            _ => self.answer_at_once(key, &method, &params, handlers).map(Some),
+            _ => self.answer_at_once(key, &method, &params, handlers).map(Some).map_err(Refused::from),
         };
         match answer {
             Ok(Some(result)) => Some(protocol::response(id.clone(), result)),
             Ok(None) => None,
-            Err((code, message)) => Some(protocol::error_response(id.clone(), code, &message)),
+            Err(refused) => Some(refused.to_response(id.clone())),
         }
     }
 
@@ -257,7 +329,7 @@ impl Server {
         match reply {
             Ok(Some(result)) => protocol::response(id.clone(), result),
             Ok(None) => protocol::error_response(id.clone(), INTERNAL_ERROR, "the handler answered later twice"),
-            Err((code, message)) => protocol::error_response(id.clone(), code, &message),
+            Err(refused) => refused.to_response(id.clone()),
         }
     }
 
@@ -307,7 +379,7 @@ impl Server {
     fn call_tool(&mut self, params: &Json, call: &Call, handlers: &mut dyn Handlers) -> Reply {
         let name = match params.get("name") {
             Some(Json::Str(name)) => name.as_slice(),
-            _ => return Err((INVALID_PARAMS, "tools/call needs the tool's name".into())),
+            _ => return Err((INVALID_PARAMS, "tools/call needs the tool's name".into()).into()),
         };
         let shown = String::from_utf8_lossy(name).into_owned();
         let tool = self.list(Kind::Tool).get(name).ok_or_else(|| (INVALID_PARAMS, format!("Unknown tool: {shown}")))?;
@@ -331,7 +403,7 @@ impl Server {
         let result = match answer {
             Answer::Result(result) => result,
             Answer::Failed(why) => return Ok(Some(tool_error(&why))),
-            Answer::Later => return Ok(None),
+            other => return unanswered(other),
         };
         let shown = String::from_utf8_lossy(name);
         let output = self.list(Kind::Tool).get(name).and_then(|t| t.output.as_ref());
@@ -344,7 +416,7 @@ impl Server {
                 Some(value) => validator.iter_errors(&to_serde(value)).next().map(|e| e.to_string()),
             };
             if let Some(why) = mismatch {
-                return Err((INTERNAL_ERROR, format!("Tool {shown} broke its outputSchema: {why}")));
+                return Err((INTERNAL_ERROR, format!("Tool {shown} broke its outputSchema: {why}")).into());
             }
         }
         Ok(Some(result))
@@ -353,7 +425,7 @@ impl Server {
     fn read_resource(&mut self, params: &Json, call: &Call, handlers: &mut dyn Handlers) -> Reply {
         let uri = match params.get("uri") {
             Some(Json::Str(uri)) => uri.clone(),
-            _ => return Err((INVALID_PARAMS, "resources/read needs the resource's uri".into())),
+            _ => return Err((INVALID_PARAMS, "resources/read needs the resource's uri".into()).into()),
         };
         let (handler, variables) = match self.list(Kind::Resource).get(&uri) {
             Some(resource) => (resource.handler, None),
@@ -362,8 +434,13 @@ impl Server {
                     .list(Kind::Template)
                     .iter()
                     .find_map(|t| match_template(&t.template, &uri).map(|vars| (t.handler, vars)));
-                let (handler, vars) = found.ok_or_else(|| {
-                    (RESOURCE_NOT_FOUND, format!("Resource not found: {}", String::from_utf8_lossy(&uri)))
+                // -32002 until 2026-07-28, which made it -32602; the uri
+                // goes with it either way.
+                let code = if call.answers.is_some() { INVALID_PARAMS } else { RESOURCE_NOT_FOUND };
+                let (handler, vars) = found.ok_or_else(|| Refused {
+                    code,
+                    message: format!("Resource not found: {}", String::from_utf8_lossy(&uri)),
+                    data: Some(Json::object([("uri", Json::Str(uri.clone()))])),
                 })?;
                 let vars = Json::Object(vars.into_iter().map(|(k, v)| (k, Json::Str(v))).collect());
                 (handler, Some(vars))
@@ -375,7 +452,7 @@ impl Server {
     fn get_prompt(&mut self, params: &Json, call: &Call, handlers: &mut dyn Handlers) -> Reply {
         let name = match params.get("name") {
             Some(Json::Str(name)) => name.clone(),
-            _ => return Err((INVALID_PARAMS, "prompts/get needs the prompt's name".into())),
+            _ => return Err((INVALID_PARAMS, "prompts/get needs the prompt's name".into()).into()),
         };
         let shown = String::from_utf8_lossy(&name).into_owned();
         let prompt =
@@ -387,7 +464,7 @@ impl Server {
             if let (true, Some(Json::Str(arg))) = (required, argument.get("name")) {
                 if arguments.get(&String::from_utf8_lossy(arg)).is_none() {
                     let arg = String::from_utf8_lossy(arg);
-                    return Err((INVALID_PARAMS, format!("Prompt {shown} needs its argument {arg}")));
+                    return Err((INVALID_PARAMS, format!("Prompt {shown} needs its argument {arg}")).into());
                 }
             }
         }
@@ -417,7 +494,7 @@ impl Server {
         let values = match handlers.complete(entry.handler, name, value, context) {
             Answer::Result(values) => values,
             Answer::Failed(why) => return Err((INTERNAL_ERROR, why)),
-            Answer::Later => return Err((INTERNAL_ERROR, "a completion cannot be answered later".into())),
+            _ => return Err((INTERNAL_ERROR, "a completion is answered at once".into())),
         };
         // At most 100 values a reply, as the protocol asks; the total says
         // how many there were.
@@ -439,16 +516,29 @@ impl Server {
 fn resource_reply(answer: Answer) -> Reply {
     match answer {
         Answer::Result(contents) => Ok(Some(Json::object([("contents", contents)]))),
-        Answer::Failed(why) => Err((INTERNAL_ERROR, why)),
-        Answer::Later => Ok(None),
+        Answer::Failed(why) => Err((INTERNAL_ERROR, why).into()),
+        other => unanswered(other),
     }
 }
 
 fn prompt_reply(answer: Answer) -> Reply {
     match answer {
         Answer::Result(result) => Ok(Some(result)),
-        Answer::Failed(why) => Err((INTERNAL_ERROR, why)),
+        Answer::Failed(why) => Err((INTERNAL_ERROR, why).into()),
+        other => unanswered(other),
+    }
+}
+
+/// An answer that is not a result: none yet, input the client must give
+/// first (its request state is added by `modern`), or a refusal.
+fn unanswered(answer: Answer) -> Reply {
+    match answer {
         Answer::Later => Ok(None),
+        Answer::InputRequired(requests) => {
+            Ok(Some(Json::object([("inputRequests", requests), ("resultType", Json::str(modern::INPUT_REQUIRED))])))
+        }
+        Answer::Refused(refused) => Err(refused),
+        Answer::Result(_) | Answer::Failed(_) => unreachable!("results are shaped by their method"),
     }
 }
 

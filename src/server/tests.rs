@@ -231,3 +231,27 @@ fn each_client_has_its_own_level_and_hears_of_its_own_subscriptions_only() {
     s.resource_updated(b"notes://today");
     assert!(s.take_notices(2).is_empty(), "a forgotten client is owed nothing");
 }
+
+#[test]
+fn a_2026_request_is_answered_on_its_own_with_its_result_type_and_cache_hints() {
+    let mut s = server();
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+    let listed = ask(&mut s, &format!(r#"{{"id":1,"method":"tools/list","params":{{{meta}}}}}"#));
+    assert!(listed.contains(r#""cacheScope":"public""#) && listed.contains(r#""resultType":"complete""#), "{listed}");
+    assert!(listed.contains(r#""io.modelcontextprotocol/serverInfo":{"name":"notes""#), "{listed}");
+    let removed = ask(&mut s, &format!(r#"{{"id":2,"method":"ping","params":{{{meta}}}}}"#));
+    assert!(removed.contains(r#""code":-32601"#), "{removed}");
+    let old = meta.replace("2026-07-28", "v999");
+    let refused = ask(&mut s, &format!(r#"{{"id":3,"method":"tools/list","params":{{{old}}}}}"#));
+    assert!(refused.contains(r#""code":-32022"#) && refused.contains(r#""requested":"v999""#), "{refused}");
+    let tampered = ask(&mut s, &format!(r#"{{"id":4,"method":"tools/call","params":{{"name":"echo","requestState":"x.y",{meta}}}}}"#));
+    assert!(tampered.contains("requestState integrity check failed"), "{tampered}");
+}
+
+#[test]
+fn header_values_are_base64_only_between_both_sentinels_and_strictly() {
+    use super::modern::header_value;
+    assert_eq!(header_value(b" =?base64?SGVsbG8=?= "), Some(b"Hello".to_vec()));
+    assert_eq!(header_value(b"=?base64?SGVsbG8?="), None, "unpadded");
+    assert_eq!(header_value(b"=?base64?SGVsbG8="), Some(b"=?base64?SGVsbG8=".to_vec()), "no suffix: literal");
+}

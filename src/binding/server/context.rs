@@ -18,7 +18,8 @@ use crate::error::Error;
 use crate::protocol;
 use crate::server::channel::Unanswered;
 use crate::server::link::Route;
-use crate::server::{Answer, Facts};
+use crate::server::modern::MISSING_CAPABILITY;
+use crate::server::{Answer, Facts, Refused};
 
 /// `ctx:notify(method, params)` for `ctx:progress` and `ctx:log` (the
 /// prelude builds them): sent now, as the handler runs. A log message
@@ -144,6 +145,114 @@ fn ask_later(state: &ServerState, route: Route, method: String, params: Json, ca
         shared.doorbell.ring_at(state.asked.borrow().iter().map(|a| a.until).min());
     }
     Ok(MultiValue::new())
+}
+
+/// `ctx:ask(requests)`: requests to the client by key (`{ key = { method
+/// =, params = } }`), all answered before it returns: the answers by key,
+/// or nil and why. Of a 2026-07-28 client, which cannot be asked while a
+/// request is open: the answers its rounds gave, or `true` when some are
+/// missing (the prelude then ends the handler, and the request is
+/// answered `input_required` with them; it comes back with the answers and
+/// the handler runs again).
+pub(in crate::binding) fn ctx_ask(lua: &Cx, args: MultiValue) -> Outcome {
+    let ctx = arg(&args, 0);
+    let (ud, route) = context_of(&ctx, "ask")?;
+    let state = ud.borrow::<ServerState>()?;
+    let Value::Table(ctx) = ctx else { unreachable!("context_of checked it") };
+    let requests = match arg(&args, 1) {
+        Value::Table(t) => encode_lua(lua, "requests", &Value::Table(t))?.into_tree(),
+        _ => Json::Null,
+    };
+    let Json::Object(requests) = requests else {
+        let why = "ctx:ask: pass the requests by key, as { name = { method = 'elicitation/create', params = {...} } }";
+        return Err(Error::BadInput(why.into()).into());
+    };
+    let mut asked = Vec::with_capacity(requests.len());
+    for (key, request) in requests {
+        let Some(Json::Str(method)) = request.get("method") else {
+            let key = String::from_utf8_lossy(&key);
+            return Err(Error::BadInput(format!("ctx:ask: requests.{key}.method must be a string")).into());
+        };
+        let method = String::from_utf8_lossy(method).into_owned();
+        let params = request.get("params").cloned().unwrap_or(Json::Object(vec![]));
+        asked.push((key, method, params));
+    }
+    match ctx.raw_get::<Value>("_answers")? {
+        Value::Table(given) => ask_modern(lua, &state, route, &given, asked),
+        _ => ask_now(lua, &state, route, asked),
+    }
+}
+
+/// Of a 2026-07-28 client: the answers it gave, or the input it must give
+/// first (or the refusal of a capability it did not declare).
+fn ask_modern(
+    lua: &Cx,
+    state: &ServerState,
+    route: Route,
+    given: &mlua::Table,
+    asked: Vec<(Vec<u8>, String, Json)>,
+) -> Outcome {
+    let facts = facts(state, route);
+    for (_, method, _) in &asked {
+        if let Some(capability) = protocol::capability_for(method) {
+            if !facts.can(capability) {
+                let data = Json::object([("requiredCapabilities", Json::object([(capability, Json::Object(vec![]))]))]);
+                let message = format!("Missing required client capability: {method} needs {capability}");
+                let refused = Refused { code: MISSING_CAPABILITY, message, data: Some(data) };
+                *state.outcome.borrow_mut() = Some(Answer::Refused(refused));
+                return Ok(MultiValue::from_vec(vec![Value::Boolean(true)]));
+            }
+        }
+    }
+    let answers = lua.create_table()?;
+    let mut missing = Vec::new();
+    for (key, method, params) in asked {
+        match given.raw_get::<Value>(lua.create_string(&key)?)? {
+            Value::Nil => missing.push((key, Json::object([("method", Json::str(method)), ("params", params)]))),
+            answer => answers.raw_set(lua.create_string(&key)?, answer)?,
+        }
+    }
+    if missing.is_empty() {
+        return Ok(MultiValue::from_vec(vec![Value::Table(answers)]));
+    }
+    *state.outcome.borrow_mut() = Some(Answer::InputRequired(Json::Object(missing)));
+    Ok(MultiValue::from_vec(vec![Value::Boolean(true)]))
+}
+
+/// Of a client of the earlier revisions: each request sent and waited
+/// for, in turn.
+fn ask_now(lua: &Cx, state: &ServerState, route: Route, asked: Vec<(Vec<u8>, String, Json)>) -> Outcome {
+    let answers = lua.create_table()?;
+    for (key, method, params) in asked {
+        if let Some(capability) = protocol::capability_for(&method) {
+            if !facts(state, route).can(capability) {
+                return refused(lua, format!("ctx:ask: the client did not declare the {capability} capability, so it cannot be asked {method}"));
+            }
+        }
+        let answered = match state.channel.borrow_mut().as_mut() {
+            Some(channel) => channel.request(route, &method, params),
+            None => return refused(lua, format!("ctx:ask: {method} needs a client: the server is not serving")),
+        };
+        let returned = unanswered_words(lua, &method, answered)?;
+        match returned.front() {
+            Some(Value::Nil) | None => return Ok(returned),
+            Some(answer) => answers.raw_set(lua.create_string(&key)?, answer.clone())?,
+        }
+    }
+    Ok(MultiValue::from_vec(vec![Value::Table(answers)]))
+}
+
+/// `ctx:client_can(capability)`: whether the client declared it.
+pub(in crate::binding) fn ctx_client_can(_lua: &Cx, args: MultiValue) -> Outcome {
+    let (ud, route) = context_of(&arg(&args, 0), "client_can")?;
+    let state = ud.borrow::<ServerState>()?;
+    let Value::String(name) = arg(&args, 1) else {
+        return Err(
+            Error::BadInput("ctx:client_can: name the capability, as ctx:client_can('elicitation')".into()).into()
+        );
+    };
+    let can = facts(&state, route).can(&name.to_str()?);
+    Ok(MultiValue::from_vec(vec![Value::Boolean(can)]))
 }
 
 /// `ctx:close_stream()`: over HTTP, ends this request's event stream now

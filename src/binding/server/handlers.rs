@@ -38,6 +38,15 @@ impl LuaHandlers<'_, '_> {
         ctx.raw_set("_method", call.method)?;
         ctx.raw_set("_name", self.lua.create_string(call.name)?)?;
         ctx.raw_set("_handler", handler)?;
+        if let Some(answers) = call.answers {
+            // 2026-07-28: what the client answered in rounds so far.
+            let given = self.lua.create_table()?;
+            for (key, answer) in answers {
+                given.raw_set(self.lua.create_string(key)?, to_lua(self.lua, answer)?)?;
+            }
+            ctx.raw_set("_answers", given)?;
+            ctx.raw_set("_modern", true)?;
+        }
         ctx.raw_set("_peer", self.route.peer)?;
         ctx.raw_set("_exchange", self.route.exchange)?;
         if let Some(meta) = call.meta {
@@ -84,7 +93,14 @@ impl LuaHandlers<'_, '_> {
             args.push(Value::Table(self.context(call, handler)?));
             Ok(self.run(slot.function.clone(), MultiValue::from_vec(args)))
         };
-        match run() {
+        self.state.outcome.borrow_mut().take();
+        let ran = run();
+        // The handler stopped for its client's input, or was refused: so
+        // it ends, whatever it did with the error on its way out.
+        if let Some(outcome) = self.state.outcome.borrow_mut().take() {
+            return outcome;
+        }
+        match ran {
             Ok(Ok(returns)) => {
                 let value = returns.front().cloned().unwrap_or(Value::Nil);
                 if is_later(self.lua, &value) {

@@ -11,7 +11,9 @@ mod handlers;
 mod results;
 mod serving;
 
-pub(super) use context::{ctx_cancelled, ctx_close_stream, ctx_finish, ctx_notify, ctx_request};
+pub(super) use context::{
+    ctx_ask, ctx_cancelled, ctx_client_can, ctx_close_stream, ctx_finish, ctx_notify, ctx_request,
+};
 use serving::send_notices;
 pub(super) use serving::{serve_stdio, server_dispatch, server_fd, server_listen, server_run};
 
@@ -61,6 +63,9 @@ pub(super) struct ServerState {
     channel: RefCell<Option<Channel>>,
     /// Requests to clients whose answers go to a callback.
     asked: RefCell<Vec<Asked>>,
+    /// How the handler running now ended its request when it could not
+    /// go on: input its 2026-07-28 client must give first, or a refusal.
+    outcome: RefCell<Option<crate::server::Answer>>,
     /// Answers given by `ctx:finish`, not sent yet.
     answered_later: RefCell<Vec<LaterAnswer>>,
     /// Over HTTP: what the poll thread shares (the doorbell of `fd()`).
@@ -135,6 +140,7 @@ pub(super) fn server_new(lua: &Cx, args: MultiValue) -> Outcome {
         http: RefCell::new(None),
         asked: RefCell::new(Vec::new()),
         answered_later: RefCell::new(Vec::new()),
+        outcome: RefCell::new(None),
         facts: RefCell::new(Facts::default()),
         max_message_bytes,
         request_timeout: read.seconds("request_timeout")?.unwrap_or(DEFAULT_REQUEST_TIMEOUT),

@@ -257,11 +257,12 @@ pub(super) fn serve_one(lua: &Cx, server: &Table, state: &ServerState, what: &st
         answer_asked(lua, state, message)?;
         return Ok(Turn::Served);
     }
-    *state.facts.borrow_mut() = state.core.borrow().facts(route.peer);
+    *state.facts.borrow_mut() = state.core.borrow().facts_of(route.peer, &message);
+    let headers = state.channel.borrow().as_ref().and_then(|c| c.headers(route));
     let reply = {
         let mut handlers = LuaHandlers { lua, server, state, route };
         let mut core = state.core.borrow_mut();
-        core.handle(route.peer, &message, &mut handlers)
+        core.handle_from(route.peer, &message, &mut handlers, headers.as_deref())
     };
     for change in state.deferred.take() {
         apply(state, change).map_err(Error::BadInput)?;

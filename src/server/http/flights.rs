@@ -34,6 +34,8 @@ pub struct Flight {
     events: Vec<(u64, Vec<u8>)>,
     next_event: u64,
     answered: bool,
+    /// A 2026-07-28 request: an error reply is sent with its status.
+    stateless: bool,
 }
 
 impl Flight {
@@ -47,7 +49,13 @@ impl Flight {
             events: Vec::new(),
             next_event: 0,
             answered: false,
+            stateless: false,
         }
+    }
+
+    pub fn stateless(mut self) -> Flight {
+        self.stateless = true;
+        self
     }
 
     fn headers(&self) -> Vec<(&'static str, String)> {
@@ -114,7 +122,10 @@ impl Flight {
         }
         let Some(connection) = self.connection.take() else { return true };
         let bytes = match reply {
-            Some(reply) => response::whole(200, &self.headers(), Some("application/json"), &encode(reply), false),
+            Some(reply) => {
+                let status = if self.stateless { super::stateless::status_of(reply) } else { 200 };
+                response::whole(status, &self.headers(), Some("application/json"), &encode(reply), false)
+            }
             None => response::whole(202, &self.headers(), None, b"", false),
         };
         connection.write(&bytes, unsent);

@@ -17,6 +17,7 @@ pub mod listener;
 pub mod request;
 pub mod response;
 mod sessions;
+mod stateless;
 
 use std::collections::VecDeque;
 use std::io;
@@ -39,6 +40,9 @@ use crate::codec::{decode_message, encode, Json};
 use crate::interrupt;
 use crate::protocol::{self, SUPPORTED_VERSIONS};
 use crate::transport::poller::{self, Watched};
+
+/// The keys of stateless requests' clients: apart from the sessions'.
+const STATELESS_PEERS: PeerKey = 1 << 63;
 
 /// What `server:listen` was given.
 pub struct Options {
@@ -69,6 +73,11 @@ pub struct HttpLink {
     flights: Flights,
     next_exchange: u64,
     gone: VecDeque<PeerKey>,
+    /// Stateless requests are each a client of their own to the core.
+    next_stateless: u64,
+    /// A stateless request's headers, until it is answered (a tool's
+    /// `Mcp-Param-*` headers are checked against its arguments).
+    request_headers: std::collections::HashMap<u64, Vec<(String, Vec<u8>)>>,
     discovery: Option<PathBuf>,
     last_expiry: Instant,
 }
@@ -112,6 +121,8 @@ impl HttpLink {
             flights: Flights::default(),
             next_exchange: 0,
             gone: VecDeque::new(),
+            next_stateless: 0,
+            request_headers: std::collections::HashMap::new(),
             discovery: None,
             last_expiry: Instant::now(),
         };
@@ -188,6 +199,9 @@ impl HttpLink {
                 return None;
             }
         };
+        if stateless::is_stateless(&request, &message) {
+            return self.post_stateless(connection, request, message);
+        }
         let is_request = message.get("method").is_some() && message.get("id").is_some();
         let initializing = is_request && message.get("method") == Some(&Json::str("initialize"));
         let (peer, announces) = if initializing {
@@ -209,6 +223,31 @@ impl HttpLink {
         }
         self.next_exchange += 1;
         self.flights.insert(self.next_exchange, Flight::new(peer, connection, announces));
+        Some(Received::Message(message, Route { peer, exchange: self.next_exchange }))
+    }
+
+    /// A 2026-07-28 request: checked, then served on its own, as a client
+    /// of its own to the core (no session holds anything of it).
+    fn post_stateless(
+        &mut self,
+        connection: Arc<Connection>,
+        request: request::Request,
+        message: Json,
+    ) -> Option<Received> {
+        if let Err((status, refused)) = stateless::check(&request, &message) {
+            let id = message.get("id").cloned().unwrap_or(Json::Null);
+            self.answer(&connection, status, &[], Some(&refused.to_response(id)));
+            return None;
+        }
+        if message.get("id").is_none() {
+            self.answer(&connection, 202, &[], None);
+            return None;
+        }
+        self.next_stateless += 1;
+        let peer = STATELESS_PEERS | self.next_stateless;
+        self.next_exchange += 1;
+        self.flights.insert(self.next_exchange, Flight::new(peer, connection, None).stateless());
+        self.request_headers.insert(self.next_exchange, request.headers);
         Some(Received::Message(message, Route { peer, exchange: self.next_exchange }))
     }
 
@@ -344,9 +383,14 @@ impl Link for HttpLink {
     }
 
     fn finish(&mut self, route: Route, reply: Option<&Json>) -> io::Result<()> {
+        self.request_headers.remove(&route.exchange);
         let unsent = self.limits().unsent_bytes;
         self.flights.finish(route.exchange, reply, unsent);
         Ok(())
+    }
+
+    fn headers(&self, route: Route) -> Option<Vec<(String, Vec<u8>)>> {
+        self.request_headers.get(&route.exchange).cloned()
     }
 
     fn close_stream(&mut self, route: Route) -> io::Result<()> {
