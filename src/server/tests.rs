@@ -244,7 +244,10 @@ fn a_2026_request_is_answered_on_its_own_with_its_result_type_and_cache_hints() 
     let old = meta.replace("2026-07-28", "v999");
     let refused = ask(&mut s, &format!(r#"{{"id":3,"method":"tools/list","params":{{{old}}}}}"#));
     assert!(refused.contains(r#""code":-32022"#) && refused.contains(r#""requested":"v999""#), "{refused}");
-    let tampered = ask(&mut s, &format!(r#"{{"id":4,"method":"tools/call","params":{{"name":"echo","requestState":"x.y",{meta}}}}}"#));
+    let tampered = ask(
+        &mut s,
+        &format!(r#"{{"id":4,"method":"tools/call","params":{{"name":"echo","requestState":"x.y",{meta}}}}}"#),
+    );
     assert!(tampered.contains("requestState integrity check failed"), "{tampered}");
 }
 

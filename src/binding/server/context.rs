@@ -7,16 +7,15 @@ use std::time::Instant;
 use mlua::{Function, MultiValue, Value};
 
 use super::handlers::{answer_of, words};
+use super::outgoing::{io_error, send, send_later_answers};
 use super::results::shaped;
-use super::serving::{io_error, send};
+use super::results::{refused, unanswered_words};
 use super::{state_of, Asked, LaterAnswer, ServerState};
-use crate::binding::decode::to_lua;
 use crate::binding::encode::encode_lua;
 use crate::binding::lua::{arg, Cx, Outcome};
 use crate::codec::Json;
 use crate::error::Error;
 use crate::protocol;
-use crate::server::channel::Unanswered;
 use crate::server::link::Route;
 use crate::server::modern::MISSING_CAPABILITY;
 use crate::server::{Answer, Facts, Refused};
@@ -108,23 +107,6 @@ pub(in crate::binding) fn ctx_request(lua: &Cx, args: MultiValue) -> Outcome {
         None => return refused(lua, format!("ctx:request: {method} needs a client: the server is not serving")),
     };
     unanswered_words(lua, &method, answered)
-}
-
-/// The result of a request of the server's, or nil and why in words.
-pub(super) fn unanswered_words(lua: &Cx, method: &str, answered: Result<Json, Unanswered>) -> Outcome {
-    match answered {
-        Ok(result) => Ok(MultiValue::from_vec(vec![to_lua(lua, &result)?])),
-        Err(Unanswered::Interrupted) => Err(Error::Interrupted { what: format!("ctx:request {method}") }.into()),
-        Err(Unanswered::Refused(code, message)) => {
-            refused(lua, format!("the client refused {method}: {message} (code {code})"))
-        }
-        Err(Unanswered::TimedOut(after)) => refused(
-            lua,
-            format!("the client did not answer {method} within {} s (opts.request_timeout)", after.as_secs_f64()),
-        ),
-        Err(Unanswered::Ended) => refused(lua, format!("the client went away before it answered {method}")),
-        Err(Unanswered::Io(e)) => refused(lua, format!("{method} could not be sent: {e}")),
-    }
 }
 
 /// `ctx:request(method, params, callback)`: sent now; the callback gets
@@ -292,21 +274,4 @@ pub(in crate::binding) fn ctx_finish(lua: &Cx, args: MultiValue) -> Outcome {
     state.answered_later.borrow_mut().push(LaterAnswer { route, id, method, name, answer });
     send_later_answers(&state);
     Ok(MultiValue::new())
-}
-
-/// Sends the answers given later, once the core is free to check them
-/// (`ctx:finish` may run inside another request's handler).
-pub(super) fn send_later_answers(state: &ServerState) {
-    let Ok(core) = state.core.try_borrow() else { return };
-    let answers = std::mem::take(&mut *state.answered_later.borrow_mut());
-    for LaterAnswer { route, id, method, name, answer } in answers {
-        let reply = core.answer_later(&id, &method, &name, answer);
-        if let Some(channel) = state.channel.borrow_mut().as_mut() {
-            let _ = channel.finish(route, &id, &reply);
-        }
-    }
-}
-
-fn refused(lua: &Cx, why: String) -> Outcome {
-    Ok(MultiValue::from_vec(vec![Value::Nil, Value::String(lua.create_string(why)?)]))
 }

@@ -8,13 +8,14 @@
 
 mod context;
 mod handlers;
+mod outgoing;
 mod results;
 mod serving;
 
 pub(super) use context::{
     ctx_ask, ctx_cancelled, ctx_client_can, ctx_close_stream, ctx_finish, ctx_notify, ctx_request,
 };
-use serving::send_notices;
+use outgoing::send_notices;
 pub(super) use serving::{serve_stdio, server_dispatch, server_fd, server_listen, server_run};
 
 use std::cell::{Cell, RefCell};

@@ -7,16 +7,21 @@
 //! - a resource: a string is its text (bytes that are not UTF-8 go as a
 //!   base64 blob); a table is one content item, or a list of them.
 //! - a prompt: a string is one user message; a table is the result.
+//!
+//! And the other way: what a client answered the server's own request,
+//! made into what Lua gets back.
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use mlua::Value;
+use mlua::{MultiValue, Value};
 
 use super::Slot;
+use crate::binding::decode::to_lua;
 use crate::binding::encode::encode_lua;
 use crate::binding::lua::{lua_tostring, Cx, Outcome};
 use crate::codec::{encode, Json};
 use crate::error::Error;
+use crate::server::channel::Unanswered;
 
 /// What a handler returned for `method`, as its result (`name`: the
 /// resource's uri, for its contents).
@@ -124,4 +129,26 @@ fn prompt_result(lua: &Cx, value: Value) -> Outcome<Json> {
         return Ok(Json::object([("messages", Json::Array(vec![message]))]));
     }
     encode_lua(lua, "the prompt", &value)
+}
+
+/// The result of a request of the server's, or nil and why in words.
+pub(super) fn unanswered_words(lua: &Cx, method: &str, answered: Result<Json, Unanswered>) -> Outcome {
+    match answered {
+        Ok(result) => Ok(MultiValue::from_vec(vec![to_lua(lua, &result)?])),
+        Err(Unanswered::Interrupted) => Err(Error::Interrupted { what: format!("ctx:request {method}") }.into()),
+        Err(Unanswered::Refused(code, message)) => {
+            refused(lua, format!("the client refused {method}: {message} (code {code})"))
+        }
+        Err(Unanswered::TimedOut(after)) => refused(
+            lua,
+            format!("the client did not answer {method} within {} s (opts.request_timeout)", after.as_secs_f64()),
+        ),
+        Err(Unanswered::Ended) => refused(lua, format!("the client went away before it answered {method}")),
+        Err(Unanswered::Io(e)) => refused(lua, format!("{method} could not be sent: {e}")),
+    }
+}
+
+/// Nil and why, as Lua gets a request that got no answer.
+pub(super) fn refused(lua: &Cx, why: String) -> Outcome {
+    Ok(MultiValue::from_vec(vec![Value::Nil, Value::String(lua.create_string(why)?)]))
 }

@@ -9,8 +9,9 @@ use std::time::Instant;
 
 use mlua::{Function, MultiValue, Table, Value};
 
-use super::context::{send_later_answers, unanswered_words};
 use super::handlers::LuaHandlers;
+use super::outgoing::{io_error, send_later_answers, send_notices};
+use super::results::unanswered_words;
 use super::{apply, state_of, Asked, ServerState};
 use crate::binding::boundary::callback_failed;
 use crate::binding::lua::{arg, call_lua, Cx, Outcome, Raise};
@@ -21,7 +22,6 @@ use crate::interrupt::{self, far_future};
 use crate::server::channel::{answer_of, Channel, Incoming, Unanswered};
 use crate::server::http::request::Limits;
 use crate::server::http::{HttpLink, ListenError, Options};
-use crate::server::link::Route;
 use crate::server::stdio::Stdio;
 
 /// The most requests one `dispatch` answers: what is left keeps the
@@ -315,32 +315,6 @@ fn expire_asked(lua: &Cx, state: &ServerState) -> Outcome<()> {
 fn call_back(lua: &Cx, callback: Function, returns: MultiValue) -> Outcome<()> {
     if let Err(Raise::Lua(error)) = call_lua(lua, callback, returns) {
         callback_failed(error);
-    }
-    Ok(())
-}
-
-pub(super) fn io_error(e: std::io::Error) -> Error {
-    Error::Lua(format!("mcp.server: {e}"))
-}
-
-pub(super) fn send(state: &ServerState, route: Route, message: &Json) -> Outcome<()> {
-    if let Some(channel) = state.channel.borrow_mut().as_mut() {
-        // A client that is gone ends serving at its next read.
-        let _ = channel.send(route, message);
-    }
-    Ok(())
-}
-
-pub(super) fn send_notices(state: &ServerState) -> Outcome<()> {
-    if state.channel.borrow().is_none() {
-        return Ok(());
-    }
-    let owed = state.core.borrow().owed();
-    for peer in owed {
-        let notices = state.core.borrow_mut().take_notices(peer);
-        for notice in &notices {
-            send(state, Route::unasked(peer), notice)?;
-        }
     }
     Ok(())
 }
