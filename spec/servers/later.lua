@@ -4,7 +4,7 @@
 --   ask_name_later   asks the client's name without waiting for it (a
 --                    callback), and answers once the client does
 local root = arg[0]:match('^(.*)/spec/servers/[^/]*$') or '.'
-package.cpath = root .. '/?.so;' .. package.cpath
+package.cpath = root .. '/?.so;' .. root .. '/?.dll;' .. package.cpath
 local mcp = require('mcp')
 
 local server = mcp.server({ name = 'later', version = '1.0.0' })

@@ -7,7 +7,7 @@
 --   flood {bytes}     sends that many bytes of progress, then "flooded"
 --   rss               its own resident memory in KiB (Linux)
 local root = arg[0]:match('^(.*)/spec/servers/[^/]*$') or '.'
-package.cpath = root .. '/?.so;' .. package.cpath
+package.cpath = root .. '/?.so;' .. root .. '/?.dll;' .. package.cpath
 local mcp = require('mcp')
 local opts = mcp.json_decode(arg[1] or "{}")
 
