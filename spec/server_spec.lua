@@ -218,6 +218,37 @@ describe('what a client may send a Lua server', function()
       { messages[6].result.content[1].text, messages[6].result.isError })
   end)
 
+  it('serves its skill: listed with each file\'s digest and size, read as a resource, unknown ones refused', function()
+    local messages = fed({
+      '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+        .. '"capabilities":{},"clientInfo":{"name":"c","version":"0"}}}',
+      '{"jsonrpc":"2.0","id":2,"method":"skills/list"}',
+      '{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"skill://notes/note-taking/SKILL.md"}}',
+      '{"jsonrpc":"2.0","id":4,"method":"skills/get","params":{"uri":"skill://notes/nothing/SKILL.md"}}',
+    })
+    assert.same({}, messages[1].result.capabilities.extensions['io.modelcontextprotocol/skills'])
+    local skill = messages[2].result.skills[1]
+    assert.same({ name = 'note-taking', description = 'How notes are kept here: one per day, short' }, skill.frontmatter)
+    assert.same({ 'skill://notes/note-taking/SKILL.md', 'skill://notes/note-taking/references/format.md' },
+      { skill.resources[1].uri, skill.resources[2].uri })
+    local text = messages[3].result.contents[1].text
+    -- ": " inside a plain YAML scalar would start a mapping: that value is quoted
+    assert.equal('---\nname: note-taking\ndescription: "How notes are kept here: one per day, short"\n---\n'
+      .. '# Note taking\n\nOne note a day; see references/format.md.\n', text)
+    assert.equal(#text, skill.resources[1].size)
+    if not H.WINDOWS then
+      local file = H.tmpname()
+      local f = assert(io.open(file, 'wb'))
+      f:write(text)
+      f:close()
+      local sum = H.command('sha256sum ' .. file):match('^(%x+)')
+      os.remove(file)
+      assert.equal('sha256:' .. sum, skill.resources[1].digest)
+    end
+    assert.same({ -32602, 'Unknown skill: skill://notes/nothing/SKILL.md' },
+      { messages[4].error.code, messages[4].error.message })
+  end)
+
   it('ids that cannot be ids, and requests with no method, are refused', function()
     local messages = fed({
       '{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}',

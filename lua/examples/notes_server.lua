@@ -87,6 +87,12 @@ server:prompt({ name = 'review', description = 'Review a file',
   return 'Please review ' .. args.file
 end)
 
+-- A skill (the Skills extension): instructions an agent loads when a task
+-- calls for them, with every file's digest and size in the listing.
+server:skill({ name = 'note-taking', description = 'How notes are kept here: one per day, short',
+  body = '# Note taking\n\nOne note a day; see references/format.md.\n',
+  files = { ['references/format.md'] = '# Format\n\nA line of text, no markup.\n' } })
+
 if mode == 'define' then return server end
 if mode == '--http' then
   print(server:listen({ port = 0, discovery = discovery, until_stdin_ends = true }))

@@ -631,6 +631,17 @@ function Server:resource_template(def, handler) end
 ---@param handler fun(args: table, ctx: mcp.Context): string|table|nil, string?
 function Server:prompt(def, handler) end
 
+---@class mcp.SkillDefinition
+---@field name string                     1 to 64 lower-case letters, digits and single hyphens.
+---@field description string
+---@field body? string                    The Markdown of its SKILL.md, after the frontmatter.
+---@field files? table<string, string>    Files beside SKILL.md: relative path -> contents.
+---@field frontmatter? table              More frontmatter fields.
+
+---Offers a skill (the Skills extension): listed with each file's digest and size, read as resources.
+---@param def mcp.SkillDefinition
+function Server:skill(def) end
+
 ---Removes a tool, resource, template or prompt; the client hears that the list changed.
 ---@param kind "tool"|"resource"|"resource_template"|"prompt"
 ---@param name string                     Its name (a resource's uri, a template's uri_template).

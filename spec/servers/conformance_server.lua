@@ -268,6 +268,12 @@ prompt({ name = 'test_input_required_result_prompt', description = 'A prompt tha
     return 'Context: ' .. tostring(answers.user_context.content and answers.user_context.content.context)
   end)
 
+-- A skill (the Skills extension): its SKILL.md and a file beside it.
+server:skill({ name = 'conformance-notes', description = 'How to read this server\'s test fixtures',
+  body = '# Conformance notes\n\nThe fixtures are listed in references/fixtures.md.\n',
+  files = { ['references/fixtures.md'] = '# Fixtures\n\nTools, resources and prompts named test_*.\n' },
+  frontmatter = { version = 1 } })
+
 print(server:listen({ port = 0, until_stdin_ends = true }))
 io.stdout:flush()
 -- The watched resource changes every 3 seconds: its subscribers hear so.

@@ -84,6 +84,7 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     native.set("server", export(lua, &cell, server::server_new)?)?;
     native.set("server_add", export(lua, &cell, server::server_add)?)?;
     native.set("server_remove", export(lua, &cell, server::server_remove)?)?;
+    native.set("server_skill", export(lua, &cell, server::server_skill)?)?;
     native.set("server_resource_updated", export(lua, &cell, server::server_resource_updated)?)?;
     native.set("serve_stdio", export(lua, &cell, server::serve_stdio)?)?;
     native.set("server_close", export(lua, &cell, server::server_close)?)?;

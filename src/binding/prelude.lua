@@ -305,6 +305,7 @@ function Server:resource_template(def, fn)
   return raise_unless(native.server_add(self, 'resource_template', def, fn))
 end
 function Server:prompt(def, fn) return raise_unless(native.server_add(self, 'prompt', def, fn)) end
+function Server:skill(def) return raise_unless(native.server_skill(self, def)) end
 function Server:remove(kind, name) return raise_unless(native.server_remove(self, kind, name)) end
 function Server:resource_updated(uri) return raise_unless(native.server_resource_updated(self, uri)) end
 function Server:close() return raise_unless(native.server_close(self)) end

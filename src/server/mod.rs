@@ -24,6 +24,7 @@ pub mod link;
 pub mod modern;
 mod peer;
 mod request_state;
+pub mod skills;
 pub mod stdio;
 
 use std::collections::HashMap;
@@ -134,6 +135,8 @@ pub struct Server {
     peers: HashMap<PeerKey, Peer>,
     /// Signs the request state of 2026-07-28 rounds of input.
     signer: request_state::Signer,
+    /// The Skills extension's skills, in the order they were added.
+    skills: Vec<skills::Skill>,
 }
 
 impl Server {
@@ -145,6 +148,7 @@ impl Server {
             page_size: 0,
             peers: HashMap::new(),
             signer: request_state::Signer::new(),
+            skills: Vec::new(),
         }
     }
 
@@ -203,6 +207,45 @@ impl Server {
         self.lists[kind as usize].put(Entry { key, definition, handler, input, output, template });
         self.list_changed(kind);
         Ok(())
+    }
+
+    /// Adds (or replaces, by name) a skill: the Skills extension is
+    /// declared from the first one on.
+    pub fn add_skill(&mut self, skill: skills::Skill) {
+        match self.skills.iter_mut().find(|s| s.name() == skill.name()) {
+            Some(old) => *old = skill,
+            None => self.skills.push(skill),
+        }
+        self.list_changed(Kind::Resource);
+    }
+
+    /// The name skills' URIs carry: the server's.
+    pub fn skill_authority(&self) -> String {
+        match self.info.get("name") {
+            Some(Json::Str(name)) => skills::authority(&String::from_utf8_lossy(name)),
+            _ => skills::authority(""),
+        }
+    }
+
+    /// The extensions this server declares.
+    fn extensions(&self) -> Option<Json> {
+        (!self.skills.is_empty()).then(|| Json::object([(skills::EXTENSION, Json::Object(vec![]))]))
+    }
+
+    fn list_skills(&self) -> Json {
+        Json::object([("skills", Json::Array(self.skills.iter().map(skills::Skill::entry).collect()))])
+    }
+
+    fn get_skill(&self, params: &Json) -> Result<Json, (i64, String)> {
+        let Some(Json::Str(uri)) = params.get("uri") else {
+            return Err((INVALID_PARAMS, "skills/get needs the skill's uri".into()));
+        };
+        let skill = self
+            .skills
+            .iter()
+            .find(|s| s.uri() == uri.as_slice())
+            .ok_or_else(|| (INVALID_PARAMS, format!("Unknown skill: {}", String::from_utf8_lossy(uri))))?;
+        Ok(Json::object([("skill", skill.entry())]))
     }
 
     /// Removes an entry; false if there was none.
@@ -310,6 +353,8 @@ impl Server {
             "resources/list" => self.listing(Kind::Resource, params),
             "resources/templates/list" => self.listing(Kind::Template, params),
             "prompts/list" => self.listing(Kind::Prompt, params),
+            "skills/list" => Ok(self.list_skills()),
+            "skills/get" => self.get_skill(params),
             "completion/complete" => self.complete(params, handlers),
             "resources/subscribe" | "resources/unsubscribe" => self.peer(key).subscribe(method, params),
             "logging/setLevel" => self.peer(key).set_level(params),
@@ -352,6 +397,7 @@ impl Server {
             ("resources", Json::object([("listChanged", Json::Bool(true)), ("subscribe", Json::Bool(true))])),
             ("tools", changing()),
         ]);
+        let capabilities = with_extensions(capabilities, self.extensions());
         let mut result = vec![
             (b"capabilities".to_vec(), capabilities),
             (b"protocolVersion".to_vec(), Json::str(&version)),
@@ -368,7 +414,11 @@ impl Server {
             Some(Json::Str(c)) => Some(c.as_slice()),
             _ => None,
         };
-        let (items, next) = self.list(kind).page(cursor, self.page_size).map_err(|why| (INVALID_PARAMS, why))?;
+        let (mut items, next) = self.list(kind).page(cursor, self.page_size).map_err(|why| (INVALID_PARAMS, why))?;
+        if kind == Kind::Resource && next.is_none() {
+            // Each skill's SKILL.md is a resource too, listed last.
+            items.extend(self.skills.iter().map(skills::Skill::listed));
+        }
         let mut result = vec![(kind.items_field().as_bytes().to_vec(), Json::Array(items))];
         if let Some(next) = next {
             result.push((b"nextCursor".to_vec(), Json::str(next)));
@@ -427,6 +477,9 @@ impl Server {
             Some(Json::Str(uri)) => uri.clone(),
             _ => return Err((INVALID_PARAMS, "resources/read needs the resource's uri".into()).into()),
         };
+        if let Some(contents) = self.skills.iter().find_map(|s| s.read(&uri)) {
+            return Ok(Some(Json::object([("contents", contents)])));
+        }
         let (handler, variables) = match self.list(Kind::Resource).get(&uri) {
             Some(resource) => (resource.handler, None),
             None => {
@@ -540,6 +593,14 @@ fn unanswered(answer: Answer) -> Reply {
         Answer::Refused(refused) => Err(refused),
         Answer::Result(_) | Answer::Failed(_) => unreachable!("results are shaped by their method"),
     }
+}
+
+/// `capabilities` with `extensions` when there are any.
+fn with_extensions(capabilities: Json, extensions: Option<Json>) -> Json {
+    let (Json::Object(mut pairs), Some(extensions)) = (capabilities.clone(), extensions) else { return capabilities };
+    pairs.push((b"extensions".to_vec(), extensions));
+    pairs.sort_by(|a, b| a.0.cmp(&b.0));
+    Json::Object(pairs)
 }
 
 /// A tool result that says the call failed, in words for the model.

@@ -32,7 +32,7 @@ pub const UNSUPPORTED_VERSION: i64 = -32022;
 
 /// The methods served at 2026-07-28 (`initialize`, `ping`, `logging/*`
 /// and subscriptions by method are gone).
-pub const METHODS: [&str; 9] = [
+pub const METHODS: [&str; 11] = [
     "server/discover",
     "tools/list",
     "tools/call",
@@ -42,6 +42,8 @@ pub const METHODS: [&str; 9] = [
     "prompts/list",
     "prompts/get",
     "completion/complete",
+    "skills/list",
+    "skills/get",
 ];
 
 /// Results the client may keep, and for how long: nothing here is kept
@@ -152,6 +154,8 @@ impl Server {
             "resources/templates/list" => listing(self, Kind::Template),
             "prompts/list" => listing(self, Kind::Prompt),
             "completion/complete" => self.complete(&params, handlers).map(Some).map_err(Refused::from),
+            "skills/list" => Ok(Some(self.list_skills())),
+            "skills/get" => self.get_skill(&params).map(Some).map_err(Refused::from),
             "tools/call" | "resources/read" | "prompts/get" => {
                 if let (Some(headers), "tools/call") = (headers, method.as_str()) {
                     self.check_param_headers(&params, headers)?;
@@ -170,6 +174,7 @@ impl Server {
             ("resources", Json::Object(vec![])),
             ("tools", Json::Object(vec![])),
         ]);
+        let capabilities = super::with_extensions(capabilities, self.extensions());
         let mut result = vec![
             (b"capabilities".to_vec(), capabilities),
             (b"supportedVersions".to_vec(), Json::Array(MODERN_VERSIONS.iter().map(|v| Json::str(*v)).collect())),
@@ -191,7 +196,7 @@ impl Server {
         let mut pairs = pairs;
         let cacheable = matches!(
             message.get("method"),
-            Some(Json::Str(m)) if m.ends_with(b"/list") || m == b"resources/read" || m == b"server/discover"
+            Some(Json::Str(m)) if m.ends_with(b"/list") || [&b"resources/read"[..], b"server/discover", b"skills/get"].contains(&m.as_slice())
         );
         let mut put = |key: &str, value: Json| {
             if !pairs.iter().any(|(k, _)| k == key.as_bytes()) {

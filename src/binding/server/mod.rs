@@ -32,6 +32,7 @@ use crate::error::Error;
 use crate::server::catalog::Kind;
 use crate::server::channel::Channel;
 use crate::server::http::listener::Shared;
+use crate::server::skills::Skill;
 use crate::server::{Facts, Server};
 
 /// The longest line the server reads, unless `opts.max_message_bytes`
@@ -241,6 +242,55 @@ pub(super) fn server_add(lua: &Cx, args: MultiValue) -> Outcome {
     drop(slots);
     let change = Change::Add(kind, wire, handler);
     apply(&state, change).map_err(|why| Error::BadInput(format!("server:{what}: {why}")))?;
+    Ok(MultiValue::new())
+}
+
+/// `server:skill(def)`: a skill of the Skills extension (`name`,
+/// `description`, `body`: the Markdown of its SKILL.md, `files`: relative
+/// path -> text or bytes, `frontmatter`: more fields for its SKILL.md).
+pub(super) fn server_skill(lua: &Cx, args: MultiValue) -> Outcome {
+    let ud = state_of(&arg(&args, 0), "skill")?;
+    let state = ud.borrow::<ServerState>()?;
+    let Value::Table(def) = arg(&args, 1) else {
+        return Err(Error::BadInput(
+            "server:skill: pass its definition, as { name = 'lua-style', description = '...', body = '...' }".into(),
+        )
+        .into());
+    };
+    let read = Reader::new(&def, "server:skill", "def");
+    let (Some(name), Some(description)) = (read.text("name")?, read.text("description")?) else {
+        return Err(read.refuse("name", "a string, and def.description one too"));
+    };
+    let mut frontmatter = vec![(b"name".to_vec(), Json::str(name)), (b"description".to_vec(), Json::str(description))];
+    if let Some(extra) = read.table("frontmatter")? {
+        let Json::Object(pairs) = encode_lua(lua, "def.frontmatter", &Value::Table(extra))?.into_tree() else {
+            return Err(read.refuse("frontmatter", "a table of fields"));
+        };
+        frontmatter.extend(pairs.into_iter().filter(|(k, _)| k != b"name" && k != b"description"));
+    }
+    let body = read
+        .string("body", "a string: the Markdown of its SKILL.md")?
+        .map(|b| b.as_bytes().to_vec())
+        .unwrap_or_default();
+    let mut files = Vec::new();
+    if let Some(table) = read.table("files")? {
+        for pair in table.pairs::<Value, Value>() {
+            let (Value::String(path), Value::String(bytes)) = pair? else {
+                return Err(read.refuse("files", "a table of relative paths to their contents (strings)"));
+            };
+            files.push((path.to_str()?.to_string(), bytes.as_bytes().to_vec()));
+        }
+    }
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    let Ok(mut core) = state.core.try_borrow_mut() else {
+        return Err(Error::BadInput(
+            "server:skill: add skills before serving or between requests, not from a handler".into(),
+        )
+        .into());
+    };
+    let skill = Skill::new(&core.skill_authority(), Json::Object(frontmatter), &body, files)
+        .map_err(|why| Error::BadInput(format!("server:skill: {why}")))?;
+    core.add_skill(skill);
     Ok(MultiValue::new())
 }
 
