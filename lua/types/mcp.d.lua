@@ -520,6 +520,7 @@ function mcp.mount_all_async(registry, clients, opts) end
 ---@field input_schema? table             JSON Schema of the arguments, checked before the handler runs (default: any object).
 ---@field output_schema? table            JSON Schema of the structured content a returned table becomes, checked after.
 ---@field annotations? table              readOnlyHint, destructiveHint, idempotentHint, openWorldHint.
+---@field execution? {taskSupport: "optional"|"required"|"forbidden"}  May it run as a task (the Tasks extension).
 ---@field icons? table[]
 
 ---@class mcp.ResourceDefinition

@@ -221,6 +221,77 @@ tool('test_custom_header', 'Echoes the region it is routed by (Mcp-Param-Region)
 end, { type = 'object', properties = { region = { type = 'string', ['x-mcp-header'] = 'Region' } },
   required = { 'region' } })
 
+-- The Tasks extension's tools. A task's work goes on after its handler
+-- returned ctx:later(); these wait on timers the serving loop below runs.
+local timers = {}
+local function after(seconds, fn) timers[#timers + 1] = { at = mcp.clock() + seconds, fn = fn } end
+local function run_timers()
+  local now, due = mcp.clock(), {}
+  for i = #timers, 1, -1 do
+    if timers[i].at <= now then due[#due + 1] = table.remove(timers, i) end
+  end
+  for _, timer in ipairs(due) do timer.fn() end
+end
+
+local function task_tool(name, description, support, fn, schema)
+  server:tool({ name = name, description = description, input_schema = schema or NO_ARGS,
+    execution = { taskSupport = support } }, fn)
+end
+
+tool('greet', 'Greets someone', function(args) return 'Hello, ' .. tostring(args.name) .. '!' end,
+  { type = 'object', properties = { name = { type = 'string' } } })
+
+task_tool('slow_compute', 'Computes for a number of seconds', 'optional', function(args, ctx)
+  local seconds = args.seconds or 1
+  if seconds <= 0 then return 'computed ' .. tostring(args.label) end
+  after(seconds, function()
+    if not ctx:cancelled() then ctx:finish('computed ' .. tostring(args.label)) end
+  end)
+  return ctx:later()
+end, { type = 'object', properties = { seconds = { type = 'number' }, label = { type = 'string' } } })
+
+task_tool('failing_job', 'A job that fails', 'required', function(_, ctx)
+  after(1, function() ctx:finish(nil, 'the job failed') end)
+  return ctx:later()
+end)
+
+task_tool('protocol_error_job', 'A job that ends in a protocol error', 'required', function(_, ctx)
+  after(0.2, function() ctx:finish(nil, { code = -32603, message = 'Internal error: the job broke' }) end)
+  return ctx:later()
+end)
+
+local function confirm_request(message)
+  return { message = message, requestedSchema = { type = 'object', properties = {
+    name = { type = 'string' }, confirm = { type = 'boolean' } } } }
+end
+
+task_tool('confirm_delete', 'Deletes a file once the user confirms', 'optional', function(args, ctx)
+  ctx:elicit(confirm_request('Delete ' .. tostring(args.filename) .. '?'), function(answer, why)
+    if not answer then return ctx:finish(nil, why) end
+    local yes = answer.content and answer.content.confirm
+    ctx:finish((yes and 'deleted ' or 'kept ') .. tostring(args.filename))
+  end)
+  return ctx:later()
+end, { type = 'object', properties = { filename = { type = 'string' } } })
+
+task_tool('multi_input', 'Asks two questions at once', 'optional', function(_, ctx)
+  local got = {}
+  local function answered(answer)
+    got[#got + 1] = answer and answer.content and answer.content.name or '?'
+    if #got == 2 then ctx:finish('answers: ' .. table.concat(got, ', ')) end
+  end
+  ctx:elicit(confirm_request('First?'), answered)
+  ctx:elicit(confirm_request('Second?'), answered)
+  return ctx:later()
+end)
+
+task_tool('test_tool_with_task', 'Asks a name, then works on it as a task', 'required', function(_, ctx)
+  local answers, why = ctx:ask({ user_name = NAME })
+  if not answers then return nil, why end
+  after(0.2, function() ctx:finish('Task done for ' .. tostring(answers.user_name.content.name)) end)
+  return ctx:later()
+end)
+
 local function resource(uri, name, title, description, mime_type, fn)
   server:resource({ uri = uri, name = name, title = title, description = description, mime_type = mime_type }, fn)
 end
@@ -276,7 +347,13 @@ server:skill({ name = 'conformance-notes', description = 'How to read this serve
 
 print(server:listen({ port = 0, until_stdin_ends = true }))
 io.stdout:flush()
--- The watched resource changes every 3 seconds: its subscribers hear so.
-while server:run(3) do
-  server:resource_updated('test://watched-resource')
+-- Timers run between turns; the watched resource changes every 3
+-- seconds, and its subscribers hear so.
+local next_update = mcp.clock() + 3
+while server:run(0.05) do
+  run_timers()
+  if mcp.clock() >= next_update then
+    next_update = mcp.clock() + 3
+    server:resource_updated('test://watched-resource')
+  end
 end

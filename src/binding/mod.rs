@@ -97,6 +97,7 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     native.set("ctx_request", export(lua, &cell, server::ctx_request)?)?;
     native.set("ctx_finish", export(lua, &cell, server::ctx_finish)?)?;
     native.set("ctx_ask", export(lua, &cell, server::ctx_ask)?)?;
+    native.set("ctx_task_ask", export(lua, &cell, server::ctx_task_ask)?)?;
     native.set("ctx_client_can", export(lua, &cell, server::ctx_client_can)?)?;
     native.set("ctx_close_stream", export(lua, &cell, server::ctx_close_stream)?)?;
     native.set("request", export_method(lua, &cell, request)?)?;

@@ -374,6 +374,10 @@ function Context:request(method, params, callback)
   if self._modern then
     self._asked = (self._asked or 0) + 1
     local key = 'input-' .. self._asked
+    -- A task's question waits in the task, for tasks/update.
+    if self._task and callback then
+      return raise_unless(native.ctx_task_ask(self, key, method, params, callback))
+    end
     local answers, why = self:ask({ [key] = { method = method, params = params } })
     local result = answers and answers[key]
     if callback then return callback(result, why) end

@@ -26,6 +26,7 @@ mod peer;
 mod request_state;
 pub mod skills;
 pub mod stdio;
+pub mod tasks;
 
 use std::collections::HashMap;
 
@@ -137,6 +138,14 @@ pub struct Server {
     signer: request_state::Signer,
     /// The Skills extension's skills, in the order they were added.
     skills: Vec<skills::Skill>,
+    /// The Tasks extension's tasks, and which request (by its client's
+    /// key) made each one still working.
+    tasks: tasks::Tasks,
+    task_of: HashMap<PeerKey, String>,
+    /// Answers a client gave a task's questions (`tasks/update`), for the
+    /// handlers that asked them: by the key of the request that made the
+    /// task, and the question's key.
+    task_answers: Vec<(PeerKey, Vec<u8>, Json)>,
 }
 
 impl Server {
@@ -149,6 +158,9 @@ impl Server {
             peers: HashMap::new(),
             signer: request_state::Signer::new(),
             skills: Vec::new(),
+            tasks: tasks::Tasks::default(),
+            task_of: HashMap::new(),
+            task_answers: Vec::new(),
         }
     }
 
@@ -227,9 +239,21 @@ impl Server {
         }
     }
 
-    /// The extensions this server declares.
+    /// The extensions this server declares: Skills once it has a skill,
+    /// Tasks once a tool may run as one.
     fn extensions(&self) -> Option<Json> {
-        (!self.skills.is_empty()).then(|| Json::object([(skills::EXTENSION, Json::Object(vec![]))]))
+        let mut declared = Vec::new();
+        if !self.skills.is_empty() {
+            declared.push((skills::EXTENSION, Json::Object(vec![])));
+        }
+        let runs_tasks = self.list(Kind::Tool).iter().any(|t| {
+            matches!(t.definition.get("execution").and_then(|e| e.get("taskSupport")),
+                Some(Json::Str(s)) if s == b"optional" || s == b"required")
+        });
+        if runs_tasks {
+            declared.push((protocol::TASKS_EXTENSION, Json::Object(vec![])));
+        }
+        (!declared.is_empty()).then(|| Json::object(declared))
     }
 
     fn list_skills(&self) -> Json {
@@ -297,7 +321,7 @@ impl Server {
         headers: Option<&[(String, Vec<u8>)]>,
     ) -> Option<Json> {
         if modern::is_modern(message) {
-            return self.handle_modern(message, handlers, headers);
+            return self.handle_modern(key, message, handlers, headers);
         }
         let Some(Json::Str(method)) = message.get("method") else {
             let id = message.get("id").cloned().unwrap_or(Json::Null);
@@ -365,17 +389,36 @@ impl Server {
     /// The reply to request `id` (a `method` about `name`: the tool, the
     /// resource's uri, the prompt) whose handler answered later, shaped
     /// and checked as an answer given at once would have been.
-    pub fn answer_later(&self, id: &Json, method: &str, name: &[u8], answer: Answer) -> Json {
+    /// `peer` is the client's key; `modern`, whether the request was of
+    /// the 2026-07-28 revision. None when the request became a task: the
+    /// answer settles it, and the client reads it there.
+    pub fn answer_later(
+        &mut self,
+        peer: PeerKey,
+        request: (&Json, &str, &[u8]),
+        answer: Answer,
+        modern: bool,
+    ) -> Option<Json> {
+        let (id, method, name) = request;
         let reply = match method {
             "tools/call" => self.tool_reply(name, answer),
             "resources/read" => resource_reply(answer),
             _ => prompt_reply(answer),
         };
-        match reply {
+        if let Some(task) = self.task_of.remove(&peer) {
+            let outcome = match reply {
+                Ok(result) => Ok(result.unwrap_or_default()),
+                Err(refused) => Err(refused.to_response(Json::Null).take("error").unwrap_or_default()),
+            };
+            self.tasks.settle(&task, outcome);
+            return None;
+        }
+        Some(match reply {
+            Ok(Some(result)) if modern => protocol::response(id.clone(), self.decorate(method.as_bytes(), result)),
             Ok(Some(result)) => protocol::response(id.clone(), result),
             Ok(None) => protocol::error_response(id.clone(), INTERNAL_ERROR, "the handler answered later twice"),
             Err(refused) => refused.to_response(id.clone()),
-        }
+        })
     }
 
     /// The version: the client's if this server speaks it, else the

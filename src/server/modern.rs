@@ -16,8 +16,9 @@ use base64::Engine;
 
 use super::catalog::Kind;
 use super::request_state::State;
-use super::{Call, Facts, Handlers, Refused, Server, INVALID_PARAMS, LOG_LEVELS, METHOD_NOT_FOUND};
+use super::{Call, Facts, Handlers, PeerKey, Refused, Server, INVALID_PARAMS, LOG_LEVELS, METHOD_NOT_FOUND};
 use crate::codec::Json;
+use crate::protocol::TASKS_EXTENSION;
 use crate::protocol::{
     META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, META_SERVER_INFO, MODERN_VERSIONS,
 };
@@ -32,7 +33,7 @@ pub const UNSUPPORTED_VERSION: i64 = -32022;
 
 /// The methods served at 2026-07-28 (`initialize`, `ping`, `logging/*`
 /// and subscriptions by method are gone).
-pub const METHODS: [&str; 11] = [
+pub const METHODS: [&str; 14] = [
     "server/discover",
     "tools/list",
     "tools/call",
@@ -44,6 +45,9 @@ pub const METHODS: [&str; 11] = [
     "completion/complete",
     "skills/list",
     "skills/get",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
 ];
 
 /// Results the client may keep, and for how long: nothing here is kept
@@ -114,14 +118,19 @@ impl Server {
     /// request's headers (names in lower case), for `Mcp-Param-*`.
     pub fn handle_modern(
         &mut self,
+        key: PeerKey,
         message: &Json,
         handlers: &mut dyn Handlers,
         headers: Option<&[(String, Vec<u8>)]>,
     ) -> Option<Json> {
         let id = message.get("id")?.clone();
-        let reply = self.modern_reply(message, handlers, headers);
+        let reply = self.modern_reply(key, message, handlers, headers);
+        let method = match message.get("method") {
+            Some(Json::Str(m)) => m.clone(),
+            _ => Vec::new(),
+        };
         Some(match reply {
-            Ok(Some(result)) => super::protocol::response(id, self.decorate(message, result)),
+            Ok(Some(result)) => super::protocol::response(id, self.decorate(&method, result)),
             Ok(None) => return None,
             Err(refused) => refused.to_response(id),
         })
@@ -129,6 +138,7 @@ impl Server {
 
     fn modern_reply(
         &mut self,
+        key: PeerKey,
         message: &Json,
         handlers: &mut dyn Handlers,
         headers: Option<&[(String, Vec<u8>)]>,
@@ -156,12 +166,14 @@ impl Server {
             "completion/complete" => self.complete(&params, handlers).map(Some).map_err(Refused::from),
             "skills/list" => Ok(Some(self.list_skills())),
             "skills/get" => self.get_skill(&params).map(Some).map_err(Refused::from),
-            "tools/call" | "resources/read" | "prompts/get" => {
-                if let (Some(headers), "tools/call") = (headers, method.as_str()) {
+            "tools/call" => {
+                if let Some(headers) = headers {
                     self.check_param_headers(&params, headers)?;
                 }
-                self.with_inputs(message, &method, &params, handlers)
+                self.call_tool_maybe_as_task(key, message, &params, handlers)
             }
+            "resources/read" | "prompts/get" => self.with_inputs(message, &method, &params, handlers),
+            "tasks/get" | "tasks/update" | "tasks/cancel" => self.task_method(message, &method, &params).map(Some),
             _ => Err((METHOD_NOT_FOUND, format!("Method not found: {method}")).into()),
         }
     }
@@ -187,17 +199,15 @@ impl Server {
 
     /// A result as the revision writes it: its `resultType`, the cache
     /// hints of what may be kept, and who answered.
-    fn decorate(&self, message: &Json, result: Json) -> Json {
+    pub(super) fn decorate(&self, method: &[u8], result: Json) -> Json {
         let pairs = match result.into_tree() {
             Json::Object(pairs) => pairs,
             // Results are objects; anything else goes as it is.
             other => return other,
         };
         let mut pairs = pairs;
-        let cacheable = matches!(
-            message.get("method"),
-            Some(Json::Str(m)) if m.ends_with(b"/list") || [&b"resources/read"[..], b"server/discover", b"skills/get"].contains(&m.as_slice())
-        );
+        let cacheable =
+            method.ends_with(b"/list") || [&b"resources/read"[..], b"server/discover", b"skills/get"].contains(&method);
         let mut put = |key: &str, value: Json| {
             if !pairs.iter().any(|(k, _)| k == key.as_bytes()) {
                 pairs.push((key.as_bytes().to_vec(), value));
@@ -338,6 +348,124 @@ impl Server {
             known.push((key, answer));
         }
         Ok(known)
+    }
+}
+
+/// Whether the client of `message` declared the Tasks extension.
+fn declares_tasks(message: &Json) -> bool {
+    facts(message).capabilities.get("extensions").and_then(|e| e.get(TASKS_EXTENSION)).is_some()
+}
+
+/// The refusal of a request that needs the Tasks extension declared.
+fn needs_tasks(what: &str) -> Refused {
+    let data = Json::object([(
+        "requiredCapabilities",
+        Json::object([("extensions", Json::object([(TASKS_EXTENSION, Json::Object(vec![]))]))]),
+    )]);
+    Refused {
+        code: MISSING_CAPABILITY,
+        message: format!("Missing required client capability: {what} needs the Tasks extension"),
+        data: Some(data),
+    }
+}
+
+impl Server {
+    /// A tool call, run as a task when the tool may be (its
+    /// `execution.taskSupport`) and the client declared the extension:
+    /// its handler's answer, now or later, settles the task, and the call
+    /// is answered with the task at once. Questions before that are
+    /// asked in rounds, as of any call. A tool that must run as a task is
+    /// refused to a client without the extension.
+    fn call_tool_maybe_as_task(
+        &mut self,
+        key: PeerKey,
+        message: &Json,
+        params: &Json,
+        handlers: &mut dyn Handlers,
+    ) -> Result<Option<Json>, Refused> {
+        let support =
+            match params
+                .get("name")
+                .and_then(|n| if let Json::Str(n) = n { self.list(Kind::Tool).get(n) } else { None })
+            {
+                Some(tool) => match tool.definition.get("execution").and_then(|e| e.get("taskSupport")) {
+                    Some(Json::Str(s)) => String::from_utf8_lossy(s).into_owned(),
+                    _ => String::new(),
+                },
+                None => String::new(),
+            };
+        let as_task = matches!(support.as_str(), "optional" | "required") && declares_tasks(message);
+        if support == "required" && !as_task {
+            return Err(needs_tasks("this tool"));
+        }
+        let reply = self.with_inputs(message, "tools/call", params, handlers)?;
+        if !as_task {
+            return Ok(reply);
+        }
+        match reply {
+            Some(result) if result.get("resultType") == Some(&Json::str(INPUT_REQUIRED)) => Ok(Some(result)),
+            Some(result) => {
+                let id = self.tasks.create(Vec::new());
+                self.tasks.settle(&id, Ok(result));
+                Ok(self.tasks.describe(&id, true))
+            }
+            None => {
+                let id = self.tasks.create(Vec::new());
+                self.task_of.insert(key, id.clone());
+                Ok(self.tasks.describe(&id, true))
+            }
+        }
+    }
+
+    /// `tasks/get`, `tasks/update` and `tasks/cancel`.
+    fn task_method(&mut self, message: &Json, method: &str, params: &Json) -> Result<Json, Refused> {
+        if !declares_tasks(message) {
+            return Err(needs_tasks(method));
+        }
+        let id = match params.get("taskId") {
+            Some(Json::Str(id)) => String::from_utf8_lossy(id).into_owned(),
+            _ => return Err((INVALID_PARAMS, format!("{method} needs the taskId")).into()),
+        };
+        if !self.tasks.exists(&id) {
+            return Err((INVALID_PARAMS, format!("Unknown task: {id}")).into());
+        }
+        let ack = Json::object([("resultType", Json::str("complete"))]);
+        match method {
+            "tasks/get" => Ok(self.tasks.describe(&id, false).unwrap_or_default()),
+            "tasks/cancel" => {
+                self.tasks.cancel(&id);
+                Ok(ack)
+            }
+            _ => {
+                let answers = match params.get("inputResponses").map(|r| r.clone().into_tree()) {
+                    Some(Json::Object(pairs)) => pairs,
+                    _ => Vec::new(),
+                };
+                let taken = self.tasks.answer(&id, answers);
+                if let Some((&request, _)) = self.task_of.iter().find(|(_, t)| **t == id) {
+                    self.task_answers.extend(taken.into_iter().map(|(k, a)| (request, k, a)));
+                }
+                Ok(ack)
+            }
+        }
+    }
+
+    /// A task's handler asks its client `key` (it answers with
+    /// `tasks/update`); the request that made the task is `request`.
+    pub fn task_asks(&mut self, request: PeerKey, key: Vec<u8>, question: Json) {
+        if let Some(id) = self.task_of.get(&request) {
+            self.tasks.ask(id, key, question);
+        }
+    }
+
+    /// Answers to tasks' questions, for the handlers that asked them.
+    pub fn take_task_answers(&mut self) -> Vec<(PeerKey, Vec<u8>, Json)> {
+        std::mem::take(&mut self.task_answers)
+    }
+
+    /// Whether the task request `request` made was cancelled.
+    pub fn task_cancelled(&self, request: PeerKey) -> bool {
+        self.task_of.get(&request).is_some_and(|id| self.tasks.is_cancelled(id))
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use mlua::{Function, MultiValue, Value};
 
-use super::handlers::{answer_of, words};
+use super::handlers::{answer_of, protocol_error, words};
 use super::outgoing::{io_error, send, send_later_answers};
 use super::results::shaped;
 use super::results::{refused, unanswered_words};
@@ -77,7 +77,9 @@ pub(in crate::binding) fn ctx_cancelled(lua: &Cx, args: MultiValue) -> Outcome {
         Some(channel) => channel.cancelled(route, &id).map_err(io_error)?,
         None => false,
     };
-    Ok(MultiValue::from_vec(vec![Value::Boolean(cancelled)]))
+    // A task's client cancels with tasks/cancel.
+    let task_cancelled = state.core.try_borrow().is_ok_and(|core| core.task_cancelled(route.peer));
+    Ok(MultiValue::from_vec(vec![Value::Boolean(cancelled || task_cancelled)]))
 }
 
 /// `ctx:request(method, params)`: asks the client (elicitation, sampling,
@@ -224,6 +226,30 @@ fn ask_now(lua: &Cx, state: &ServerState, route: Route, asked: Vec<(Vec<u8>, Str
     Ok(MultiValue::from_vec(vec![Value::Table(answers)]))
 }
 
+/// `ctx:request(method, params, callback)` of a handler whose request is
+/// a task (the prelude calls this then): the task waits on the question
+/// (`input_required`, with `key`) until its client answers it with
+/// `tasks/update`, and the callback gets the answer then.
+pub(in crate::binding) fn ctx_task_ask(lua: &Cx, args: MultiValue) -> Outcome {
+    let (ud, route) = context_of(&arg(&args, 0), "request")?;
+    let state = ud.borrow::<ServerState>()?;
+    let (Value::String(key), Value::String(method), Value::Function(callback)) =
+        (arg(&args, 1), arg(&args, 2), arg(&args, 4))
+    else {
+        return Err(Error::BadInput("ctx:request: a task's question needs its method and a callback".into()).into());
+    };
+    let params = match arg(&args, 3) {
+        Value::Nil => Json::Object(vec![]),
+        v => encode_lua(lua, "params", &v)?,
+    };
+    let question = Json::object([("method", Json::Str(method.as_bytes().to_vec())), ("params", params)]);
+    let key = key.as_bytes().to_vec();
+    state.task_callbacks.borrow_mut().push((route.peer, key.clone(), callback));
+    state.task_questions.borrow_mut().push((route.peer, key, question));
+    send_later_answers(&state);
+    Ok(MultiValue::new())
+}
+
 /// `ctx:client_can(capability)`: whether the client declared it.
 pub(in crate::binding) fn ctx_client_can(_lua: &Cx, args: MultiValue) -> Outcome {
     let (ud, route) = context_of(&arg(&args, 0), "client_can")?;
@@ -266,12 +292,17 @@ pub(in crate::binding) fn ctx_finish(lua: &Cx, args: MultiValue) -> Outcome {
     };
     let (value, why) = (arg(&args, 1), arg(&args, 2));
     let answer = if value.is_nil() && !why.is_nil() {
-        Answer::Failed(words(lua, why))
+        // nil and { code =, message = }: the protocol's error.
+        match protocol_error(&why) {
+            Some(refused) => Answer::Refused(refused),
+            None => Answer::Failed(words(lua, why)),
+        }
     } else {
         answer_of(lua, shaped(lua, &method, &slot, value, &name.as_bytes()))
     };
     let name = name.as_bytes().to_vec();
-    state.answered_later.borrow_mut().push(LaterAnswer { route, id, method, name, answer });
+    let modern = ctx.raw_get::<Option<bool>>("_modern")?.unwrap_or(false);
+    state.answered_later.borrow_mut().push(LaterAnswer { route, id, method, name, answer, modern });
     send_later_answers(&state);
     Ok(MultiValue::new())
 }

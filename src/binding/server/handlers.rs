@@ -46,6 +46,19 @@ impl LuaHandlers<'_, '_> {
             }
             ctx.raw_set("_answers", given)?;
             ctx.raw_set("_modern", true)?;
+            let tasks = self
+                .state
+                .facts
+                .borrow()
+                .capabilities
+                .get("extensions")
+                .and_then(|e| e.get(crate::protocol::TASKS_EXTENSION))
+                .is_some();
+            let task_tool = self.slot(handler).is_some_and(|s| s.task);
+            if tasks && task_tool && call.method == "tools/call" {
+                // Its questions with a callback wait in its task.
+                ctx.raw_set("_task", true)?;
+            }
         }
         ctx.raw_set("_peer", self.route.peer)?;
         ctx.raw_set("_exchange", self.route.exchange)?;
@@ -73,6 +86,9 @@ impl LuaHandlers<'_, '_> {
                 if is_interrupt(&error) {
                     interrupt::request();
                     callback_failed(error.clone());
+                }
+                if let Some(refused) = protocol_error(&error) {
+                    *self.state.outcome.borrow_mut() = Some(Answer::Refused(refused));
                 }
                 Err(self.words(error))
             }
@@ -131,6 +147,22 @@ pub(super) fn answer_of(lua: &Cx, shaped: Outcome<Json>) -> Answer {
 /// A Lua value as words for the client.
 pub(super) fn words(lua: &Cx, value: Value) -> String {
     String::from_utf8_lossy(&lua_tostring(lua, value).unwrap_or_default()).into_owned()
+}
+
+/// A handler's `error({ code = N, message = '...' })`: the protocol's
+/// error, rather than a tool result that says it failed.
+pub(super) fn protocol_error(error: &Value) -> Option<crate::server::Refused> {
+    let Value::Table(error) = error else { return None };
+    let code = match error.raw_get::<Value>("code").ok()? {
+        Value::Integer(code) => code,
+        Value::Number(code) if code.fract() == 0.0 => code as i64,
+        _ => return None,
+    };
+    let message = match error.raw_get::<Value>("message").ok()? {
+        Value::String(m) => m.to_string_lossy(),
+        _ => return None,
+    };
+    Some(crate::server::Refused { code, message, data: None })
 }
 
 /// Whether a handler returned `ctx:later()`.

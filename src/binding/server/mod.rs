@@ -13,7 +13,7 @@ mod results;
 mod serving;
 
 pub(super) use context::{
-    ctx_ask, ctx_cancelled, ctx_client_can, ctx_close_stream, ctx_finish, ctx_notify, ctx_request,
+    ctx_ask, ctx_cancelled, ctx_client_can, ctx_close_stream, ctx_finish, ctx_notify, ctx_request, ctx_task_ask,
 };
 use outgoing::send_notices;
 pub(super) use serving::{serve_stdio, server_dispatch, server_fd, server_listen, server_run};
@@ -53,6 +53,8 @@ struct Slot {
     mime_type: Option<Json>,
     /// A prompt's or template's `complete`: argument name -> list or function.
     complete: Option<Table>,
+    /// A tool that may run as a task (`execution.taskSupport`).
+    task: bool,
 }
 
 /// A server, kept in its Lua object as `_state`.
@@ -68,6 +70,11 @@ pub(super) struct ServerState {
     /// How the handler running now ended its request when it could not
     /// go on: input its 2026-07-28 client must give first, or a refusal.
     outcome: RefCell<Option<crate::server::Answer>>,
+    /// Questions tasks' handlers asked (by the key of the request that
+    /// made the task), not yet handed to the core, and the callbacks
+    /// their answers go to.
+    task_questions: RefCell<Vec<(u64, Vec<u8>, Json)>>,
+    task_callbacks: RefCell<Vec<(u64, Vec<u8>, Function)>>,
     /// Answers given by `ctx:finish`, not sent yet.
     answered_later: RefCell<Vec<LaterAnswer>>,
     /// Over HTTP: what the poll thread shares (the doorbell of `fd()`).
@@ -96,6 +103,8 @@ struct LaterAnswer {
     method: String,
     name: Vec<u8>,
     answer: crate::server::Answer,
+    /// A 2026-07-28 request (its result is written as that revision's).
+    modern: bool,
 }
 
 enum Change {
@@ -143,6 +152,8 @@ pub(super) fn server_new(lua: &Cx, args: MultiValue) -> Outcome {
         asked: RefCell::new(Vec::new()),
         answered_later: RefCell::new(Vec::new()),
         outcome: RefCell::new(None),
+        task_questions: RefCell::new(Vec::new()),
+        task_callbacks: RefCell::new(Vec::new()),
         facts: RefCell::new(Facts::default()),
         max_message_bytes,
         request_timeout: read.seconds("request_timeout")?.unwrap_or(DEFAULT_REQUEST_TIMEOUT),
@@ -236,9 +247,11 @@ pub(super) fn server_add(lua: &Cx, args: MultiValue) -> Outcome {
     };
     let structured = wire.get("outputSchema").is_some();
     let mime_type = wire.get("mimeType").cloned();
+    let task = matches!(wire.get("execution").and_then(|e| e.get("taskSupport")),
+        Some(Json::Str(s)) if s == b"optional" || s == b"required");
     let mut slots = state.slots.borrow_mut();
     let handler = slots.len() as u64;
-    slots.push(Slot { function, structured, mime_type, complete });
+    slots.push(Slot { function, structured, mime_type, complete, task });
     drop(slots);
     let change = Change::Add(kind, wire, handler);
     apply(&state, change).map_err(|why| Error::BadInput(format!("server:{what}: {why}")))?;

@@ -38,12 +38,16 @@ pub(super) fn send_notices(state: &ServerState) -> Outcome<()> {
 /// Sends the answers given later, once the core is free to check them
 /// (`ctx:finish` may run inside another request's handler).
 pub(super) fn send_later_answers(state: &ServerState) {
-    let Ok(core) = state.core.try_borrow() else { return };
+    let Ok(mut core) = state.core.try_borrow_mut() else { return };
     let answers = std::mem::take(&mut *state.answered_later.borrow_mut());
-    for LaterAnswer { route, id, method, name, answer } in answers {
-        let reply = core.answer_later(&id, &method, &name, answer);
+    for LaterAnswer { route, id, method, name, answer, modern } in answers {
+        // None: the request became a task, which the answer settled.
+        let Some(reply) = core.answer_later(route.peer, (&id, &method, &name), answer, modern) else { continue };
         if let Some(channel) = state.channel.borrow_mut().as_mut() {
             let _ = channel.finish(route, &id, &reply);
         }
+    }
+    for (request, key, question) in std::mem::take(&mut *state.task_questions.borrow_mut()) {
+        core.task_asks(request, key, question);
     }
 }

@@ -14,6 +14,7 @@ use super::outgoing::{io_error, send_later_answers, send_notices};
 use super::results::unanswered_words;
 use super::{apply, state_of, Asked, ServerState};
 use crate::binding::boundary::callback_failed;
+use crate::binding::decode::to_lua;
 use crate::binding::lua::{arg, call_lua, Cx, Outcome, Raise};
 use crate::binding::readers::{wait_bound, Reader};
 use crate::codec::Json;
@@ -274,11 +275,31 @@ pub(super) fn serve_one(lua: &Cx, server: &Table, state: &ServerState, what: &st
         }
     }
     send_later_answers(state);
+    deliver_task_answers(lua, state)?;
     send_notices(state)?;
     if interrupt::requested() {
         return Err(Error::Interrupted { what: what.into() }.into());
     }
     Ok(Turn::Served)
+}
+
+/// Hands the answers a client gave its tasks' questions (`tasks/update`)
+/// to the callbacks that asked them.
+fn deliver_task_answers(lua: &Cx, state: &ServerState) -> Outcome<()> {
+    let answers = state.core.borrow_mut().take_task_answers();
+    for (request, key, answer) in answers {
+        let callback = {
+            let mut callbacks = state.task_callbacks.borrow_mut();
+            let at = callbacks.iter().position(|(r, k, _)| *r == request && *k == key);
+            at.map(|at| callbacks.remove(at).2)
+        };
+        if let Some(callback) = callback {
+            call_back(lua, callback, MultiValue::from_vec(vec![to_lua(lua, &answer)?]))?;
+        }
+    }
+    // A callback may have finished its task.
+    send_later_answers(state);
+    Ok(())
 }
 
 /// Hands a client's answer to the callback that asked for it.

@@ -41,8 +41,10 @@ use crate::interrupt;
 use crate::protocol::{self, SUPPORTED_VERSIONS};
 use crate::transport::poller::{self, Watched};
 
-/// The keys of stateless requests' clients: apart from the sessions'.
-const STATELESS_PEERS: PeerKey = 1 << 63;
+/// The keys of stateless requests' clients: apart from the sessions',
+/// and under 2^53, so that a handler's `ctx` carries them to Lua and back
+/// exactly, whatever its numbers (5.1 and LuaJIT have doubles only).
+const STATELESS_PEERS: PeerKey = 1 << 52;
 
 /// What `server:listen` was given.
 pub struct Options {

@@ -59,6 +59,7 @@ pub fn check(request: &Request, message: &Json) -> Result<(), (u16, Refused)> {
     let named = match method.as_str() {
         "tools/call" | "prompts/get" => "name",
         "resources/read" => "uri",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
         _ => return Ok(()),
     };
     let wanted = match message.get("params").and_then(|p| p.get(named)) {
