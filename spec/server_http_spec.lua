@@ -87,6 +87,16 @@ describe('a Lua server over Streamable HTTP', function()
     assert.same({ 'main.lua', 'mcp.lua' }, got.complete)
   end)
 
+  it('serves the TypeScript SDK client v2 at 2026-07-28 (stateless, questions in rounds) and at 2025-11-25 #peer', function()
+    for _, negotiation in ipairs({ 'auto', 'legacy' }) do
+      local out = H.command(string.format('cd %s/spec/peers && V2_NEGOTIATION=%s node v2_client.mjs %s', H.ROOT,
+        negotiation, url))
+      local got = trace.decode(out:match('([^\n]+)\n?$'))
+      assert.same({ negotiation == 'auto' and '2026-07-28' or '2025-11-25', '5', 'Hello, Grace', 'buy milk' },
+        { got.version, got.add, got.asked, got.today })
+    end
+  end)
+
   it('serves the Python SDK client #peer', function()
     local out = H.command(string.format('cd %s/spec/peers && python/bin/python stdio_client.py %s', H.ROOT, url))
     local got = trace.decode(out:match('([^\n]+)\n?$'))

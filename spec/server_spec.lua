@@ -288,6 +288,16 @@ describe('other clients of a Lua server', function()
     assert.same({ 'main.lua', 'mcp.lua' }, got.complete)
   end)
 
+  peer_it('the TypeScript SDK client v2, at 2026-07-28 and at 2025-11-25, lists, calls, answers an elicitation and reads #peer', function()
+    for _, negotiation in ipairs({ 'auto', 'legacy' }) do
+      local out = H.command(string.format('cd %s/spec/peers && V2_NEGOTIATION=%s node v2_client.mjs %s %s', H.ROOT,
+        negotiation, NOTES[1], NOTES[2]))
+      local got = trace.decode(out:match('([^\n]+)\n?$'))
+      assert.same({ version = negotiation == 'auto' and '2026-07-28' or '2025-11-25', add = '5', asked = 'Hello, Grace',
+        today = 'buy milk', prompt = 'Please review a.lua', tools = { 'add', 'note', 'ask_name', 'count', 'grow' } }, got)
+    end
+  end)
+
   peer_it('the Python SDK client lists, calls and reads #peer', function()
     local out = H.command(string.format('cd /tmp && %s/spec/peers/python/bin/python %s/spec/peers/stdio_client.py %s %s 2>/dev/null',
       H.ROOT, H.ROOT, NOTES[1], NOTES[2]))
