@@ -75,8 +75,10 @@ describe('a Lua server on mcp.server, over stdio', function()
     assert.has_error(function() client:call('nope', {}) end, 'MCP tools/call nope failed: Unknown tool: nope (code -32602)')
   end)
 
-  it('speaks 2026-07-28 to a client that does, asking for input in rounds (input_required) and running the handler again', function()
+  it('speaks 2026-07-28 to a client that does: questions in rounds (input_required), list changes on its subscriptions/listen', function()
+    local heard = {}
     local modern = mcp.new({ command = NOTES, era = 'modern',
+      on_list_changed = function(kind) heard[#heard + 1] = kind end,
       handlers = { ['elicitation/create'] = function(params)
         asked[#asked + 1] = params.message
         return { action = 'accept', content = { name = 'Cy' } }
@@ -85,6 +87,15 @@ describe('a Lua server on mcp.server, over stdio', function()
     assert.equal('modern', modern.era)
     assert.equal('Hello, Cy', (modern:call('ask_name', {})))
     assert.same({ 'Your name?' }, asked)
+    -- list changes come on its subscriptions/listen, opened once it listed
+    modern:discover()
+    modern:call('grow', {})
+    local deadline = os.time() + 10
+    while #heard == 0 and os.time() < deadline do
+      modern:dispatch()
+      mcp.wait_any({}, 0.05)
+    end
+    assert.same({ 'tools' }, heard)
     modern:close()
   end)
 

@@ -216,6 +216,18 @@ tool('test_input_required_result_capabilities', 'Asks only what the client decla
   return 'answered'
 end)
 
+-- A listener (subscriptions/listen) hears that these changed the lists.
+tool('test_trigger_tool_change', 'Adds a tool, so that the tool list changes', function()
+  server:tool({ name = 'test_added_tool', description = 'Added by test_trigger_tool_change' }, function() return 'added' end)
+  return 'the tool list changed'
+end)
+
+tool('test_trigger_prompt_change', 'Adds a prompt, so that the prompt list changes', function()
+  server:prompt({ name = 'test_added_prompt', description = 'Added by test_trigger_prompt_change' },
+    function() return 'added' end)
+  return 'the prompt list changed'
+end)
+
 tool('test_custom_header', 'Echoes the region it is routed by (Mcp-Param-Region)', function(args)
   return 'region: ' .. args.region
 end, { type = 'object', properties = { region = { type = 'string', ['x-mcp-header'] = 'Region' } },

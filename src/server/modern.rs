@@ -33,7 +33,7 @@ pub const UNSUPPORTED_VERSION: i64 = -32022;
 
 /// The methods served at 2026-07-28 (`initialize`, `ping`, `logging/*`
 /// and subscriptions by method are gone).
-pub const METHODS: [&str; 14] = [
+pub const METHODS: [&str; 15] = [
     "server/discover",
     "tools/list",
     "tools/call",
@@ -48,6 +48,7 @@ pub const METHODS: [&str; 14] = [
     "tasks/get",
     "tasks/update",
     "tasks/cancel",
+    "subscriptions/listen",
 ];
 
 /// Results the client may keep, and for how long: nothing here is kept
@@ -174,17 +175,25 @@ impl Server {
             }
             "resources/read" | "prompts/get" => self.with_inputs(message, &method, &params, handlers),
             "tasks/get" | "tasks/update" | "tasks/cancel" => self.task_method(message, &method, &params).map(Some),
+            "subscriptions/listen" => {
+                // Open until the client goes: what it hears are notices.
+                let id = message.get("id").cloned().unwrap_or_default();
+                self.peer(key).listen(id, params.get("notifications"));
+                Ok(None)
+            }
             _ => Err((METHOD_NOT_FOUND, format!("Method not found: {method}")).into()),
         }
     }
 
     fn discover(&self) -> Json {
+        // Changes are heard through subscriptions/listen.
+        let changing = || Json::object([("listChanged", Json::Bool(true))]);
         let capabilities = Json::object([
             ("completions", Json::Object(vec![])),
             ("logging", Json::Object(vec![])),
-            ("prompts", Json::Object(vec![])),
-            ("resources", Json::Object(vec![])),
-            ("tools", Json::Object(vec![])),
+            ("prompts", changing()),
+            ("resources", Json::object([("listChanged", Json::Bool(true)), ("subscribe", Json::Bool(true))])),
+            ("tools", changing()),
         ]);
         let capabilities = super::with_extensions(capabilities, self.extensions());
         let mut result = vec![

@@ -34,7 +34,21 @@ pub(super) struct Peer {
     /// Lists changed while serving, whose notices are owed.
     changed: Vec<Kind>,
     notices: Vec<Json>,
+    /// A 2026-07-28 client's `subscriptions/listen`: what it asked to
+    /// hear, and the id its notices carry.
+    listening: Option<Listen>,
 }
+
+/// What a `subscriptions/listen` request asked for.
+struct Listen {
+    id: Json,
+    tools: bool,
+    prompts: bool,
+    resources: bool,
+}
+
+/// The `_meta` key a subscription's notices carry its id under.
+pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// What a handler's `ctx` asks of its client's state.
 #[derive(Clone, Default)]
@@ -85,9 +99,74 @@ impl Peer {
     pub fn take_notices(&mut self) -> Vec<Json> {
         let mut notices = std::mem::take(&mut self.notices);
         for kind in std::mem::take(&mut self.changed) {
-            notices.push(protocol::notification(kind.changed_notification(), None));
+            let wanted = match (&self.listening, kind) {
+                (None, _) => true,
+                (Some(l), Kind::Tool) => l.tools,
+                (Some(l), Kind::Prompt) => l.prompts,
+                (Some(l), _) => l.resources,
+            };
+            if wanted {
+                notices.push(protocol::notification(kind.changed_notification(), self.tag(None)));
+            }
+        }
+        if self.listening.is_some() {
+            // The acknowledgement was tagged when made; the rest now.
+            for notice in notices.iter_mut() {
+                if let Some(params) = notice.get_mut("params") {
+                    if params.get("_meta").is_none() {
+                        *params = self.tag(Some(params.clone())).unwrap_or_default();
+                    }
+                } else if let Json::Object(pairs) = notice {
+                    pairs.push((b"params".to_vec(), self.tag(None).unwrap_or_default()));
+                }
+            }
         }
         notices
+    }
+
+    /// `params` with the subscription's id in `_meta`, for a listening
+    /// client (unchanged for others).
+    fn tag(&self, params: Option<Json>) -> Option<Json> {
+        let Some(listen) = &self.listening else { return params };
+        let mut pairs = match params.map(Json::into_tree) {
+            Some(Json::Object(pairs)) => pairs,
+            _ => Vec::new(),
+        };
+        pairs.retain(|(k, _)| k != b"_meta");
+        pairs.push((b"_meta".to_vec(), Json::object([(SUBSCRIPTION_ID, listen.id.clone())])));
+        Some(Json::Object(pairs))
+    }
+
+    /// `subscriptions/listen`: from now on this client hears what
+    /// `filter` asks for (of what this server can tell), starting with
+    /// the acknowledgement that says which.
+    pub fn listen(&mut self, id: Json, filter: Option<&Json>) {
+        let asked = |key: &str| filter.and_then(|f| f.get(key)).is_some_and(Json::is_truthy);
+        let (tools, prompts, resources) =
+            (asked("toolsListChanged"), asked("promptsListChanged"), asked("resourcesListChanged"));
+        let mut honored = Vec::new();
+        for (key, on) in
+            [("promptsListChanged", prompts), ("resourcesListChanged", resources), ("toolsListChanged", tools)]
+        {
+            if on {
+                honored.push((key, Json::Bool(true)));
+            }
+        }
+        if let Some(uris) = filter.and_then(|f| f.get("resourceSubscriptions")) {
+            let uris: Vec<Json> =
+                uris.elements().filter(|u| matches!(u, Json::Str(_))).take(MAX_SUBSCRIPTIONS).cloned().collect();
+            for uri in &uris {
+                if let Json::Str(uri) = uri {
+                    self.subscriptions.insert(uri.clone());
+                }
+            }
+            honored.push(("resourceSubscriptions", Json::Array(uris)));
+        }
+        self.initialized = true;
+        self.listening = Some(Listen { id: id.clone(), tools, prompts, resources });
+        let params =
+            Json::object([("_meta", Json::object([(SUBSCRIPTION_ID, id)])), ("notifications", Json::object(honored))]);
+        self.notices.push(protocol::notification("notifications/subscriptions/acknowledged", Some(params)));
     }
 
     pub fn subscribe(&mut self, method: &str, params: &Json) -> Result<Json, (i64, String)> {

@@ -213,6 +213,25 @@ impl Flights {
         true
     }
 
+    /// The open flight of client `peer` (a stateless one has one at most:
+    /// its request, or its `subscriptions/listen`).
+    pub fn of_peer(&mut self, peer: PeerKey) -> Option<(u64, &mut Flight)> {
+        self.open.iter_mut().find(|(_, f)| f.peer == peer && !f.answered).map(|(e, f)| (*e, f))
+    }
+
+    /// Forgets the flights whose client hung up before they were
+    /// answered (a `subscriptions/listen` the client closed): their
+    /// clients.
+    pub fn hung_up(&mut self) -> Vec<PeerKey> {
+        let gone: Vec<u64> = self
+            .open
+            .iter()
+            .filter(|(_, f)| !f.answered && f.connection.as_ref().is_some_and(|c| c.is_dead()))
+            .map(|(e, _)| *e)
+            .collect();
+        gone.into_iter().filter_map(|e| self.open.remove(&e)).map(|f| f.peer).collect()
+    }
+
     pub fn drain(&mut self) -> Vec<Flight> {
         self.waiting.clear();
         self.open.drain().map(|(_, f)| f).collect()

@@ -323,6 +323,7 @@ impl HttpLink {
             return;
         }
         self.last_expiry = now;
+        self.gone.extend(self.flights.hung_up());
         for session in self.sessions.expire(now) {
             end_stream(&session);
             self.gone.push_back(session.peer);
@@ -377,9 +378,16 @@ impl Link for HttpLink {
 
     fn send(&mut self, route: Route, message: &Json) -> io::Result<()> {
         let unsent = self.limits().unsent_bytes;
-        match self.flights.get_mut(route.exchange) {
-            Some(flight) => flight.send(route.exchange, encode(message), unsent),
-            None => self.send_unasked(route.peer, message),
+        if let Some(flight) = self.flights.get_mut(route.exchange) {
+            flight.send(route.exchange, encode(message), unsent);
+        } else if route.peer & STATELESS_PEERS != 0 {
+            // A stateless client hears what it is told unasked on its
+            // subscriptions/listen, if it has one.
+            if let Some((exchange, flight)) = self.flights.of_peer(route.peer) {
+                flight.send(exchange, encode(message), unsent);
+            }
+        } else {
+            self.send_unasked(route.peer, message);
         }
         Ok(())
     }
