@@ -76,6 +76,17 @@ if [ "${1:-test}" != demo ]; then
   if [ ! -x "$tasks_peer" ] || [ -n "$(find spec/peers/rmcp_tasks -newer "$tasks_peer" -type f | head -1)" ]; then
     cargo build --quiet --release --locked --manifest-path spec/peers/rmcp_tasks/Cargo.toml --target-dir target/peers
   fi
+  # The rmcp client (bench/rmcp_client, its own lock), a client of the Lua
+  # server in the server specs, over stdio: built without its HTTP
+  # transport (reqwest would double its build), beside the Tasks peer with
+  # that peer's profile, so that the crates both locks agree on are built
+  # once (make bench builds the whole client, optimised, for the timings).
+  rmcp_client=target/peers/release/rmcp-bench-client
+  if [ ! -x "$rmcp_client" ] || [ -n "$(find bench/rmcp_client -newer "$rmcp_client" -type f | head -1)" ]; then
+    CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_INCREMENTAL=false \
+      cargo build --quiet --release --locked --no-default-features \
+      --manifest-path bench/rmcp_client/Cargo.toml --target-dir target/peers
+  fi
   # The legacy Python peer (the SDK's last 1.x), pinned by
   # spec/peers/requirements-v1.txt, in a virtual environment of its own.
   if [ ! -x spec/peers/python-v1/bin/mcp ] ||

@@ -137,6 +137,16 @@ describe('where a Lua HTTP server may listen', function()
       .. 'this server: pass opts.token (clients then send Authorization: Bearer TOKEN)', err)
   end)
 
+  it('after close, nothing listens: a request is refused by the system, and the port is free again', function()
+    local server = mcp.server({ name = 'closing' })
+    local url = server:listen({ port = 0 })
+    assert.equal(true, server:run(0))
+    server:close()
+    local status = curl(url, INIT)
+    assert.is_nil(status)
+    assert.same({ false, 'server:run: call server:listen first' }, { pcall(server.run, server, 0.01) })
+  end)
+
   it('with a token, answers 401 and the challenge without it, and serves a client that sends it', function()
     local url, stop = lua_http({ token = 's3cret' })
     local status, body, raw = curl(url, INIT)
@@ -194,6 +204,22 @@ describe('what a hostile client may send a Lua HTTP server #peer', function()
     local batch = check('batch')
     assert.same({ 400, 'Invalid Request: one JSON-RPC message per POST' },
       { batch.status, trace.decode(batch.body).error.message })
+  end)
+
+  it('a body of 20,000 nested arrays is refused as too deep, and the server serves on', function()
+    local got = check('deep')
+    assert.equal(400, got.status)
+    assert.equal(-32700, trace.decode(got.body).error.code)
+    assert.is_true(got.answered_after)
+  end)
+
+  it('two calls with the same id at once are each answered, on their own connections', function()
+    local got = check('duplicate-ids')
+    assert.same({ 200, 200 }, got.statuses)
+    for _, body in ipairs(got.bodies) do
+      local reply = trace.decode(body)
+      assert.same({ 7, '3' }, { reply.id, reply.result.content[1].text })
+    end
   end)
 
   it('a forged session and one used after DELETE are 404', function()

@@ -309,6 +309,17 @@ describe('other clients of a Lua server', function()
     end
   end)
 
+  peer_it('the rmcp client (3.11) connects, lists and calls #peer', function()
+    local report = H.tmpname()
+    local argv = mcp.json_encode(NOTES)
+    local out = H.command(string.format("%s/target/peers/release/rmcp-bench-client stdio '%s' add '{\"a\":2,\"b\":3}' 3 %s 2>&1",
+      H.ROOT, argv, report))
+    local got = trace.decode(H.slurp(report) or 'null')
+    os.remove(report)
+    assert.is_table(got, out)
+    assert.equal(3, #got.calls_us)
+  end)
+
   peer_it('the Python SDK client lists, calls and reads #peer', function()
     local out = H.command(string.format('cd /tmp && %s/spec/peers/python/bin/python %s/spec/peers/stdio_client.py %s %s 2>/dev/null',
       H.ROOT, H.ROOT, NOTES[1], NOTES[2]))

@@ -15,6 +15,8 @@ Checks:
   never-reads   a call whose event stream is 64 MB of progress, never read:
                 whether the server cut it off and its memory after
   forged        a made-up session id, and one used after DELETE
+  deep          a body of 20,000 nested arrays
+  duplicate-ids two calls with the same id at once, on two connections
 """
 import json
 import socket
@@ -188,6 +190,26 @@ def forged():
     return {"fake": fake["status"], "delete": deleted["status"], "after_delete": after["status"]}
 
 
+def deep():
+    session = initialize()
+    body = b'{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"add","arguments":' + b"[" * 20000 + b"]" * 20000 + b"}}"
+    reply = exchange(body, {"Mcp-Session-Id": session})
+    return {"status": reply["status"], "body": reply["body"], "answered_after": answered(session)}
+
+
+def duplicate_ids():
+    session = initialize()
+    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                       "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}).encode()
+    first, second = connect(), connect()
+    first.sendall(request(body, {"Mcp-Session-Id": session}))
+    second.sendall(request(body, {"Mcp-Session-Id": session}))
+    replies = [read_response(first), read_response(second)]
+    first.close()
+    second.close()
+    return {"statuses": [r["status"] for r in replies], "bodies": [r["body"] for r in replies]}
+
+
 CHECKS = {
     "big-body": big_body,
     "big-head": big_head,
@@ -198,6 +220,8 @@ CHECKS = {
     "connections": connections,
     "never-reads": never_reads,
     "forged": forged,
+    "deep": deep,
+    "duplicate-ids": duplicate_ids,
 }
 
 print(json.dumps(CHECKS[sys.argv[2]]()))

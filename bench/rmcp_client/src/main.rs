@@ -12,7 +12,9 @@
 use std::time::Instant;
 
 use rmcp::model::CallToolRequestParams;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+#[cfg(feature = "http")]
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::TokioChildProcess;
 use rmcp::ServiceExt;
 use serde_json::{json, Value};
 
@@ -38,7 +40,10 @@ async fn main() -> Result<(), Failure> {
             process.args(&command[1..]).stderr(std::process::Stdio::null());
             ().serve(TokioChildProcess::new(process)?).await?
         }
+        #[cfg(feature = "http")]
         _ => ().serve(StreamableHttpClientTransport::from_uri(target.as_str())).await?,
+        #[cfg(not(feature = "http"))]
+        _ => return Err("built without the http feature: stdio only".into()),
     };
     let connected = started.elapsed();
     client.list_all_tools().await?;
