@@ -97,6 +97,14 @@ describe('a Lua server over Streamable HTTP', function()
     end
   end)
 
+  it('serves the MCP Inspector\'s CLI (2.12): lists and calls #peer', function()
+    local out = H.command(string.format('cd %s/spec/peers && MCP_CATALOG_PATH=%s node_modules/.bin/mcp-inspector --cli %s '
+      .. '--method tools/call --tool-name add --tool-arg a=2 --tool-arg b=3 2>/dev/null', H.ROOT, H.tmpname(), url))
+    local called = trace.decode(out:match('(%b{})'))
+    assert.is_table(called, out)
+    assert.equal('5', called.content[1].text)
+  end)
+
   it('serves the Python SDK client #peer', function()
     local out = H.command(string.format('cd %s/spec/peers && python/bin/python stdio_client.py %s', H.ROOT, url))
     local got = trace.decode(out:match('([^\n]+)\n?$'))

@@ -320,6 +320,21 @@ describe('other clients of a Lua server', function()
     assert.equal(3, #got.calls_us)
   end)
 
+  peer_it('the MCP Inspector\'s CLI (2.12) lists tools and skills and calls #peer', function()
+    local function inspect(args)
+      local out = H.command(string.format('cd %s/spec/peers && MCP_CATALOG_PATH=%s node_modules/.bin/mcp-inspector --cli %s %s %s 2>/dev/null',
+        H.ROOT, H.tmpname(), NOTES[1], NOTES[2], args))
+      return trace.decode(out:match('(%b{})')), out
+    end
+    local listed, out = inspect('--method tools/list')
+    assert.is_table(listed, out)
+    assert.equal('add', listed.tools[1].name)
+    local called = inspect('--method tools/call --tool-name add --tool-arg a=2 --tool-arg b=3')
+    assert.equal('5', called.content[1].text)
+    local skills = inspect('--method skills/list')
+    assert.equal('skill://notes/note-taking/SKILL.md', skills.skills[1].uri)
+  end)
+
   peer_it('the Python SDK client lists, calls and reads #peer', function()
     local out = H.command(string.format('cd /tmp && %s/spec/peers/python/bin/python %s/spec/peers/stdio_client.py %s %s 2>/dev/null',
       H.ROOT, H.ROOT, NOTES[1], NOTES[2]))
