@@ -200,6 +200,31 @@ describe('config files', function()
     os.execute('rm -rf ' .. dir)
   end)
 
+  it("a project's file over the user's: its servers replace theirs by name, disable them, and each says its file", function()
+    local user = write([[{"mcpServers": {
+      "counter": {"command": "lua5.4", "args": ["user.lua"]},
+      "notes": {"command": "lua5.4", "args": ["notes.lua"]},
+      "kept": {"command": "lua5.4", "args": ["kept.lua"]} }}]])
+    local project = write([[{"mcpServers": {
+      "counter": {"command": "lua5.4", "args": ["project.lua"]},
+      "notes": {"disabled": true} }}]])
+    local specs = mcp.load_config({ user, H.tmpname() .. '-not-there.json', project })
+    assert.same({ 'lua5.4', 'project.lua' }, specs.counter.command)
+    assert.equal(project, specs.counter.config_file)
+    assert.is_true(specs.notes.disabled)
+    assert.equal(project, specs.notes.config_file)
+    assert.same({ 'lua5.4', 'kept.lua' }, specs.kept.command)
+    assert.equal(user, specs.kept.config_file)
+    local clients = mcp.connect(specs)
+    assert.is_nil(clients.notes)
+    for _, client in pairs(clients) do client:close() end
+    os.remove(user)
+    os.remove(project)
+    local ok, err = pcall(mcp.load_config, { user, 42 })
+    assert.is_false(ok)
+    assert.equal('mcp.load_config: the configs must be paths or tables, got number at 2', err)
+  end)
+
   it('the old SSE transport and other mistakes are refused with what to do', function()
     local cases = {
       { { mcpServers = { legacy = { type = 'sse', url = 'http://127.0.0.1:1/sse' } } },

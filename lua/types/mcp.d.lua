@@ -454,14 +454,17 @@ function mcp.json_encode(value) end
 ---@field name string
 ---@field disabled boolean
 ---@field auto_approve string[]           Tools mounted with requires_approval = false (autoApprove, alwaysAllow).
+---@field config_file? string             The file it came from (nil for a table).
 
 ---@class mcp.ConfigOptions
 ---@field env? table<string, string>      Variables instead of the process environment.
 ---@field workspace? string               ${workspaceFolder}; for a table, where relative cwd and envFile start (a file's own directory is where they start for a file).
 ---@field input? fun(id: string, spec: table?): string  Supplies ${input:ID} (VS Code's inputs).
 
----Reads an mcpServers file (Claude, Cursor, Cline, Windsurf) or a VS Code mcp.json, or such a table.
----@param source string|table
+---Reads an mcpServers file (Claude, Cursor, Cline, Windsurf) or a VS Code mcp.json, or such a table; or a list
+---of them in order (the user's, then a project's), a later one's server of a name replacing an earlier one's and
+---a file that is not there skipped.
+---@param source string|table|(string|table)[]
 ---@param opts? mcp.ConfigOptions
 ---@return table<string, mcp.ServerSpec>
 function mcp.load_config(source, opts) end

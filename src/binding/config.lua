@@ -245,8 +245,31 @@ local function server_spec(name, entry, ctx)
   return spec
 end
 
+-- A list of configs, in order (the user's file, then a project's): a
+-- later one's server of a name replaces an earlier one's, whole, so a
+-- project can change a server or disable it (`"disabled": true`) as hosts
+-- let it. A file of the list that is not there is skipped: most projects
+-- have none.
+local function load_in_order(sources, opts)
+  local merged = {}
+  for i, source in ipairs(sources) do
+    local missing = false
+    if type(source) == "string" then
+      local f, why = io.open(source, "rb")
+      if f then f:close() else missing = tostring(why):find("No such file", 1, true) ~= nil end
+    elseif type(source) ~= "table" then
+      fail("the configs must be paths or tables, got " .. type(source) .. " at " .. i)
+    end
+    if not missing then
+      for name, spec in pairs(mcp.load_config(source, opts)) do merged[name] = spec end
+    end
+  end
+  return merged
+end
+
 function mcp.load_config(source, opts)
   opts = opts or {}
+  if type(source) == "table" and source[1] ~= nil then return load_in_order(source, opts) end
   local config, base = source, nil
   if type(source) == "string" then
     base = source:match("^(.*)[/\\][^/\\]*$") or "."
@@ -279,6 +302,8 @@ function mcp.load_config(source, opts)
   local specs = {}
   for name, entry in pairs(servers) do
     specs[name] = server_spec(name, entry, ctx)
+    -- Which file it came from (nil for a table).
+    specs[name].config_file = ctx.path
   end
   return specs
 end
