@@ -272,6 +272,24 @@ describe('what a client may send a Lua server', function()
   end)
 end)
 
+describe("this module's client, on a Lua server's listings", function()
+  it('keeps titles and only https: and data: icons of resources, templates and prompts, blocking or not', function()
+    local client = mcp.new({ command = { H.LUA, H.ROOT .. '/spec/servers/icons.lua' } })
+    local function look(items)
+      local srcs = {}
+      for _, icon in ipairs(items[1].icons) do srcs[#srcs + 1] = icon.src end
+      return { items[1].title, srcs }
+    end
+    local safe = { 'https://example.com/a.png', 'data:image/png;base64,AAAA' }
+    assert.same({ 'One', safe }, look(client:list_resources()))
+    assert.same({ 'Numbered', safe }, look(client:list_resource_templates()))
+    assert.same({ 'Greeting', safe }, look(client:list_prompts()))
+    local handle = client:list_prompts_async()
+    assert.same({ 'Greeting', safe }, look(handle:wait(10)))
+    client:close()
+  end)
+end)
+
 -- The SDKs' clients run on the Linux side only, and so does the pure
 -- mcp.lua's stdio (a shell pipeline per request).
 local peer_it = H.WINDOWS and pending or it

@@ -30,7 +30,7 @@ use super::fields::tool_label;
 use super::fixture::{call_batch, discover_batch};
 use super::host::LuaHost;
 use super::lua::{arg, call_lua, client_arg, lua_type, Cx, Outcome, Raise};
-use super::results::{call_return, joined_field, result_shape, tool_listing, Kind};
+use super::results::{call_return, listed_items, result_shape, tool_listing, Kind};
 use crate::client::{Client, Operation, Request, Ticket};
 use crate::codec::Json;
 use crate::error::{Error, Result};
@@ -190,7 +190,7 @@ pub(super) fn returns_of(lua: &Cx, state: &HandleState, client: Option<&Table>) 
         Some(Settled::Core(Ok(result))) => match (state.kind, result) {
             (Kind::Call, result) => call_return(lua, result.clone()),
             (Kind::Pages { field }, Json::Array(pages)) => {
-                Ok(MultiValue::from_vec(vec![Value::Table(joined_field(lua, pages, field)?)]))
+                Ok(MultiValue::from_vec(vec![Value::Table(listed_items(lua, pages, field)?)]))
             }
             (_, result) => Ok(MultiValue::from_vec(vec![to_lua(lua, result)?])),
         },

@@ -19,7 +19,7 @@ use super::fields::{initialize_request, next_id, tool_label};
 use super::fixture::{batch_handshake, call_batch, discover_batch, exchange_batch};
 use super::lua::{arg, client_arg, lua_type, truthy, Cx, Outcome, Raise};
 use super::options::{callbacks_of, json_types_option, read_options};
-use super::results::{call_return, joined_field, list_field, tool_listing};
+use super::results::{call_return, list_field, listed_items, tool_listing};
 use crate::client::{Operation, Request, Shape};
 use crate::codec::Json;
 use crate::error::Error;
@@ -211,8 +211,7 @@ pub(super) fn list(lua: &Cx, args: MultiValue) -> Outcome {
     let request = Request::new(&method, Json::Object(vec![]), Rc::from(method.as_str())).shape(Shape::Pages);
     let pages = with_client(lua, &client, Borrower::Method, |core, host| run_blocking(core, host, request, &opts))?;
     let Json::Array(pages) = pages else { return Err(Error::NoResponse { what: method }.into()) };
-    let all = joined_field(lua, &pages, field)?;
-    Ok(MultiValue::from_vec(vec![Value::Table(all)]))
+    Ok(MultiValue::from_vec(vec![Value::Table(listed_items(lua, &pages, field)?)]))
 }
 
 /// `client:id()`: the next request id, as the reference counts them.

@@ -184,11 +184,20 @@ pub(super) fn result_shape(method: &str, shape: &Value) -> Outcome<(Shape, Kind)
     }
 }
 
-/// Drops the icons of each tool whose `src` is not an `https:` or `data:`
-/// URI: an agent or editor that shows icons would otherwise fetch `http:`,
-/// `file:` or `javascript:` addresses a server chose (the 2025-11-25
-/// revision asks clients for this). Done on the tool tables once they are
-/// in Lua, so the list needs no tree. A tool list that was a JSON object, or icons that were
+/// The items of every page of a list, in one array, their unsafe icons
+/// dropped (`client:list`, `list_resources` and friends, async or not).
+pub(super) fn listed_items(lua: &Cx, pages: &[Json], field: &str) -> Outcome<Table> {
+    let items = joined_field(lua, pages, field)?;
+    keep_safe_icons(&items)?;
+    Ok(items)
+}
+
+/// Drops the icons of each item (a tool, resource, template or prompt)
+/// whose `src` is not an `https:` or `data:` URI: an agent or editor that
+/// shows icons would otherwise fetch `http:`, `file:` or `javascript:`
+/// addresses a server chose (the 2025-11-25 revision asks clients for
+/// this). Done on the tables once they are in Lua, so the list needs no
+/// tree. A tool list that was a JSON object, or icons that were
 /// one, decode to tables with string keys only (length 0) and are left
 /// alone, as the tree's rule leaves anything but an array alone.
 pub(super) fn keep_safe_icons(tools: &Table) -> Outcome<()> {
