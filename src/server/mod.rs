@@ -86,13 +86,18 @@ impl From<(i64, String)> for Refused {
 }
 
 impl Refused {
-    /// The error response to request `id`.
-    pub fn to_response(&self, id: Json) -> Json {
+    /// The JSON-RPC error object.
+    pub fn to_error(&self) -> Json {
         let mut error = vec![("code", Json::Int(self.code)), ("message", Json::str(&self.message))];
         if let Some(data) = &self.data {
             error.push(("data", data.clone()));
         }
-        Json::object([("error", Json::object(error)), ("id", id), ("jsonrpc", Json::str("2.0"))])
+        Json::object(error)
+    }
+
+    /// The error response to request `id`.
+    pub fn to_response(&self, id: Json) -> Json {
+        Json::object([("error", self.to_error()), ("id", id), ("jsonrpc", Json::str("2.0"))])
     }
 }
 
@@ -237,6 +242,25 @@ impl Server {
             Some(Json::Str(name)) => skills::authority(&String::from_utf8_lossy(name)),
             _ => skills::authority(""),
         }
+    }
+
+    /// What this server can do, the same at every revision (at 2026-07-28
+    /// list changes and resource updates are heard through
+    /// `subscriptions/listen`), with the extensions it declares.
+    fn capabilities(&self) -> Json {
+        let changing = || Json::object([("listChanged", Json::Bool(true))]);
+        let mut pairs = vec![
+            ("completions", Json::Object(vec![])),
+            ("logging", Json::Object(vec![])),
+            ("prompts", changing()),
+            ("resources", Json::object([("listChanged", Json::Bool(true)), ("subscribe", Json::Bool(true))])),
+            ("tools", changing()),
+        ];
+        if let Some(extensions) = self.extensions() {
+            pairs.push(("extensions", extensions));
+        }
+        pairs.sort_by(|a, b| a.0.cmp(b.0));
+        Json::object(pairs)
     }
 
     /// The extensions this server declares: Skills once it has a skill,
@@ -408,7 +432,7 @@ impl Server {
         if let Some(task) = self.task_of.remove(&peer) {
             let outcome = match reply {
                 Ok(result) => Ok(result.unwrap_or_default()),
-                Err(refused) => Err(refused.to_response(Json::Null).take("error").unwrap_or_default()),
+                Err(refused) => Err(refused.to_error()),
             };
             self.tasks.settle(&task, outcome);
             return None;
@@ -432,17 +456,8 @@ impl Server {
         let peer = self.peer(key);
         peer.capabilities = params.get("capabilities").cloned().unwrap_or(Json::Object(vec![]));
         peer.version = Some(version.clone());
-        let changing = || Json::object([("listChanged", Json::Bool(true))]);
-        let capabilities = Json::object([
-            ("completions", Json::Object(vec![])),
-            ("logging", Json::Object(vec![])),
-            ("prompts", changing()),
-            ("resources", Json::object([("listChanged", Json::Bool(true)), ("subscribe", Json::Bool(true))])),
-            ("tools", changing()),
-        ]);
-        let capabilities = with_extensions(capabilities, self.extensions());
         let mut result = vec![
-            (b"capabilities".to_vec(), capabilities),
+            (b"capabilities".to_vec(), self.capabilities()),
             (b"protocolVersion".to_vec(), Json::str(&version)),
             (b"serverInfo".to_vec(), self.info.clone()),
         ];
@@ -636,14 +651,6 @@ fn unanswered(answer: Answer) -> Reply {
         Answer::Refused(refused) => Err(refused),
         Answer::Result(_) | Answer::Failed(_) => unreachable!("results are shaped by their method"),
     }
-}
-
-/// `capabilities` with `extensions` when there are any.
-fn with_extensions(capabilities: Json, extensions: Option<Json>) -> Json {
-    let (Json::Object(mut pairs), Some(extensions)) = (capabilities.clone(), extensions) else { return capabilities };
-    pairs.push((b"extensions".to_vec(), extensions));
-    pairs.sort_by(|a, b| a.0.cmp(&b.0));
-    Json::Object(pairs)
 }
 
 /// A tool result that says the call failed, in words for the model.

@@ -117,7 +117,7 @@ pub fn header_value(raw: &[u8]) -> Option<Vec<u8>> {
 impl Server {
     /// A 2026-07-28 request (see the header). `headers`: over HTTP, the
     /// request's headers (names in lower case), for `Mcp-Param-*`.
-    pub fn handle_modern(
+    pub(super) fn handle_modern(
         &mut self,
         key: PeerKey,
         message: &Json,
@@ -186,18 +186,8 @@ impl Server {
     }
 
     fn discover(&self) -> Json {
-        // Changes are heard through subscriptions/listen.
-        let changing = || Json::object([("listChanged", Json::Bool(true))]);
-        let capabilities = Json::object([
-            ("completions", Json::Object(vec![])),
-            ("logging", Json::Object(vec![])),
-            ("prompts", changing()),
-            ("resources", Json::object([("listChanged", Json::Bool(true)), ("subscribe", Json::Bool(true))])),
-            ("tools", changing()),
-        ]);
-        let capabilities = super::with_extensions(capabilities, self.extensions());
         let mut result = vec![
-            (b"capabilities".to_vec(), capabilities),
+            (b"capabilities".to_vec(), self.capabilities()),
             (b"supportedVersions".to_vec(), Json::Array(MODERN_VERSIONS.iter().map(|v| Json::str(*v)).collect())),
         ];
         if let Some(instructions) = &self.instructions {
@@ -419,6 +409,9 @@ impl Server {
                 Ok(self.tasks.describe(&id, true))
             }
             None => {
+                // Requests whose task is over, or gone, need no mapping.
+                let tasks = &self.tasks;
+                self.task_of.retain(|_, id| tasks.is_open(id));
                 let id = self.tasks.create(Vec::new());
                 self.task_of.insert(key, id.clone());
                 Ok(self.tasks.describe(&id, true))
@@ -470,6 +463,11 @@ impl Server {
     /// Answers to tasks' questions, for the handlers that asked them.
     pub fn take_task_answers(&mut self) -> Vec<(PeerKey, Vec<u8>, Json)> {
         std::mem::take(&mut self.task_answers)
+    }
+
+    /// Whether the task request `request` made may still ask or settle.
+    pub fn task_open(&self, request: PeerKey) -> bool {
+        self.task_of.get(&request).is_some_and(|id| self.tasks.is_open(id))
     }
 
     /// Whether the task request `request` made was cancelled.

@@ -86,6 +86,11 @@ impl Tasks {
         }
     }
 
+    /// Whether it is there and not over: its work may still settle it.
+    pub fn is_open(&self, id: &str) -> bool {
+        self.tasks.get(id).is_some_and(|t| !t.status.is_terminal())
+    }
+
     pub fn exists(&self, id: &str) -> bool {
         self.tasks.contains_key(id)
     }

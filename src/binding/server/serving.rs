@@ -299,6 +299,11 @@ fn deliver_task_answers(lua: &Cx, state: &ServerState) -> Outcome<()> {
     }
     // A callback may have finished its task.
     send_later_answers(state);
+    // The questions of a task that is over (cancelled, settled) will
+    // never be answered: their callbacks go.
+    if let Ok(core) = state.core.try_borrow() {
+        state.task_callbacks.borrow_mut().retain(|(request, _, _)| core.task_open(*request));
+    }
     Ok(())
 }
 
