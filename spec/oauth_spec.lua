@@ -560,8 +560,11 @@ describe('OAuth login', function()
     local cases = {
       { { auth = { client_secrt = 'x' } },
         'mcp.new: opts.auth.client_secrt is not an option (opts.auth takes token, or a login: assertion, authorize,'
-          .. ' client_id, client_metadata_url, client_name, client_secret, grant, idp, issuer, login_timeout, private_key_pem,'
-          .. ' redirect_uri, store)' },
+          .. ' client_id, client_metadata_url, client_name, client_secret, dpop, grant, idp, issuer, login_timeout,'
+          .. ' private_key_pem, redirect_uri, store)' },
+      { { auth = { dpop = 'yes' } }, 'mcp.new: opts.auth.dpop must be a boolean' },
+      { { auth = { token = 'static', dpop = true } },
+        'mcp.new: give opts.auth.token or a login (opts.auth.dpop and the like), not both' },
       { { auth = { grant = 'password' } },
         'mcp.new: opts.auth.grant must be "authorization_code", "client_credentials", "identity_assertion" or'
           .. ' "jwt_bearer", got "password"' },

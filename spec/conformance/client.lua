@@ -8,7 +8,8 @@
 -- credentials MCP_CONFORMANCE_CONTEXT carries, by the grant they are for
 -- (none: the browser flow, registering as it can), discover, make the
 -- calls the context asks for (toolCalls) or else call each tool with
--- arguments its schema asks for, close.
+-- arguments its schema asks for, close. DPoP where the authorization
+-- server offers it.
 local root = (arg[0]:match('^(.*)/[^/]*$') or '.') .. '/../..'
 local mcp = assert(package.loadlib(root .. '/mcp.so', 'luaopen_mcp'))()
 
@@ -56,15 +57,19 @@ local function well_known(url, name)
   return origin .. '/.well-known/' .. name .. (path:gsub('/$', ''))
 end
 
--- The grants the MCP server's authorization server offers, found the way
--- any client finds them: the resource's metadata names the server, whose
--- metadata lists them (RFC 8414's default when it does not: the code flow).
-local function offered_grants(resource)
+-- The MCP server's authorization server's metadata, found the way any
+-- client finds it: the resource's metadata names the server.
+local function issuer_metadata(resource)
   local prm = get_json(well_known(resource, 'oauth-protected-resource'))
     or get_json(well_known(resource:match('^https?://[^/?#]+'), 'oauth-protected-resource'))
   local issuer = prm and type(prm.authorization_servers) == 'table' and prm.authorization_servers[1]
-  local metadata = type(issuer) == 'string' and (get_json(well_known(issuer, 'oauth-authorization-server'))
+  return type(issuer) == 'string' and (get_json(well_known(issuer, 'oauth-authorization-server'))
     or get_json(well_known(issuer, 'openid-configuration'))) or {}
+end
+
+-- The grants it offers (RFC 8414's default when it names none: the code flow).
+local function offered_grants(resource)
+  local metadata = issuer_metadata(resource)
   local grants = {}
   for _, grant in ipairs(metadata.grant_types_supported or { 'authorization_code' }) do grants[grant] = true end
   return grants
@@ -108,6 +113,12 @@ elseif context.client_id and context.client_secret then
   end
 elseif context.client_id then
   auth.client_id = context.client_id
+end
+
+-- DPoP-bound tokens where the authorization server signs them with a key
+-- this client can make (ES256), as an agent that opts in would ask.
+for _, alg in ipairs(issuer_metadata(url).dpop_signing_alg_values_supported or {}) do
+  if alg == 'ES256' then auth.dpop = true end
 end
 
 local client = mcp.new({ url = url, timeout = 20, auth = auth,

@@ -33,11 +33,14 @@ pub struct Challenge {
 
 /// Reads the `Bearer` challenge of a `WWW-Authenticate` value (RFC 9110
 /// auth-params: `name=token` or `name="quoted"`, comma-separated; other
-/// schemes' challenges may stand beside it).
+/// schemes' challenges may stand beside it), or the `DPoP` one where a
+/// server that wants DPoP-bound tokens gives no `Bearer` one: its
+/// parameters mean the same (RFC 9449 section 7.1).
 pub fn parse_challenge(header: &str) -> Challenge {
-    let mut challenge = Challenge::default();
+    let (mut bearer, mut dpop) = (Challenge::default(), Challenge::default());
+    let mut saw_bearer = false;
     let mut rest = header.trim();
-    let mut in_bearer = false;
+    let mut in_challenge: Option<bool> = None;
     while !rest.is_empty() {
         rest = rest.trim_start_matches([',', ' ', '\t']);
         let name_end = rest.find(|c: char| c == '=' || c == ',' || c.is_whitespace()).unwrap_or(rest.len());
@@ -45,7 +48,12 @@ pub fn parse_challenge(header: &str) -> Challenge {
         let after = rest[name_end..].trim_start_matches([' ', '\t']);
         if !after.starts_with('=') || after.starts_with("==") {
             // A scheme name (or a token68 after one): a new challenge.
-            in_bearer = name.eq_ignore_ascii_case("bearer");
+            in_challenge = match name {
+                n if n.eq_ignore_ascii_case("bearer") => Some(true),
+                n if n.eq_ignore_ascii_case("dpop") => Some(false),
+                _ => None,
+            };
+            saw_bearer |= in_challenge == Some(true);
             rest = after;
             if name.is_empty() {
                 break;
@@ -79,7 +87,8 @@ pub fn parse_challenge(header: &str) -> Challenge {
                 (after[..end].to_string(), &after[end..])
             }
         };
-        if in_bearer {
+        if let Some(is_bearer) = in_challenge {
+            let challenge = if is_bearer { &mut bearer } else { &mut dpop };
             match name.to_ascii_lowercase().as_str() {
                 "resource_metadata" => challenge.resource_metadata = Some(value),
                 "scope" => challenge.scope = Some(value),
@@ -89,7 +98,11 @@ pub fn parse_challenge(header: &str) -> Challenge {
         }
         rest = left;
     }
-    challenge
+    if saw_bearer {
+        bearer
+    } else {
+        dpop
+    }
 }
 
 /// The protected-resource metadata URLs to try, in order, for a server
@@ -224,6 +237,9 @@ mod tests {
     fn parameters_of_another_scheme_are_not_taken_for_bearer_ones() {
         let c = parse_challenge(r#"Bearer realm=mcp, DPoP scope="other""#);
         assert_eq!(c, Challenge::default());
+        let c = parse_challenge(r#"DPoP error="use_dpop_nonce", resource_metadata="https://s.example/prm""#);
+        assert_eq!(c.error.as_deref(), Some("use_dpop_nonce"), "a DPoP challenge alone is read");
+        assert_eq!(c.resource_metadata.as_deref(), Some("https://s.example/prm"));
         let c = parse_challenge(r#"bearer scope=plain,error="a \"quoted\" word""#);
         assert_eq!(c.scope.as_deref(), Some("plain"));
         assert_eq!(c.error.as_deref(), Some(r#"a "quoted" word"#));

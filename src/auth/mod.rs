@@ -31,6 +31,7 @@
 
 pub mod assertion;
 pub mod discovery;
+pub mod dpop;
 mod grants;
 mod issuer;
 pub mod loopback;
@@ -103,6 +104,9 @@ pub struct Settings {
     /// Each request to the authorization server.
     pub timeout: Duration,
     pub ca_pem: Option<Vec<u8>>,
+    /// DPoP (`opts.auth.dpop`): the key tokens are asked to be bound to,
+    /// shared with the transport, which proves each request with it.
+    pub dpop: Option<Arc<dpop::Proofs>>,
 }
 
 /// The default redirect URI: loopback, any free port.
@@ -167,6 +171,8 @@ struct Tokens {
     /// Unix seconds.
     expires_at: Option<i64>,
     scope: Option<String>,
+    /// Bound to the DPoP key (`token_type: DPoP`).
+    bound: bool,
 }
 
 /// How the current access token was got: a refused one is worth a
@@ -243,6 +249,11 @@ impl Authorizer {
             secret_bound_to: None,
             named_issuer: None,
         })
+    }
+
+    /// The DPoP key, when `opts.auth.dpop` asked for one.
+    pub fn dpop(&self) -> Option<Arc<dpop::Proofs>> {
+        self.settings.dpop.clone()
     }
 
     fn fail(&self, detail: impl Into<String>) -> Error {

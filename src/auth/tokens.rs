@@ -7,6 +7,7 @@ use base64::Engine;
 use url::form_urlencoded;
 
 use super::discovery::text;
+use super::dpop;
 use super::store::{self, Store};
 
 use super::{assertion, now_seconds, Authorizer, ClientIdentity, Origin, Tokens, REFRESH_MARGIN_SECONDS};
@@ -37,6 +38,17 @@ impl Authorizer {
             }
         }
         if let Some(access) = text(&record, "access_token") {
+            let bound = text(&record, "token_type").is_some_and(|t| t.eq_ignore_ascii_case("dpop"));
+            // A bound token is worth nothing without its key: kept only
+            // where DPoP is on and the key came back with it.
+            let key = text(&record, "dpop_key");
+            let restored = match (&self.settings.dpop, key) {
+                (Some(proofs), Some(key)) => proofs.restore_key(&key),
+                _ => false,
+            };
+            if bound && !restored {
+                return Ok(());
+            }
             self.tokens = Some(Tokens {
                 access,
                 refresh: text(&record, "refresh_token"),
@@ -45,6 +57,7 @@ impl Authorizer {
                     _ => None,
                 },
                 scope: text(&record, "scope"),
+                bound,
             });
             self.origin = Origin::Stored;
         }
@@ -77,6 +90,9 @@ impl Authorizer {
             }
             record.push(("client", Json::object(fields)));
         }
+        if let (true, Some(proofs)) = (tokens.bound, &self.settings.dpop) {
+            record.push(("dpop_key", Json::str(proofs.key_text())));
+        }
         if let Some(at) = tokens.expires_at {
             record.push(("expires_at", Json::Int(at)));
         }
@@ -88,11 +104,17 @@ impl Authorizer {
         if let Some(scope) = &tokens.scope {
             record.push(("scope", Json::str(scope)));
         }
+        if tokens.bound {
+            record.push(("token_type", Json::str("DPoP")));
+        }
         store.save(&self.store_key(), &Json::object(record))
     }
 
     pub(super) fn set_bearer(&self) {
         let access = self.tokens.as_ref().map(|t| t.access.clone());
+        if let Some(proofs) = &self.settings.dpop {
+            proofs.set_bound(self.tokens.as_ref().is_some_and(|t| t.bound));
+        }
         *self.bearer.lock().unwrap_or_else(|p| p.into_inner()) = access;
     }
 
@@ -156,10 +178,16 @@ impl Authorizer {
         let access = text(&reply, "access_token")
             .ok_or_else(|| self.fail(format!("the token endpoint {endpoint} gave no access_token")))?;
         let token_type = text(&reply, "token_type").unwrap_or_else(|| "Bearer".into());
-        if !token_type.eq_ignore_ascii_case("bearer") {
-            return Err(self.fail(format!(
-                "the token endpoint {endpoint} gave a {token_type} token; this client sends Bearer tokens only"
-            )));
+        // Bearer also where a proof was sent: a server without DPoP
+        // ignores it (RFC 9449 section 5).
+        let bound = token_type.eq_ignore_ascii_case("dpop") && self.settings.dpop.is_some();
+        if !token_type.eq_ignore_ascii_case("bearer") && !bound {
+            let hint = if token_type.eq_ignore_ascii_case("dpop") {
+                "set opts.auth.dpop = true to use DPoP-bound tokens"
+            } else {
+                "this client sends Bearer and DPoP tokens only"
+            };
+            return Err(self.fail(format!("the token endpoint {endpoint} gave a {token_type} token; {hint}")));
         }
         let refresh = text(&reply, "refresh_token");
         for (name, token) in [("access", Some(&access)), ("refresh", refresh.as_ref())] {
@@ -177,7 +205,7 @@ impl Authorizer {
             Some(Json::Float(seconds)) if seconds.is_finite() => Some(now_seconds().saturating_add(*seconds as i64)),
             _ => None,
         };
-        Ok(Tokens { access, refresh, expires_at, scope: text(&reply, "scope") })
+        Ok(Tokens { access, refresh, expires_at, scope: text(&reply, "scope"), bound })
     }
 
     /// A form POSTed to a token endpoint; its JSON reply, which must come
@@ -186,15 +214,32 @@ impl Authorizer {
         let body: String = form_urlencoded::Serializer::new(String::new())
             .extend_pairs(form.iter().map(|(k, v)| (*k, v.as_str())))
             .finish();
-        let mut request = self
-            .agent
-            .post(endpoint)
-            .header(headers::CONTENT_TYPE, "application/x-www-form-urlencoded")
-            .header(headers::ACCEPT, "application/json");
-        if let Some(basic) = basic {
-            request = request.header(headers::AUTHORIZATION, basic);
-        }
-        let (status, reply) = self.read_reply(endpoint, request.send(body.as_bytes()))?;
+        // The proof goes to this issuer's token endpoint only (not to an
+        // identity provider's); a nonce it asks for is worth one more try.
+        let proofs = self.settings.dpop.as_ref().filter(|_| endpoint == self.issuer().token_endpoint);
+        let mut tries = 0;
+        let (status, reply) = loop {
+            tries += 1;
+            let mut request = self
+                .agent
+                .post(endpoint)
+                .header(headers::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .header(headers::ACCEPT, "application/json");
+            if let Some(basic) = &basic {
+                request = request.header(headers::AUTHORIZATION, basic.as_str());
+            }
+            if let Some(proofs) = proofs {
+                request = request.header(dpop::DPOP, proofs.proof("POST", endpoint, None)?);
+            }
+            let response = request.send(body.as_bytes());
+            let nonce = response.as_ref().ok().and_then(|r| r.headers().get(dpop::DPOP_NONCE)?.to_str().ok());
+            let new_nonce = proofs.is_some_and(|p| p.remember_nonce(endpoint, nonce));
+            let (status, reply) = self.read_reply(endpoint, response)?;
+            let asks = status == 400 && dpop::asks_for_nonce(text(&reply, "error").as_deref());
+            if !(asks && new_nonce && tries == 1) {
+                break (status, reply);
+            }
+        };
         if status != 200 {
             return Err(self.fail(format!(
                 "the token endpoint {endpoint} refused the request (HTTP {status}{})",

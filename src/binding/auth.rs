@@ -10,6 +10,7 @@ use mlua::{Function, IntoLuaMulti, MultiValue, Table, Value};
 use super::entry::Entry;
 use super::lua::{call_lua, lua_type, Cx, Outcome, Raise};
 use super::readers::Reader;
+use crate::auth::dpop::Proofs;
 use crate::auth::store::{FileStore, Store};
 use crate::auth::{assertion, Authorizer, Grant, IdentityProvider, Settings, User, DEFAULT_REDIRECT_URI};
 use crate::codec::{self, Json};
@@ -19,13 +20,14 @@ pub(super) const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The options a login reads; anything else in `opts.auth` is refused,
 /// not ignored (a misspelt `client_secret` must not fail silently).
-pub(super) const LOGIN_OPTIONS: [&str; 13] = [
+pub(super) const LOGIN_OPTIONS: [&str; 14] = [
     "assertion",
     "authorize",
     "client_id",
     "client_metadata_url",
     "client_name",
     "client_secret",
+    "dpop",
     "grant",
     "idp",
     "issuer",
@@ -172,7 +174,12 @@ pub(super) fn read_login(
             "mcp.new: opts.auth.grant = \"client_credentials\" needs opts.auth.client_id and either client_secret or private_key_pem".into(),
         ));
     }
+    let dpop = match read.boolean("dpop")? {
+        Some(true) => Some(Arc::new(Proofs::new()?)),
+        _ => None,
+    };
     let settings = Settings {
+        dpop,
         client_id,
         client_secret,
         client_metadata_url: read.text("client_metadata_url")?,

@@ -73,6 +73,7 @@ pub(super) fn open_server(client: &Table, options: &TransportOptions) -> Outcome
             ca_pem: options.ca_pem.clone(),
             bearer: options.bearer.clone(),
             login: options.login.is_some(),
+            dpop: options.dpop.clone(),
             lua_handled: options.lua_handled.clone(),
             doorbell: Some(options.doorbell()),
         };

@@ -15,6 +15,7 @@ use super::login::LoginState;
 use super::lua::{lua_type, Cx, Outcome, Raise};
 use super::readers::Reader;
 use super::system_text::system_text;
+use crate::auth::dpop::Proofs;
 use crate::client::{CacheBounds, Client, Ticket};
 use crate::codec::{Json, Members};
 use crate::era::EraChoice;
@@ -60,6 +61,9 @@ pub(super) struct TransportOptions {
     pub(super) bearer: Arc<Mutex<Option<String>>>,
     /// `opts.auth` as a login: run when the server refuses a request.
     pub(super) login: Option<RefCell<LoginState>>,
+    /// `opts.auth.dpop`: the login's DPoP key, which the transport proves
+    /// requests with.
+    pub(super) dpop: Option<Arc<Proofs>>,
 }
 
 impl TransportOptions {
@@ -207,7 +211,9 @@ pub(super) fn read_options(lua: &Cx, opts: &Table) -> Outcome<ClientState> {
         return Err(Error::BadInput(why.into()).into());
     }
     let bearer = Arc::new(Mutex::new(bearer));
-    let login = read_login(opts, timeout, &ca_pem, &bearer)?.map(|login| RefCell::new(LoginState::new(login)));
+    let login = read_login(opts, timeout, &ca_pem, &bearer)?;
+    let dpop = login.as_ref().and_then(|login| login.authorizer.dpop());
+    let login = login.map(|login| RefCell::new(LoginState::new(login)));
     if login.is_some() && headers.iter().any(|(name, _)| name.eq_ignore_ascii_case(headers::AUTHORIZATION)) {
         let why = "mcp.new: give opts.auth or opts.headers.Authorization, not both";
         return Err(Error::BadInput(why.into()).into());
@@ -253,6 +259,7 @@ pub(super) fn read_options(lua: &Cx, opts: &Table) -> Outcome<ClientState> {
         replay,
         bearer,
         login,
+        dpop,
     };
     Ok(ClientState { options, client, forgotten: Rc::default() })
 }

@@ -56,6 +56,8 @@ pub(super) struct Behaviour {
     pub(super) refuses_refresh: bool,
     /// Registration is refused (400 invalid_redirect_uri).
     pub(super) refuses_registration: bool,
+    /// A token request with a DPoP proof gets a DPoP-bound token.
+    pub(super) binds_dpop: bool,
     /// Clients registered so far: the next is `client-N+1`.
     pub(super) clients: usize,
     /// Tokens issued so far: the next are `at-N+1` and `rt-N+1`.
@@ -73,6 +75,7 @@ impl Default for Behaviour {
             rotates: true,
             refuses_refresh: false,
             refuses_registration: false,
+            binds_dpop: false,
             clients: 0,
             tokens: 0,
         }
@@ -80,7 +83,9 @@ impl Default for Behaviour {
 }
 
 /// The MCP server's metadata and its authorization server, in one, at
-/// `base`: the resource is `base/mcp`, the issuer `base`.
+/// `base`: the resource is `base/mcp`, the issuer `base`. A clone is
+/// the same server.
+#[derive(Clone)]
 pub(super) struct AuthServer {
     pub(super) base: String,
     pub(super) seen: Arc<Mutex<Vec<Seen>>>,
@@ -213,7 +218,9 @@ pub(super) fn answer(base: &str, behaviour: &mut Behaviour, request: &Seen) -> (
             }
             behaviour.tokens += 1;
             let n = behaviour.tokens;
-            let mut reply = json!({"access_token": format!("at-{n}"), "token_type": "Bearer", "expires_in": 3600});
+            let bound = behaviour.binds_dpop && request.header("dpop").is_some();
+            let token_type = if bound { "DPoP" } else { "Bearer" };
+            let mut reply = json!({"access_token": format!("at-{n}"), "token_type": token_type, "expires_in": 3600});
             let refreshable = grant == "authorization_code" || (grant == "refresh_token" && behaviour.rotates);
             if refreshable {
                 reply["refresh_token"] = json!(format!("rt-{n}"));

@@ -15,6 +15,7 @@ use url::Url;
 
 mod canned;
 
+use super::dpop::Proofs;
 use super::store::{self, Store};
 use super::{pkce, Authorizer, Grant, IdentityProvider, Settings, User, DEFAULT_REDIRECT_URI};
 use crate::codec::{self, Json};
@@ -94,6 +95,7 @@ fn settings(grant: Grant) -> Settings {
         login_timeout: Duration::from_secs(10),
         timeout: Duration::from_secs(10),
         ca_pem: None,
+        dpop: None,
     }
 }
 
@@ -587,4 +589,58 @@ fn a_refused_registration_names_the_servers_error() {
         ))
     );
     assert!(s.user.asked.is_empty());
+}
+
+// DPoP.
+
+fn with_dpop(settings: Settings) -> Settings {
+    Settings { dpop: Some(Arc::new(Proofs::new().unwrap())), ..settings }
+}
+
+/// The claims of a JWT, unchecked.
+fn claims(jwt: &str) -> Value {
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(jwt.split('.').nth(1).unwrap()).unwrap()).unwrap()
+}
+
+#[test]
+fn a_dpop_bound_token_is_saved_with_its_key_and_comes_back_only_where_dpop_is_on() {
+    let server = AuthServer::start();
+    server.set(|b| b.binds_dpop = true);
+    let base = server.base.clone();
+    let mut s = Session::new(server.clone(), with_dpop(machine()));
+    assert!(s.refused(false).unwrap());
+    let proof = claims(s.server.token_requests()[0].header("dpop").expect("a proof at the token endpoint"));
+    assert_eq!((proof["htm"].as_str(), proof["htu"].as_str()), (Some("POST"), Some(format!("{base}/token").as_str())));
+    assert!(proof.get("ath").is_none(), "no token to hash yet");
+    let proofs = s.authorizer.dpop().unwrap();
+    assert!(proofs.is_bound());
+    let saved = s.store.login(&base);
+    assert_eq!(
+        (saved["token_type"].as_str(), saved["dpop_key"].as_str()),
+        (Some("DPoP"), Some(proofs.key_text().as_str()))
+    );
+
+    // A later run with DPoP on takes the token and its key back: no token request.
+    let mut later = Session::new(server.clone(), with_dpop(machine()));
+    later.store.keep_login(&base, saved.clone());
+    assert!(later.refused(false).unwrap());
+    assert_eq!(later.bearer().as_deref(), Some("at-1"));
+    assert_eq!(later.authorizer.dpop().unwrap().key_text(), proofs.key_text());
+    assert_eq!(server.token_requests().len(), 1);
+
+    // Without DPoP the bound token is useless: a new login, a bearer token.
+    let mut plain = Session::new(server.clone(), machine());
+    plain.store.keep_login(&base, saved);
+    assert!(plain.refused(false).unwrap());
+    assert_eq!(plain.bearer().as_deref(), Some("at-2"));
+    assert!(server.token_requests()[1].header("dpop").is_none());
+}
+
+#[test]
+fn a_bearer_token_from_a_server_without_dpop_is_used_as_a_bearer_one() {
+    let mut s = Session::new(AuthServer::start(), with_dpop(machine()));
+    assert!(s.refused(false).unwrap());
+    assert!(s.server.token_requests()[0].header("dpop").is_some(), "the proof is offered");
+    assert!(!s.authorizer.dpop().unwrap().is_bound());
+    assert!(s.store.login(&s.server.base).get("dpop_key").is_none(), "no key kept for a bearer token");
 }

@@ -13,6 +13,8 @@ use ureq::http::Response;
 use ureq::{Agent, Body};
 
 use super::{lock, Incoming, Shared, FOREGROUND_DRAIN, STREAM_CONNECT_TIMEOUT};
+use crate::auth::discovery::parse_challenge;
+use crate::auth::dpop;
 use crate::codec::{self, Json};
 use crate::error::{Error, Result};
 use crate::protocol;
@@ -46,15 +48,29 @@ impl Shared {
     /// Headers every request carries: the user's, then the session's. A
     /// modern message has no session: its version and method go in
     /// headers of its own (`post_headers`).
-    pub(super) fn decorate<B>(&self, mut req: ureq::RequestBuilder<B>, modern: bool) -> ureq::RequestBuilder<B> {
+    /// A token bound to a DPoP key goes with a proof for this one
+    /// request (`method` to `url`).
+    pub(super) fn decorate<B>(
+        &self,
+        mut req: ureq::RequestBuilder<B>,
+        modern: bool,
+        method: &str,
+        url: &str,
+    ) -> Result<ureq::RequestBuilder<B>> {
         for (name, value) in &self.options.headers {
             req = req.header(name.as_str(), value.as_str());
         }
         if let Some(token) = lock(&self.options.bearer).as_deref() {
-            req = req.header(headers::AUTHORIZATION, format!("Bearer {token}"));
+            match self.options.dpop.as_ref().filter(|proofs| proofs.is_bound()) {
+                Some(proofs) => {
+                    req = req.header(headers::AUTHORIZATION, format!("DPoP {token}"));
+                    req = req.header(dpop::DPOP, proofs.proof(method, url, Some(token))?);
+                }
+                None => req = req.header(headers::AUTHORIZATION, format!("Bearer {token}")),
+            }
         }
         if modern {
-            return req;
+            return Ok(req);
         }
         if let Some(id) = self.session_id() {
             req = req.header(headers::MCP_SESSION_ID, id);
@@ -62,7 +78,7 @@ impl Shared {
         if let Some(v) = lock(&self.protocol_version).clone() {
             req = req.header(headers::MCP_PROTOCOL_VERSION, v);
         }
-        req
+        Ok(req)
     }
 
     /// One request, following same-origin redirects (see the module doc).
@@ -71,7 +87,9 @@ impl Shared {
     /// body twice.
     pub(super) fn exchange(&self, agent: &Agent, verb: Verb, timeout: Duration) -> Result<Response<Body>> {
         let mut url = lock(&self.url).clone();
-        for hop in 0..=MAX_REDIRECTS {
+        let mut nonce_tried = false;
+        let mut hop = 0;
+        loop {
             let sent = match verb {
                 Verb::Post(body, headers) => {
                     // Uncompressed: a compressed event stream is held back
@@ -82,7 +100,7 @@ impl Shared {
                         .header(headers::CONTENT_TYPE, "application/json")
                         .header(headers::ACCEPT, "application/json, text/event-stream")
                         .header(headers::ACCEPT_ENCODING, "identity");
-                    req = self.decorate(req, headers.modern);
+                    req = self.decorate(req, headers.modern, "POST", &url)?;
                     for (name, value) in &headers.own {
                         req = req.header(name.as_str(), value.as_str());
                     }
@@ -99,15 +117,26 @@ impl Shared {
                     // Bounded until the headers arrive; the stream itself
                     // may then stay open for the session's life.
                     let connect = Some(timeout.min(STREAM_CONNECT_TIMEOUT));
-                    let config = self.decorate(req, false).config().timeout_resolve(connect).timeout_connect(connect);
+                    let config = self
+                        .decorate(req, false, "GET", &url)?
+                        .config()
+                        .timeout_resolve(connect)
+                        .timeout_connect(connect);
                     config.timeout_recv_response(Some(timeout)).build().call()
                 }
-                Verb::Delete => {
-                    self.decorate(agent.delete(&url), false).config().timeout_global(Some(timeout)).build().call()
-                }
+                Verb::Delete => self
+                    .decorate(agent.delete(&url), false, "DELETE", &url)?
+                    .config()
+                    .timeout_global(Some(timeout))
+                    .build()
+                    .call(),
             };
             let response = sent.map_err(|e| self.failed(&url, e, timeout))?;
             let status = response.status().as_u16();
+            if self.wants_new_nonce(&url, &response) && !nonce_tried {
+                nonce_tried = true;
+                continue;
+            }
             let location = response.headers().get(headers::LOCATION).and_then(|v| v.to_str().ok());
             let (true, Some(location)) = (matches!(status, 301 | 302 | 303 | 307 | 308), location) else {
                 if hop > 0 {
@@ -127,8 +156,18 @@ impl Shared {
                 return Err(refuse("too many redirects"));
             }
             url = next.to_string();
+            hop += 1;
         }
-        unreachable!("the loop returns on its last hop")
+    }
+
+    /// Keeps the DPoP nonce a reply carries (a server may hand out a new
+    /// one with any reply); true when the reply is a refusal for want of
+    /// that nonce, which is worth one more try with it.
+    fn wants_new_nonce(&self, url: &str, response: &Response<Body>) -> bool {
+        let Some(proofs) = &self.options.dpop else { return false };
+        let new = proofs.remember_nonce(url, header(response, dpop::DPOP_NONCE));
+        let challenge = header(response, headers::WWW_AUTHENTICATE).map(parse_challenge).unwrap_or_default();
+        new && response.status().as_u16() == 401 && dpop::asks_for_nonce(challenge.error.as_deref())
     }
 
     /// Words for a request that got no HTTP answer, with curl's exit codes

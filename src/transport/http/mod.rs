@@ -118,6 +118,9 @@ pub struct Options {
     /// `Authorization: Bearer` for every request, when set; the binding
     /// may change it between calls (a token managed elsewhere).
     pub bearer: Arc<Mutex<Option<String>>>,
+    /// DPoP (`opts.auth.dpop`): the key a login's token may be bound to;
+    /// such a token goes with a proof per request.
+    pub dpop: Option<Arc<crate::auth::dpop::Proofs>>,
     /// The bearer comes from a login (`opts.auth` without a token).
     pub login: bool,
     /// The server requests that Lua's handlers answer (the methods in

@@ -224,6 +224,7 @@ fn options(url: String) -> Options {
         max_message_bytes: 1 << 20,
         max_header_bytes: 8192,
         ca_pem: None,
+        dpop: None,
         bearer: Arc::default(),
         login: false,
         lua_handled: Vec::new(),
