@@ -56,9 +56,16 @@ describe('conformance #peer', function()
     local verdict = expected[name] and ' fails, as expected-failures.yml says' or ' passes'
     it(name .. verdict, function()
       local at = run.revision and (' --spec-version ' .. run.revision) or ''
-      local out = read(suite .. ' client --command "' .. client .. '" --scenario ' .. run.scenario .. at)
+      -- The skills scenarios whose task is to use a skill: the client loads
+      -- it (and must refuse it); the others only list.
+      local task = run.scenario:find('^sep%-2640%-client%-verify') and ' --use-skills' or ''
+      local out = read(suite .. ' client --command "' .. client .. task .. '" --scenario ' .. run.scenario .. at)
       local passed, total, failed = out:match('Passed: (%d+)/(%d+), (%d+) failed')
       assert.is_truthy(passed, out)
+      if run.scenario:find('^sep%-2640%-client') then
+        -- Passed by verifying, not by never reading a skill.
+        assert.falsy(out:find('SKIPPED', 1, true) or out:find('Not testable', 1, true), out)
+      end
       -- sse-retry warns (without failing) when a loaded machine reconnects
       -- a little after the server's retry time; a warning is not a failure.
       local failing = tonumber(failed) > 0

@@ -155,6 +155,25 @@ pub enum Error {
         hint: &'static str,
     },
 
+    /// `client:get_skill` named a skill the last `client:list_skills()`
+    /// did not list (or listed without what loading needs).
+    #[error("the server's last skills/list has no skill named {name}: call client:list_skills() first")]
+    SkillNotListed { name: String },
+
+    /// `client:read_skill_file` named a file the skill's listing does not.
+    #[error("the skill {name} has no file {path} in the server's last skills/list")]
+    SkillFileNotListed { name: String, path: String },
+
+    /// `client:read_skill_file` before the skill's `SKILL.md` was loaded
+    /// (or after it failed its checks).
+    #[error("the skill {name} is not loaded: call client:get_skill first (a skill's files are read only once its SKILL.md passed its checks)")]
+    SkillNotLoaded { name: String },
+
+    /// A skill's file read back other than its listing said (size, digest
+    /// or frontmatter): nothing of it reaches Lua.
+    #[error("the skill file {uri} failed verification ({why}); it was not used")]
+    SkillUnverified { uri: String, why: String },
+
     /// Logging in to an HTTP server failed: its metadata could not be
     /// found or was refused, the authorization server refused a request,
     /// or the login came back wrong. `detail` never holds a secret.

@@ -33,6 +33,8 @@ pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 /// The Tasks extension (SEP-2663): a modern tool call that declares it
 /// may be answered with a task to poll rather than its result.
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+/// Skills (SEP-2640): `skills/list`, `skills/get`, `skill://` resources.
+pub const SKILLS_EXTENSION: &str = "io.modelcontextprotocol/skills";
 
 /// What every modern request says of its client, in `params._meta`.
 #[derive(Clone, Debug)]

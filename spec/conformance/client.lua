@@ -9,11 +9,16 @@
 -- (none: the browser flow, registering as it can), discover, make the
 -- calls the context asks for (toolCalls) or else call each tool with
 -- arguments its schema asks for, close. DPoP where the authorization
--- server offers it.
+-- server offers it; skills listed where the server offers them, and
+-- loaded when the runner says the task calls for them (--use-skills).
 local root = (arg[0]:match('^(.*)/[^/]*$') or '.') .. '/../..'
 local mcp = assert(package.loadlib(root .. '/mcp.so', 'luaopen_mcp'))()
 
-local url = assert(arg[#arg], 'usage: client.lua URL')
+local url = assert(arg[#arg], 'usage: client.lua [--use-skills] URL')
+-- The task the runner gives: whether it calls for the server's skills
+-- (the suite's skills scenarios serve the same listing whether or not
+-- the host's task needs a skill; only the task says whether to load one).
+local use_skills = arg[1] == '--use-skills'
 
 -- An agent with no user at hand accepts an elicitation with the defaults
 -- the server's schema offers (SEP-1034).
@@ -41,9 +46,10 @@ local function follow_once(authorization_url)
   return location ~= '' and location or nil
 end
 
--- A JSON document, or nil where there is none.
-local function get_json(url)
-  local curl = assert(io.popen('curl -s -f --max-time 10 ' .. quote(url)))
+-- A JSON document, or nil where there is none (or none within `seconds`:
+-- some of the suite's servers answer every GET with an endless stream).
+local function get_json(url, seconds)
+  local curl = assert(io.popen('curl -s -f --max-time ' .. (seconds or 10) .. ' ' .. quote(url)))
   local body = curl:read('*a')
   curl:close()
   local ok, value = pcall(mcp.json_decode, body)
@@ -59,12 +65,12 @@ end
 
 -- The MCP server's authorization server's metadata, found the way any
 -- client finds it: the resource's metadata names the server.
-local function issuer_metadata(resource)
-  local prm = get_json(well_known(resource, 'oauth-protected-resource'))
-    or get_json(well_known(resource:match('^https?://[^/?#]+'), 'oauth-protected-resource'))
+local function issuer_metadata(resource, seconds)
+  local prm = get_json(well_known(resource, 'oauth-protected-resource'), seconds)
+    or get_json(well_known(resource:match('^https?://[^/?#]+'), 'oauth-protected-resource'), seconds)
   local issuer = prm and type(prm.authorization_servers) == 'table' and prm.authorization_servers[1]
-  return type(issuer) == 'string' and (get_json(well_known(issuer, 'oauth-authorization-server'))
-    or get_json(well_known(issuer, 'openid-configuration'))) or {}
+  return type(issuer) == 'string' and (get_json(well_known(issuer, 'oauth-authorization-server'), seconds)
+    or get_json(well_known(issuer, 'openid-configuration'), seconds)) or {}
 end
 
 -- The grants it offers (RFC 8414's default when it names none: the code flow).
@@ -117,11 +123,12 @@ end
 
 -- DPoP-bound tokens where the authorization server signs them with a key
 -- this client can make (ES256), as an agent that opts in would ask.
-for _, alg in ipairs(issuer_metadata(url).dpop_signing_alg_values_supported or {}) do
+-- (Asked briefly: on localhost an answer takes milliseconds.)
+for _, alg in ipairs(issuer_metadata(url, 2).dpop_signing_alg_values_supported or {}) do
   if alg == 'ES256' then auth.dpop = true end
 end
 
-local client = mcp.new({ url = url, timeout = 20, auth = auth,
+local client = mcp.new({ url = url, timeout = 20, auth = auth, skills = true,
                          handlers = { ['elicitation/create'] = accept_defaults } })
 
 local samples = { number = 2, integer = 3, string = 'conformance', boolean = true }
@@ -146,6 +153,21 @@ local function call(name, args)
 end
 
 local tools = client:discover()
+-- Skills: listed for the model to choose from; loaded (SKILL.md, then
+-- its files) only where the task calls for them.
+local extensions = (client.server_capabilities or {}).extensions or {}
+if extensions['io.modelcontextprotocol/skills'] then
+  for _, skill in ipairs(client:list_skills()) do
+    local name = skill.frontmatter and skill.frontmatter.name
+    if use_skills and name then
+      local ok, loaded = pcall(client.get_skill, client, name)
+      io.stderr:write(string.format('skill %s -> %s %s\n', name, tostring(ok), ok and loaded.uri or tostring(loaded)))
+      for _, file in ipairs(ok and loaded.files or {}) do
+        io.stderr:write(string.format('  %s -> %s\n', file.path, tostring(pcall(client.read_skill_file, client, name, file.path))))
+      end
+    end
+  end
+end
 if type(context.toolCalls) == 'table' then
   for _, planned in ipairs(context.toolCalls) do call(planned.name, planned.arguments or {}) end
 else

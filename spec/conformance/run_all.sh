@@ -14,7 +14,9 @@ export XDG_CACHE_HOME
 XDG_CACHE_HOME=$(mktemp -d)
 trap 'rm -rf "$XDG_CACHE_HOME"' EXIT
 run() {
-  out=$(timeout 120 $suite client --command "$client" --scenario "$1" ${2:+--spec-version "$2"} 2>&1)
+  # The skills scenarios whose task is to use a skill: the client loads it.
+  case $1 in sep-2640-client-verify-*) task=" --use-skills" ;; *) task="" ;; esac
+  out=$(timeout 120 $suite client --command "$client$task" --scenario "$1" ${2:+--spec-version "$2"} 2>&1)
   checks=$(printf '%s\n' "$out" | sed -n 's/^Passed: \([0-9]*\/[0-9]*\).*/\1/p' | tail -1)
   verdict=$(printf '%s\n' "$out" | grep -q 'OVERALL: PASSED' && echo PASS || echo FAIL)
   printf '%-42s %-11s %-8s %s\n' "$1" "${2:-extension}" "${checks:-?}" "$verdict"

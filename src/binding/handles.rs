@@ -30,6 +30,7 @@ use super::fields::tool_label;
 use super::fixture::{call_batch, discover_batch};
 use super::host::LuaHost;
 use super::lua::{arg, call_lua, client_arg, lua_type, Cx, Outcome, Raise};
+use super::methods::skill_request;
 use super::results::{call_return, listed_items, result_shape, tool_listing, Kind};
 use crate::client::{Client, Operation, Request, Ticket};
 use crate::codec::Json;
@@ -156,6 +157,15 @@ pub(super) fn request_async(lua: &Cx, args: MultiValue) -> Outcome {
     let (shape, kind) = result_shape(&method, &arg(&args, 4))?;
     let request = Request::new(&method, params, Rc::from(method.as_str())).shape(shape);
     let handle = start(lua, &client, request, kind, opts)?;
+    run_on_done_after_start(lua, &client, &handle)?;
+    Ok(MultiValue::from_vec(vec![Value::Table(handle)]))
+}
+
+/// `client:get_skill_async` / `client:read_skill_file_async`.
+pub(super) fn skill_async(lua: &Cx, args: MultiValue) -> Outcome {
+    let client = client_arg(&args, "get_skill_async")?;
+    let (request, opts) = skill_request(lua, &client, &args, Borrower::Named("client:get_skill_async"))?;
+    let handle = start(lua, &client, request, Kind::Request, opts)?;
     run_on_done_after_start(lua, &client, &handle)?;
     Ok(MultiValue::from_vec(vec![Value::Table(handle)]))
 }

@@ -11,7 +11,8 @@ use mlua::{MultiValue, Table, Value};
 use super::auth::keep_auth_callbacks;
 use super::decode::to_lua;
 use super::door::{
-    call_params, input_schema, peek_mut, request_args, request_options, run_blocking, with_client, Borrower, Seam,
+    call_params, input_schema, peek_mut, request_args, request_options, run_blocking, with_client, Borrower,
+    RequestOptions, Seam,
 };
 use super::encode::{encode_lua, encode_lua_at};
 use super::entry::Entry;
@@ -199,8 +200,9 @@ pub(super) fn notify(lua: &Cx, args: MultiValue) -> Outcome {
     Ok(MultiValue::new())
 }
 
-/// `client:list(method [, opts])`: every page of a list method, its items
-/// in one array (`list_resources` and friends in the prelude).
+/// `client:list(method [, opts [, params]])`: every page of a list method,
+/// its items in one array (`list_resources` and friends in the prelude;
+/// `params` for the one list that takes some, a skill's directory).
 pub(super) fn list(lua: &Cx, args: MultiValue) -> Outcome {
     let client = live_client(&args, "list")?;
     let method = string_arg(&args, 1, "client:list: the method")?;
@@ -208,10 +210,46 @@ pub(super) fn list(lua: &Cx, args: MultiValue) -> Outcome {
         return Err(Error::BadInput(format!("client:list: {method} is not a list method")).into());
     };
     let opts = request_options(lua, &arg(&args, 2), "client:list")?;
-    let request = Request::new(&method, Json::Object(vec![]), Rc::from(method.as_str())).shape(Shape::Pages);
+    let params = params_arg(lua, &args, 3, "client:list")?.unwrap_or(Json::Object(vec![]));
+    let request = Request::new(&method, params, Rc::from(method.as_str())).shape(Shape::Pages);
     let pages = with_client(lua, &client, Borrower::Method, |core, host| run_blocking(core, host, request, &opts))?;
     let Json::Array(pages) = pages else { return Err(Error::NoResponse { what: method }.into()) };
     Ok(MultiValue::from_vec(vec![Value::Table(listed_items(lua, &pages, field)?)]))
+}
+
+/// The skill and file `client:get_skill(name [, opts])` and
+/// `client:read_skill_file(name, path [, opts])` ask for (and their
+/// `_async` forms): the request that reads it, checked as the server's
+/// last skills/list says.
+pub(super) fn skill_request(
+    lua: &Cx,
+    client: &Table,
+    args: &MultiValue,
+    borrower: Borrower,
+) -> Outcome<(Request, RequestOptions)> {
+    let method = if truthy(&arg(args, 2)) { "read_skill_file" } else { "get_skill" };
+    let name = string_arg(args, 1, &format!("client:{method}: the skill's name"))?;
+    let path = match arg(args, 2) {
+        Value::Nil => None,
+        Value::String(path) => Some(path.as_bytes().to_vec()),
+        other => {
+            let why = format!("client:read_skill_file: the path must be a string, got {}", lua_type(&other));
+            return Err(Error::BadInput(why).into());
+        }
+    };
+    let opts = request_options(lua, &arg(args, 3), &format!("client:{method}"))?;
+    let what: Rc<str> = Rc::from(format!("{method} {name}").as_str());
+    let request =
+        with_client(lua, client, borrower, |core, _| Ok(core.skill_read(name.as_bytes(), path.as_deref(), what)?))?;
+    Ok((request, opts))
+}
+
+/// `client:get_skill` / `client:read_skill_file` (the prelude names them).
+pub(super) fn skill(lua: &Cx, args: MultiValue) -> Outcome {
+    let client = live_client(&args, "get_skill")?;
+    let (request, opts) = skill_request(lua, &client, &args, Borrower::Method)?;
+    let result = with_client(lua, &client, Borrower::Method, |core, host| run_blocking(core, host, request, &opts))?;
+    Ok(MultiValue::from_vec(vec![to_lua(lua, &result)?]))
 }
 
 /// `client:id()`: the next request id, as the reference counts them.

@@ -268,7 +268,9 @@ pub(super) fn read_options(lua: &Cx, opts: &Table) -> Outcome<ClientState> {
 /// answers (`{}`), then `opts.capabilities` over them (a capability both
 /// name is merged, its settings from `opts`: `elicitation = {form = {},
 /// url = {}}`, `sampling = {tools = {}}`, `roots = {listChanged = true}`),
-/// then `opts.extensions` as `capabilities.extensions`.
+/// then `opts.extensions` as `capabilities.extensions`, and the Skills
+/// extension where `opts.skills` asks (a server may serve skills only to
+/// a client that says it loads them).
 fn capabilities_to_declare(lua: &Cx, opts: &Table, lua_handled: &[String]) -> Outcome<Json> {
     let mut declared: Vec<(Vec<u8>, Json)> = lua_handled
         .iter()
@@ -284,7 +286,11 @@ fn capabilities_to_declare(lua: &Cx, opts: &Table, lua_handled: &[String]) -> Ou
     if !extensions.is_empty() {
         merge_entry(&mut declared, b"extensions".to_vec(), Json::Object(extensions));
     }
-    Ok(Json::Object(declared))
+    let mut declared = Json::Object(declared);
+    if Reader::new(opts, "mcp.new", "opts").boolean("skills")? == Some(true) {
+        protocol::declare_extension(&mut declared, protocol::SKILLS_EXTENSION);
+    }
+    Ok(declared)
 }
 
 /// `opts[field]`: a table of named entries (empty when absent).

@@ -180,6 +180,9 @@ local lists = {
   list_resources = "resources/list",
   list_resource_templates = "resources/templates/list",
   list_prompts = "prompts/list",
+  -- Skills (SEP-2640): what each skill is, its files' digests and sizes;
+  -- nothing is read until get_skill.
+  list_skills = "skills/list",
 }
 for name, method in pairs(lists) do
   Client[name] = function(self, opts)
@@ -209,6 +212,38 @@ local function needs_string(what, value)
   if type(value) ~= "string" then
     error(string.format("client:%s must be a string, got %s", what, type(value)), 0)
   end
+end
+
+-- A skill's folder, where the server offers resources/directory/read.
+function Client:list_skill_directory(uri, opts)
+  needs_string("list_skill_directory: the uri", uri)
+  return raise_unless(native.list(self, "resources/directory/read", opts, { uri = uri }))
+end
+
+function Client:list_skill_directory_async(uri, opts)
+  needs_string("list_skill_directory_async: the uri", uri)
+  return raise_unless(native.request_async(self, "resources/directory/read", { uri = uri }, opts, "pages"))
+end
+
+-- A skill the last list_skills listed, loaded: its SKILL.md read and
+-- checked against the listing (size, digest, frontmatter) before anything
+-- of it is returned; then its other files, one at a time, checked the same.
+function Client:get_skill(name, opts)
+  return raise_unless(native.skill(self, name, nil, opts))
+end
+
+function Client:get_skill_async(name, opts)
+  return raise_unless(native.skill_async(self, name, nil, opts))
+end
+
+function Client:read_skill_file(name, path, opts)
+  needs_string("read_skill_file: the path", path)
+  return raise_unless(native.skill(self, name, path, opts))
+end
+
+function Client:read_skill_file_async(name, path, opts)
+  needs_string("read_skill_file_async: the path", path)
+  return raise_unless(native.skill_async(self, name, path, opts))
 end
 
 define("read_resource", "resources/read", "contents", function(uri, opts)

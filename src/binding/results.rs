@@ -153,6 +153,8 @@ pub(super) fn list_field(method: &str) -> Option<&'static str> {
         "resources/list" => "resources",
         "resources/templates/list" => "resourceTemplates",
         "prompts/list" => "prompts",
+        "skills/list" => "skills",
+        "resources/directory/read" => "resources",
         _ => return None,
     })
 }

@@ -43,6 +43,7 @@ mod listen;
 mod login;
 mod queue;
 mod request;
+mod skills;
 #[cfg(test)]
 mod tests;
 
@@ -169,6 +170,8 @@ pub struct Client {
     /// sent again.
     closed_session: u64,
     tools: ToolList,
+    /// The skills of the last `skills/list`.
+    skills: skills::Skills,
     /// `opts.era`.
     era: EraChoice,
     /// The current session's envelope, when its server is modern: every
@@ -253,6 +256,7 @@ impl Client {
             log_level: None,
             subscriptions: listen::Subscriptions::default(),
             cache: cache::Cache::default(),
+            skills: skills::Skills::default(),
             token: None,
             login: None,
             login_failure: None,
@@ -689,6 +693,15 @@ impl Client {
         let selected: Vec<_> = pages.iter().map(|page| page.selected(TOOL_SCHEMAS)).collect();
         self.tools.schemas.learn(selected.iter().map(|page| page.as_ref()));
         self.tools.schemas.keep_pages(pages);
+    }
+
+    /// The `resources/read` that loads the skill `name` (its name or its
+    /// `SKILL.md` URI) from the last `skills/list`, or its file at `path`,
+    /// checked as the listing says before it is handed over.
+    pub fn skill_read(&self, name: &[u8], path: Option<&[u8]>, what: Rc<str>) -> Result<Request, Error> {
+        let (uri, check) = self.skills.check(name, path)?;
+        let params = Json::object([("uri", Json::Str(uri))]);
+        Ok(Request::new("resources/read", params, what).shape(Shape::SkillFile(Box::new(check))))
     }
 
     /// Whether `result`, the result of calling `tool`, keeps the tool's

@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 
 use crate::codec::{encode, Json};
 
-pub const EXTENSION: &str = "io.modelcontextprotocol/skills";
+pub use crate::protocol::SKILLS_EXTENSION as EXTENSION;
 
 /// The most files one skill holds, and their bytes in all: the
 /// extension's limits.

@@ -83,6 +83,9 @@ pub enum Shape {
     /// A message the caller built with its own id: the whole reply, an
     /// error reply included.
     Reply,
+    /// A skill's file read with `resources/read`: handed over only as the
+    /// check says (see `skills`).
+    SkillFile(Box<super::skills::Check>),
 }
 
 /// How a tool call's name begins.
@@ -622,6 +625,13 @@ impl Client {
                 Ok(result.take(field).unwrap_or(Json::Null))
             }
             Shape::ToolCall(_) => self.tools.schemas.check(op.request.tool(), &result, op.what()).map(|()| result),
+            Shape::SkillFile(check) => {
+                let loaded = super::skills::verified(check, &result);
+                if loaded.is_ok() {
+                    self.skills.passed(check);
+                }
+                loaded
+            }
             Shape::Pages | Shape::Tools { .. } => {
                 let next =
                     result.selected(NEXT_CURSOR).get("nextCursor").filter(|c| matches!(c, Json::Str(_))).cloned();
@@ -637,6 +647,9 @@ impl Client {
                 }
                 if let Shape::Tools { refresh } = op.request.shape {
                     self.listed(&pages, refresh);
+                }
+                if op.request.method() == b"skills/list" {
+                    self.skills.learn(&pages);
                 }
                 Ok(Json::Array(pages))
             }

@@ -115,7 +115,8 @@ impl Request {
             Shape::Pages => "pages",
             // Its pages lose the tools a modern HTTP client must leave out.
             Shape::Tools { .. } => "tools",
-            Shape::ToolCall(_) | Shape::Reply => return None,
+            // Checked as it arrives: a kept one would skip the check.
+            Shape::ToolCall(_) | Shape::Reply | Shape::SkillFile(_) => return None,
         };
         let method = self.method();
         let params = self.message.get("params");
@@ -283,11 +284,13 @@ impl Operation {
 
     /// The message for the page after `cursor`, or the first page again.
     pub(in crate::client) fn ask_for_page(&mut self, cursor: Option<Json>) {
+        // A later page repeats the first one's params (its `_meta`, and
+        // the `uri` of a directory read) with the cursor.
         let params = match &cursor {
             Some(cursor) => {
                 let mut params = vec![(b"cursor".to_vec(), cursor.clone())];
-                if let Some(meta) = self.first_params.as_ref().and_then(|p| p.get("_meta")) {
-                    params.push((b"_meta".to_vec(), meta.clone()));
+                if let Some(Json::Object(first)) = self.first_params.clone().map(Json::into_tree) {
+                    params.extend(first.into_iter().filter(|(k, _)| k != b"cursor"));
                 }
                 Json::Object(params)
             }
