@@ -34,6 +34,7 @@ local mcp = {}
 ---@field handlers? table<string, fun(params: table?): (table?, string?)>  Server requests answered from Lua.
 ---@field capabilities? table<string, table>  Declared over what handlers imply, merged per capability: {elicitation = {form = {}, url = {}}, sampling = {tools = {}}, roots = {listChanged = true}}.
 ---@field extensions? table<string, table>  Extensions the client supports, by name, sent as capabilities.extensions.
+---@field skills? boolean              Declares the Skills extension (io.modelcontextprotocol/skills) for client:list_skills and get_skill.
 ---@field on_log? fun(params: {level: string, logger?: string, data: any})  notifications/message. Set, a 2026-07-28 session asks for logs at `info` until set_log_level chooses.
 ---@field on_resource_updated? fun(uri: string)  notifications/resources/updated (after client:subscribe).
 ---@field on_list_changed? fun(kind: "tools"|"resources"|"prompts")  A list the server changed.
@@ -56,6 +57,7 @@ local mcp = {}
 ---@field redirect_uri? string          Default http://127.0.0.1:<free port>/callback.
 ---@field login_timeout? number         Seconds to wait for the browser (default 300).
 ---@field private_key_pem? string       EC P-256 key (PKCS #8 or SEC1) for private_key_jwt.
+---@field dpop? boolean                Binds the tokens to a key of this client's with DPoP proofs (RFC 9449; docs/authorization.md).
 ---@field issuer? string               The only authorization server credentials may go to.
 ---@field idp? {token_endpoint: string, id_token: string, client_id?: string, client_secret?: string}  Cross-app access.
 ---@field store? string|{load: fun(key: string): string?, save: fun(key: string, text: string)}  Where logins are kept (a file is written 0600 under a lock beside it; refused if others can write it).
@@ -281,6 +283,59 @@ function Client:list_prompts(opts) end
 ---@param opts? mcp.RequestOptions
 ---@return mcp.Handle
 function Client:list_prompts_async(opts) end
+
+---@class mcp.SkillEntry              A skill as skills/list describes it.
+---@field uri string                    Its SKILL.md (skill://.../SKILL.md).
+---@field frontmatter {name: string, description: string, [string]: any}
+---@field resources {uri: string, digest: string, size: integer}[]  Every file, SKILL.md included.
+
+---@class mcp.Skill                     A skill loaded: its SKILL.md checked against the listing.
+---@field name string
+---@field uri string
+---@field frontmatter table
+---@field text string                   The whole SKILL.md.
+---@field body string                   The Markdown after the frontmatter.
+---@field files {path: string, uri: string, size: integer}[]  Its other files, read with read_skill_file.
+
+---@param opts? mcp.RequestOptions
+---@return mcp.SkillEntry[]
+function Client:list_skills(opts) end
+
+---@param opts? mcp.RequestOptions
+---@return mcp.Handle
+function Client:list_skills_async(opts) end
+
+---@param name string                   The skill's name or its SKILL.md URI, from the last list_skills.
+---@param opts? mcp.RequestOptions
+---@return mcp.Skill
+function Client:get_skill(name, opts) end
+
+---@param name string
+---@param opts? mcp.RequestOptions
+---@return mcp.Handle
+function Client:get_skill_async(name, opts) end
+
+---@param name string
+---@param path string                   Relative to the skill's folder (a loaded skill's files[i].path).
+---@param opts? mcp.RequestOptions
+---@return string
+function Client:read_skill_file(name, path, opts) end
+
+---@param name string
+---@param path string
+---@param opts? mcp.RequestOptions
+---@return mcp.Handle
+function Client:read_skill_file_async(name, path, opts) end
+
+---@param uri string                    A skill's folder, where the server offers resources/directory/read.
+---@param opts? mcp.RequestOptions
+---@return {uri: string, name?: string, mimeType?: string}[]
+function Client:list_skill_directory(uri, opts) end
+
+---@param uri string
+---@param opts? mcp.RequestOptions
+---@return mcp.Handle
+function Client:list_skill_directory_async(uri, opts) end
 
 ---@param name string
 ---@param args? table<string, string>
