@@ -225,11 +225,16 @@ describe('config files', function()
     assert.equal('mcp.load_config: the configs must be paths or tables, got number at 2', err)
   end)
 
-  it('the old SSE transport and other mistakes are refused with what to do', function()
+  it('type "sse" asks for the 2024-11-05 HTTP+SSE transport; a command with type "sse" is refused', function()
+    local specs = mcp.load_config({ mcpServers = { legacy = { type = 'sse', url = 'http://127.0.0.1:1/sse' },
+                                                   modern = { type = 'http', url = 'http://127.0.0.1:1/mcp' } } })
+    assert.same({ 'sse', nil }, { specs.legacy.transport_kind, specs.modern.transport_kind })
+    local ok, err = pcall(mcp.load_config, { mcpServers = { s = { command = 'x', type = 'sse' } } })
+    assert.same({ false, 'mcp.load_config: server s: type sse does not go with a command (use stdio)' }, { ok, err })
+  end)
+
+  it('mistakes are refused with what to do', function()
     local cases = {
-      { { mcpServers = { legacy = { type = 'sse', url = 'http://127.0.0.1:1/sse' } } },
-        'mcp.load_config: server legacy uses the SSE transport (type "sse"), which this client does not speak; '
-          .. 'give the server\'s Streamable HTTP endpoint with type "http"' },
       { { mcpServers = { s = { args = { 'x' } } } }, 'mcp.load_config: server s has neither a command nor a url' },
       { { mcpServers = { s = { command = 'x', type = 'http' } } },
         'mcp.load_config: server s: type http does not go with a command (use stdio)' },

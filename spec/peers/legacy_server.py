@@ -6,6 +6,7 @@ specs can check that the client's era probe leaves it working as before.
 
     spec/peers/python-v1/bin/python legacy_server.py stdio
     spec/peers/python-v1/bin/python legacy_server.py http PORT   (Streamable HTTP at /mcp)
+    spec/peers/python-v1/bin/python legacy_server.py sse PORT    (HTTP+SSE of 2024-11-05 at /sse)
 
 Over HTTP the one line on stdout is `listening PORT` (PORT 0 picks a free
 one and prints it); over stdio stdout is the protocol alone.
@@ -40,4 +41,11 @@ def echo(text: str) -> str:
 
 
 if __name__ == "__main__":
-    main(mcp, lambda: mcp.streamable_http_app(), "legacy_server.py")
+    import sys
+
+    if sys.argv[1:2] == ["sse"]:
+        # The 2024-11-05 transport: a GET stream at /sse names /messages/.
+        sys.argv[1] = "http"
+        main(mcp, lambda: mcp.sse_app(), "legacy_server.py")
+    else:
+        main(mcp, lambda: mcp.streamable_http_app(), "legacy_server.py")

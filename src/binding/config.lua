@@ -197,12 +197,11 @@ local function server_spec(name, entry, ctx)
   entry = expand_all(entry, ctx, where)
   local spec = { name = name, disabled = false }
   local kind = entry.type
-  if kind == "sse" then
-    fail(where .. ' uses the SSE transport (type "sse"), which this client does not speak; '
-      .. "give the server's Streamable HTTP endpoint with type \"http\"")
-  end
   if entry.url ~= nil then
-    if kind ~= nil and not HTTP_TYPES[kind] then
+    -- The 2024-11-05 HTTP+SSE transport, spoken when named (a URL of
+    -- another type falls back to it by itself where the server needs it).
+    if kind == "sse" then spec.transport_kind = "sse" end
+    if kind ~= nil and kind ~= "sse" and not HTTP_TYPES[kind] then
       fail(where .. ": type " .. tostring(kind) .. " does not go with a url (use http)")
     end
     if type(entry.url) ~= "string" then fail(where .. ".url must be a string") end

@@ -76,6 +76,7 @@ pub(super) fn open_server(client: &Table, options: &TransportOptions) -> Outcome
             dpop: options.dpop.clone(),
             lua_handled: options.lua_handled.clone(),
             doorbell: Some(options.doorbell()),
+            kind: options.http_kind,
         };
         return Ok(Box::new(Http::connect(http_options)?));
     }

@@ -22,6 +22,7 @@ use crate::era::EraChoice;
 use crate::error::Error;
 use crate::protocol::{self};
 use crate::transport::doorbell::{Descriptor, Doorbell};
+use crate::transport::http;
 use crate::transport::record::{open_for_recording, Recorded};
 use crate::transport::stdio::{self};
 use crate::wire::headers;
@@ -36,6 +37,8 @@ pub(super) struct ClientState {
 
 /// What a transport is opened with, read from `mcp.new`'s options.
 pub(super) struct TransportOptions {
+    /// `opts.transport_kind`: which HTTP transport a URL client speaks.
+    pub(super) http_kind: http::Kind,
     pub(super) timeout: Duration,
     /// `opts.connect_timeout`: the handshake's bound.
     pub(super) connect_timeout: Duration,
@@ -222,7 +225,15 @@ pub(super) fn read_options(lua: &Cx, opts: &Table) -> Outcome<ClientState> {
     read.function("on_notification")?;
     let capabilities = capabilities_to_declare(lua, opts, &lua_handled)?;
     let mut client = Client::new(timeout, connect_timeout, capabilities);
-    client.choose_era(era_option(opts)?);
+    client.choose_era(match (era_option(opts)?, read.one_of("transport_kind", &["http", "sse"])?) {
+        // HTTP+SSE predates the 2026-07-28 revision: no probe is sent on it.
+        (EraChoice::Auto, Some(1)) => EraChoice::Legacy,
+        (EraChoice::Modern, Some(1)) => {
+            let why = "mcp.new: opts.era = \"modern\" does not go with opts.transport_kind = \"sse\" (the HTTP+SSE transport predates the 2026-07-28 revision)";
+            return Err(Error::BadInput(why.into()).into());
+        }
+        (era, _) => era,
+    });
     if let Value::Function(_) = opts.get::<Value>("on_log")? {
         client.ask_for_logs();
     }
@@ -243,7 +254,13 @@ pub(super) fn read_options(lua: &Cx, opts: &Table) -> Outcome<ClientState> {
         Value::String(path) => Some(Arc::new(Mutex::new(Recorded::read(&system_text(&path, "opts.replay")?)?))),
         _ => return Err(Error::BadInput("mcp.replay: the recording must be a file path".into()).into()),
     };
+    let http_kind = match read.one_of("transport_kind", &["http", "sse"])? {
+        None => http::Kind::Auto,
+        Some(0) => http::Kind::Streamable,
+        Some(_) => http::Kind::Sse,
+    };
     let options = TransportOptions {
+        http_kind,
         timeout,
         connect_timeout,
         headers,

@@ -86,7 +86,9 @@ impl Shared {
     /// server that redirects `/mcp` to `/mcp/` would otherwise get every
     /// body twice.
     pub(super) fn exchange(&self, agent: &Agent, verb: Verb, timeout: Duration) -> Result<Response<Body>> {
-        let mut url = lock(&self.url).clone();
+        // An HTTP+SSE session posts to the endpoint its stream named.
+        let endpoint = self.endpoint().filter(|_| matches!(verb, Verb::Post(..)));
+        let mut url = endpoint.clone().unwrap_or_else(|| lock(&self.url).clone());
         let mut nonce_tried = false;
         let mut hop = 0;
         loop {
@@ -139,7 +141,7 @@ impl Shared {
             }
             let location = response.headers().get(headers::LOCATION).and_then(|v| v.to_str().ok());
             let (true, Some(location)) = (matches!(status, 301 | 302 | 303 | 307 | 308), location) else {
-                if hop > 0 {
+                if hop > 0 && endpoint.is_none() {
                     *lock(&self.url) = url;
                 }
                 return Ok(response);
@@ -212,8 +214,21 @@ impl Shared {
         }
     }
 
+    /// A POST: to the URL, or to an HTTP+SSE session's endpoint, whose
+    /// stream is opened first where `transport_kind` asks for it, or where
+    /// the URL refuses `initialize` as a 2024-11-05 server does (see
+    /// `legacy`).
     pub(super) fn post(&self, body: &[u8], headers: &PostHeaders, timeout: Duration) -> Result<Response<Body>> {
-        self.exchange(&self.agent, Verb::Post(body, headers), timeout)
+        if self.must_open_legacy() {
+            self.open_legacy(timeout)?;
+        }
+        self.check_legacy_alive()?;
+        let response = self.exchange(&self.agent, Verb::Post(body, headers), timeout)?;
+        // The GET failing too leaves the POST's refusal, which says more.
+        if headers.initialize && self.may_fall_back(response.status().as_u16()) && self.open_legacy(timeout).is_ok() {
+            return self.exchange(&self.agent, Verb::Post(body, headers), timeout);
+        }
+        Ok(response)
     }
 
     /// The server's own stream (GET), with the socket it comes on where

@@ -91,6 +91,7 @@ use crate::wire::headers;
 use crate::wire::{pausing_at, sliced_connector, tls_config, RememberingResolver, SharedResolver};
 
 mod exchange;
+mod legacy;
 mod listener;
 mod send;
 mod sse;
@@ -99,6 +100,7 @@ mod streams;
 mod tests;
 
 use exchange::{drain_briefly, header, is_event_stream, trim, PostHeaders, Verb};
+pub use legacy::Kind;
 use streams::{read_stream, ReplyStream, Step};
 
 #[derive(Clone, Debug)]
@@ -129,6 +131,9 @@ pub struct Options {
     pub lua_handled: Vec<String>,
     /// Rung when something is queued for Lua (`client:fd()`).
     pub doorbell: Option<Arc<Doorbell>>,
+    /// Streamable HTTP, HTTP+SSE, or the first falling back to the second
+    /// (`opts.transport_kind`; see `legacy`).
+    pub kind: Kind,
 }
 
 /// The session's DELETE when closing: a courtesy, not worth a long wait.
@@ -189,6 +194,10 @@ struct Shared {
     /// Answers to the server read by the poll thread, waiting to be posted
     /// (see `Shared::answer_aside`), and whether a thread posts them.
     answers_aside: Mutex<(VecDeque<Vec<u8>>, bool)>,
+    /// An HTTP+SSE session's message endpoint (see `legacy`).
+    endpoint: legacy::Endpoint,
+    /// Itself, for the threads a `&self` method starts.
+    me: std::sync::Weak<Shared>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -271,6 +280,11 @@ impl Shared {
                 let status = response.status().as_u16();
                 match status {
                     404 if had_session => Err(Error::SessionExpired),
+                    // Acknowledged: the reply comes on the session's stream.
+                    200..=299 if self.is_legacy() => {
+                        drain_briefly(response, self.options.max_message_bytes);
+                        return;
+                    }
                     200..=299 if is_event_stream(&response) => {
                         read_stream(self, ReplyStream::new(self, response, Some(key)).modern(headers.modern));
                         return;
@@ -395,7 +409,9 @@ impl Http {
             Agent::with_parts(config, sliced_connector(), shared_resolver.clone())
         };
         let inbox = Arc::new(Inbox::new(options.doorbell.clone()));
-        let shared = Arc::new(Shared {
+        let shared = Arc::new_cyclic(|me| Shared {
+            me: me.clone(),
+            endpoint: legacy::Endpoint::default(),
             agent: agent(4),
             url: Mutex::new(options.url.clone()),
             options,
@@ -539,6 +555,11 @@ impl Shared {
     /// caller is the Lua thread for a blocking handshake, the thread that
     /// posts `initialized` for one beside an event loop.
     fn listen(self: &Arc<Self>) {
+        // An HTTP+SSE session has its one stream open already; another
+        // GET would be another session.
+        if self.is_legacy() {
+            return;
+        }
         let answered = Arc::new((Mutex::new(false), Condvar::new()));
         let signal = answered.clone();
         self.spawn(move |shared| {
@@ -666,6 +687,15 @@ impl Transport for Http {
                     },
                 },
             };
+            if matches!(event, Event::Ended) && self.shared.is_legacy() {
+                return Err(Error::Transport {
+                    code: "56".into(),
+                    detail: format!(
+                        "the server at {} ended its HTTP+SSE stream, and the session with it",
+                        self.shared.url()
+                    ),
+                });
+            }
             if let Some(received) = self.received(event) {
                 return Ok(Some(received));
             }

@@ -105,7 +105,8 @@ impl Http {
         }
         match status {
             404 if had_session => Err(Error::SessionExpired),
-            200..=299 if !is_request => {
+            // HTTP+SSE: acknowledged; the reply comes on the session's stream.
+            200..=299 if !is_request || self.shared.is_legacy() => {
                 drain_briefly(response, self.limit());
                 Ok(())
             }

@@ -26,6 +26,11 @@ pub(super) struct SseReader {
     limit: usize,
     pub(super) last_event_id: Option<String>,
     pub(super) retry: Option<Duration>,
+    /// The `event:` type of the event `next_event` returned last (None:
+    /// the default, `message`).
+    pub(super) event_type: Option<Vec<u8>>,
+    /// The type of the event being read.
+    reading_type: Option<Vec<u8>>,
     /// The line being read, and the event's data so far.
     line: Vec<u8>,
     data: Option<Vec<u8>>,
@@ -38,6 +43,8 @@ impl SseReader {
             limit,
             last_event_id: None,
             retry: None,
+            event_type: None,
+            reading_type: None,
             line: Vec::new(),
             data: None,
         }
@@ -76,6 +83,7 @@ impl SseReader {
     /// One whole line: the event it ends, if it ends one.
     fn take_line(&mut self, line: &[u8]) -> std::result::Result<Option<Vec<u8>>, StreamError> {
         if line.is_empty() {
+            self.event_type = self.reading_type.take();
             return Ok(self.data.take().filter(|d| !d.is_empty()));
         }
         if line.starts_with(b":") {
@@ -99,6 +107,7 @@ impl SseReader {
                 d.extend_from_slice(value);
             }
             b"id" => self.last_event_id = Some(String::from_utf8_lossy(value).into_owned()),
+            b"event" => self.reading_type = Some(value.to_vec()),
             b"retry" => {
                 if let Some(ms) = std::str::from_utf8(value).ok().and_then(|s| s.trim().parse::<u64>().ok()) {
                     self.retry = Some(Duration::from_millis(ms));

@@ -66,6 +66,11 @@ pub(super) struct ReplyStream {
     /// server go out from a thread of the client's (see
     /// `Shared::answer_aside`).
     answers_aside: Option<Weak<Shared>>,
+    /// The one stream of an HTTP+SSE session (see `legacy`): never
+    /// resumed, and its end is delivered ([`Event::Ended`]), since the
+    /// session ends with it.
+    legacy: bool,
+    told_end: bool,
 }
 
 impl ReplyStream {
@@ -84,6 +89,26 @@ impl ReplyStream {
             modern: false,
             socket: None,
             answers_aside: None,
+            legacy: false,
+            told_end: false,
+        }
+    }
+
+    /// The stream of an HTTP+SSE session (see [`ReplyStream::legacy`]).
+    pub(super) fn legacy(mut self) -> ReplyStream {
+        self.legacy = true;
+        self
+    }
+
+    /// Reads up to the `endpoint` event an HTTP+SSE server sends first:
+    /// its data, the URL to POST messages to. None when the stream ends
+    /// first; an error when the wait is cut (its deadline, Ctrl-C).
+    pub(super) fn endpoint(&mut self) -> std::result::Result<Option<String>, StreamError> {
+        loop {
+            let Some(data) = self.reader.next_event()? else { return Ok(None) };
+            if self.reader.event_type.as_deref() == Some(b"endpoint") {
+                return Ok(Some(String::from_utf8_lossy(trim(&data)).into_owned()));
+            }
         }
     }
 
@@ -132,6 +157,10 @@ impl ReplyStream {
                     if may_resume && self.resume(shared) {
                         continue;
                     }
+                    if self.legacy && !std::mem::replace(&mut self.told_end, true) {
+                        shared.legacy_ended();
+                        return Step::Deliver(Event::Ended, 0);
+                    }
                     if let Some(id) = self.awaiting.clone().filter(|_| self.modern && !self.answered) {
                         self.answered = true;
                         return Step::Deliver(Event::Failed(id, Error::StreamEnded), 0);
@@ -166,6 +195,7 @@ impl ReplyStream {
     /// Whether a stream that ended without its reply can still bring it.
     pub(super) fn resumable(&self, shared: &Shared) -> bool {
         !self.modern
+            && !self.legacy
             && self.reader.last_event_id.is_some()
             && !self.answered
             && !shared.is_stopped()

@@ -229,6 +229,7 @@ fn options(url: String) -> Options {
         login: false,
         lua_handled: Vec::new(),
         doorbell: None,
+        kind: Default::default(),
     }
 }
 
