@@ -14,7 +14,8 @@ local mcp = {}
 
 ---@class mcp.Options
 ---@field command? string|string[]     A command line for /bin/sh -c, or an argv run without a shell.
----@field url? string                  A Streamable HTTP endpoint.
+---@field url? string                  A Streamable HTTP endpoint (or an HTTP+SSE one, found by fallback).
+---@field transport_kind? "http"|"sse"  "sse": the 2024-11-05 HTTP+SSE transport; "http": Streamable HTTP, no fallback (default: Streamable HTTP, falling back).
 ---@field transport? fun(request_text: string): boolean, string?, any  A fixture: receives exactly what the reference sends.
 ---@field protocol_version? string
 ---@field prefix? string               Prefix for mounted tool names.

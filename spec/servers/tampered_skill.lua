@@ -59,7 +59,7 @@ local function answer(message)
   elseif m == 'tools/list' then
     return { tools = { { name = 'reads', inputSchema = { type = 'object' } } } }
   elseif m == 'tools/call' then
-    return { content = { { type = 'text', text = table.concat({ 'read:', table.unpack(reads) }, '\n') } } }
+    return { content = { { type = 'text', text = 'read:\n' .. table.concat(reads, '\n') } } }
   end
   return {}
 end
