@@ -6,6 +6,8 @@ SDKs' servers will not produce: `python3 sse_faults.py MODE` serves on
     foreign   the endpoint event names a URL on another origin
     silent    the stream opens and never names an endpoint
     counted   true to the protocol; GET /count says how many streams opened
+    token     as counted, but the stream and every POST need
+              `Authorization: Bearer s3cret` (401 with a challenge otherwise)
 
 Its one tool, `echo`, answers {text} with the text. Every POST is
 acknowledged with 202 and the body "Accepted", as the Python SDK does.
@@ -43,7 +45,18 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def refused(self):
+        if MODE != "token" or self.headers.get("Authorization") == "Bearer s3cret":
+            return False
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Bearer realm="sse-faults"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        return True
+
     def do_GET(self):
+        if self.path != "/count" and self.refused():
+            return
         if self.path == "/count":
             body = str(opened[0]).encode()
             self.send_response(200)
@@ -63,14 +76,20 @@ class Handler(BaseHTTPRequestHandler):
             self.event("endpoint", "http://evil.example/messages?session=" + session)
         elif MODE != "silent":
             self.event("endpoint", "/messages?session=" + session)
-        # The stream has no length: its end is the connection's.
+        # The stream has no length: its end is the connection's. The
+        # session ends with it, as the SDKs' servers end theirs (a POST to
+        # it is then answered 404).
         self.close_connection = True
         while True:
             item = outbox.get()
             if item is None:
                 return
+            last = MODE == "ends" and item.get("result", {}).get("content")
+            if last:
+                # Gone before the reply leaves: a POST after it finds none.
+                del streams[session]
             self.event("message", json.dumps(item))
-            if MODE == "ends" and item.get("result", {}).get("content"):
+            if last:
                 return
 
     def event(self, name, data):
@@ -78,6 +97,8 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def do_POST(self):
+        if self.refused():
+            return
         session = self.path.split("session=")[-1]
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         outbox = streams.get(session)

@@ -96,11 +96,16 @@ impl Shared {
         let url = lock(&self.url).clone();
         let (response, socket) = self.get_stream(None)?;
         let status = response.status().as_u16();
+        let no_stream = || Error::Transport {
+            code: status.to_string(),
+            detail: format!("the server at {url} opened no HTTP+SSE stream (HTTP {status}, not text/event-stream)"),
+        };
+        // A refusal reads as a POST's would: a 401 is a login's to answer.
+        if !(200..=299).contains(&status) {
+            return Err(self.failure_body(status, response, None).err().unwrap_or_else(no_stream));
+        }
         if status != 200 || !is_event_stream(&response) {
-            return Err(Error::Transport {
-                code: status.to_string(),
-                detail: format!("the server at {url} opened no HTTP+SSE stream (HTTP {status}, not text/event-stream)"),
-            });
+            return Err(no_stream());
         }
         let mut stream = ReplyStream::new(self, response, None).on_socket(socket).legacy();
         let deadline = Instant::now() + timeout;

@@ -209,6 +209,13 @@ impl Shared {
         lock(&self.session_id).clone()
     }
 
+    /// Whether a 404 to this POST means the server forgot the session:
+    /// it carried a session id, or went to an HTTP+SSE session's
+    /// endpoint (its servers answer 404 once its stream is gone).
+    fn has_session(&self, headers: &PostHeaders) -> bool {
+        (self.session_id().is_some() && !headers.modern) || self.is_legacy()
+    }
+
     fn is_stopped(&self) -> bool {
         self.stopped.load(Ordering::Relaxed)
     }
@@ -258,7 +265,7 @@ impl Shared {
 
     fn post_and_read(&self, body: &[u8], headers: &PostHeaders, id: &Json, key: &IdKey, timeout: Duration) {
         let key = key.clone();
-        let had_session = self.session_id().is_some() && !headers.modern;
+        let had_session = self.has_session(headers);
         let answered = self.post(body, headers, timeout);
         if let (true, Ok(response)) = (headers.initialize, &answered) {
             if let Some(id) = header(response, headers::MCP_SESSION_ID) {
@@ -590,7 +597,7 @@ impl Shared {
         timeout: Duration,
         listen: bool,
     ) {
-        let had_session = self.session_id().is_some() && !headers.modern;
+        let had_session = self.has_session(headers);
         let delivered = self.post(body, headers, timeout).and_then(|response| match response.status().as_u16() {
             404 if had_session => Err(Error::SessionExpired),
             200..=299 => {

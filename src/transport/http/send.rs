@@ -73,7 +73,7 @@ impl Http {
             *lock(&self.shared.session_id) = None;
             *lock(&self.shared.protocol_version) = None;
         }
-        let had_session = self.shared.session_id().is_some() && !headers.modern;
+        let had_session = self.shared.has_session(&headers);
         // A cancellation goes out right after a timeout or a Ctrl-C, often
         // to a server that stopped answering: it must not hold Lua as long
         // again.
