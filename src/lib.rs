@@ -85,6 +85,7 @@ pub mod server;
 pub mod server_text;
 pub mod session;
 pub mod tool_headers;
+pub mod tool_search;
 pub mod trace_context;
 pub mod transport;
 pub mod wire;

@@ -28,6 +28,8 @@ pub(super) struct Prelude {
     pub(super) module: Table,
     pub(super) client_methods: Table,
     pub(super) runner: Function,
+    /// The runs of mount's search entries, made for a registry's record.
+    pub(super) search_runs: Function,
     pub(super) pcall: Function,
     pub(super) tostring: Function,
     /// Lua's own `pairs`, for tables with a `__pairs` metamethod.

@@ -62,6 +62,7 @@ mod options;
 mod readers;
 mod registry;
 mod results;
+mod search;
 mod server;
 mod system_text;
 mod trace;
@@ -114,6 +115,8 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     native.set("dispatch", export(lua, &cell, dispatch)?)?;
     native.set("notify", export_method(lua, &cell, notify)?)?;
     native.set("list", export_method(lua, &cell, list)?)?;
+    native.set("search_tools", export(lua, &cell, search::search_tools)?)?;
+    native.set("search_miss", export(lua, &cell, search::search_miss)?)?;
     native.set("skill", export_method(lua, &cell, skill)?)?;
     native.set("skill_async", export(lua, &cell, skill_async)?)?;
     native.set("id", export(lua, &cell, id)?)?;
@@ -150,10 +153,12 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
                 let (states, handle_states, handle_clients) = (weak_table("k")?, weak_table("k")?, weak_table("kv")?);
                 let (pcall, tostring, pairs) =
                     (lua_functions.get("pcall")?, lua_functions.get("tostring")?, lua_functions.get("pairs")?);
+                let search_runs = lua_functions.get("search_runs")?;
                 let _ = setup_cell.set(Prelude {
                     module,
                     client_methods,
                     runner,
+                    search_runs,
                     pcall,
                     tostring,
                     pairs,

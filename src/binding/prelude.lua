@@ -324,6 +324,34 @@ local function runner(client, tool_name, approve, tool)
   end
 end
 
+-- mount's search = true: the runs of the two entries a registry gets in
+-- place of every tool, over its record (the index, the tools by mounted
+-- name). A tool's own failure is raised as its run raises it.
+local function search_runs(record)
+  local function search(args)
+    local query = type(args) == "table" and args.query
+    if type(query) ~= "string" or not query:find("%S") then
+      error("mcp_search_tools needs a query: words for what you want done", 0)
+    end
+    return raise_unless(native.search_tools(record, query, tonumber(args.limit)))
+  end
+  local function call(args)
+    local name = type(args) == "table" and args.name
+    local held = type(name) == "string" and record.tools[name]
+    if not held then error(raise_unless(native.search_miss(record, name)), 0) end
+    local arguments = args.arguments
+    if type(arguments) == "string" then
+      local ok, decoded = pcall(mcp.json_decode, arguments)
+      if not ok or type(decoded) ~= "table" then
+        error("mcp_call_tool: arguments must be a JSON object, as the tool's input_schema describes", 0)
+      end
+      arguments = decoded
+    end
+    return held.run(arguments or {})
+  end
+  return search, call
+end
+
 -- The server side (docs/server.md): Lua functions served as tools,
 -- resources and prompts. The protocol is the native core's; these are
 -- the names a Lua program calls.
@@ -451,5 +479,6 @@ function Context:finish(value, message)
   return raise_unless(native.ctx_finish(self, value, message))
 end
 
-native.setup(mcp, Client, Handle, runner, { pcall = pcall, tostring = tostring, pairs = pairs })
+native.setup(mcp, Client, Handle, runner,
+  { pcall = pcall, tostring = tostring, pairs = pairs, search_runs = search_runs })
 return mcp

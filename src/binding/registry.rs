@@ -1,6 +1,7 @@
 //! `mcp.mount`: a server's tools into the user's registry, by the rules in
-//! `crate::mount`; with `watch = true`, mounted again each time the
-//! server's tool list changes and the client lists it again.
+//! `crate::mount` (or into its search index, `search`); with `watch =
+//! true`, mounted again each time the server's tool list changes and the
+//! client lists it again.
 
 use mlua::{Function, MultiValue, Table, Value};
 
@@ -8,6 +9,7 @@ use super::convert::concat_text;
 use super::entry::Entry;
 use super::lua::{arg, call_method, truthy, Cx, Outcome};
 use super::results::deliver_notifications;
+use super::search;
 use crate::codec::Json;
 use crate::error::Error;
 use crate::mount;
@@ -56,6 +58,13 @@ pub(super) fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Tabl
     let trusted = opts.get::<Value>("trust")? == Value::Boolean(true);
     let policy = Policy::read(opts)?;
     let runner = lua.prelude.runner.clone();
+    // search = true: the tools go into the registry's index, behind its
+    // two entries (see `search`).
+    let searched = match opts.get::<Value>("search")? {
+        Value::Boolean(true) => Some(search::record_for(lua, registry, !trusted && policy.approve.is_none())?),
+        Value::Nil | Value::Boolean(false) => None,
+        _ => return Err(Error::BadInput("mcp.mount: opts.search must be a boolean".into()).into()),
+    };
     let mounted = lua.create_table()?;
     for tool in tools.sequence_values::<Value>() {
         let Value::Table(tool) = tool? else {
@@ -68,6 +77,15 @@ pub(super) fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Tabl
             continue;
         }
         let name = lua.create_string(&full)?;
+        if let Some(record) = &searched {
+            if search::holds(lua, record, &full)? {
+                return Err(Error::Collision { quoted: mount::lua_quote(&full) }.into());
+            }
+            let run = runner.call::<Function>((client.clone(), tool_name, policy.approve.clone(), tool.clone()))?;
+            search::add(lua, record, &full, &tool, run)?;
+            mounted.raw_set(mounted.raw_len() + 1, name)?;
+            continue;
+        }
         let existing = call_method(lua, registry, REGISTRY, "get", name.clone())?;
         if existing.front().is_some_and(truthy) {
             return Err(Error::Collision { quoted: mount::lua_quote(&name.as_bytes()) }.into());
@@ -179,11 +197,15 @@ pub(super) fn resync_watches(lua: &Cx, client: &Table) -> Outcome<()> {
         let registry: Table = record.raw_get("registry")?;
         let opts: Table = record.raw_get("opts")?;
         let before: Table = record.raw_get("names")?;
-        let can_remove = matches!(registry.get::<Value>("remove")?, Value::Function(_));
+        let searched = opts.get::<Value>("search")? == Value::Boolean(true);
+        let can_remove = searched || matches!(registry.get::<Value>("remove")?, Value::Function(_));
         let mut kept = Vec::new();
         for name in before.sequence_values::<mlua::LuaString>() {
             let name = name?;
-            if can_remove {
+            if searched {
+                let record = search::record_for(lua, &registry, false)?;
+                search::remove(lua, &record, &name.as_bytes())?;
+            } else if can_remove {
                 call_method(lua, &registry, REGISTRY, "remove", name)?;
             } else {
                 kept.push(name.as_bytes().to_vec());
