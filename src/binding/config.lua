@@ -344,22 +344,31 @@ local function note_mounted(registry, client, prefix, names, mounted)
   for _, tool in ipairs(client.auto_approve or {}) do approved[prefix .. tool] = true end
   for _, n in ipairs(names) do
     mounted[#mounted + 1] = n
-    if approved[n] then registry:get(n).requires_approval = false end
+    local entry = approved[n] and registry:get(n)
+    if entry then entry.requires_approval = false end
   end
 end
 
+-- What mount_all passes to each mount: the host's choices, and the
+-- server's prefix.
+local function mount_options(opts, prefix)
+  return { prefix = prefix, trust = opts.trust, approve = opts.approve, include = opts.include,
+           exclude = opts.exclude, search = opts.search }
+end
+
 -- Mounts every client's tools under NAME_ (or opts.prefix(name)); a tool
--- the config auto-approves is mounted with requires_approval = false.
+-- the config auto-approves is mounted with requires_approval = false
+-- (behind search, where no entry of its own exists, approve decides).
 -- A server that fails (it does not start, its tool list fails) is skipped:
 -- its error is returned by name, and the others are mounted.
+
 function mcp.mount_all(registry, clients, opts)
   opts = opts or {}
   local mounted, failed = {}, {}
   for _, name in ipairs(sorted_names(clients)) do
     local client = clients[name]
     local prefix = opts.prefix and opts.prefix(name) or (name .. "_")
-    local ok, names = pcall(mcp.mount, registry, client, { prefix = prefix, trust = opts.trust,
-      approve = opts.approve, include = opts.include, exclude = opts.exclude })
+    local ok, names = pcall(mcp.mount, registry, client, mount_options(opts, prefix))
     if ok then
       note_mounted(registry, client, prefix, names, mounted)
     else
@@ -414,16 +423,16 @@ function mcp.mount_all_async(registry, clients, opts)
   for _, name in ipairs(names) do
     local client = clients[name]
     local prefix = opts.prefix and opts.prefix(name) or (name .. "_")
-    local ok, handle = pcall(mcp.mount_async, registry, client, { prefix = prefix, trust = opts.trust,
-      approve = opts.approve, include = opts.include, exclude = opts.exclude,
-      on_done = function(got, err)
-        if got then
-          note_mounted(registry, client, prefix, got, mounted)
-        else
-          failed[name] = tostring(err)
-        end
-        settled(name, got, err)
-      end })
+    local each = mount_options(opts, prefix)
+    each.on_done = function(got, err)
+      if got then
+        note_mounted(registry, client, prefix, got, mounted)
+      else
+        failed[name] = tostring(err)
+      end
+      settled(name, got, err)
+    end
+    local ok, handle = pcall(mcp.mount_async, registry, client, each)
     if ok then
       handles[name] = handle
     else
