@@ -1,5 +1,6 @@
 -- The agent loop at scale, at mount: search instead of every tool
--- (opts.search). Against a Lua server of 300 tools
+-- (opts.search) and caps on what a tool hands the model (opts.max_output).
+-- Against a Lua server of 300 tools
 -- (spec/servers/many_tools.lua), server-everything and the counter,
 -- mounted into one registry.
 local H = require('helpers')
@@ -108,5 +109,66 @@ describe('mount with search = true', function()
     -- The list is listed again (and the index follows) before the next call.
     registry:get('mcp_call_tool').run({ name = 'get_invoice' })
     assert.same({ 'teleport_cargo' }, names(decoded_run(registry, 'mcp_search_tools', { query = 'teleport' })))
+  end)
+end)
+
+describe('mount with max_output', function()
+  local many
+  before_each(function() many = mcp.new({ command = MANY }) end)
+  after_each(function() many:close() end)
+
+  it('a 10 MB text reaches the model as head and tail within the cap, the whole paged through mcp_read_output', function()
+    local registry = H.registry()
+    mcp.mount(registry, many, { max_output = 4096, include = { 'big_text' } })
+    assert.same({ 'mcp_read_output', 'big_text' }, registry.order)
+    local text = registry:get('big_text').run({ bytes = 10000000 })
+    assert.is_true(#text <= 4096, #text)
+    local cut_from, cut_to = text:match('%(bytes (%d+) to (%d+)%); the whole is output out%-1: read on with mcp_read_output')
+    assert.truthy(cut_from, text)
+    assert.equal('line of text, numbered for paging: 1\n', text:sub(1, 37))
+    local page = registry:get('mcp_read_output').run({ id = 'out-1', offset = tonumber(cut_from), length = 1000 })
+    local body, next_offset = page:match('^(.*)\n%[bytes %d+ to %d+ of 10000000; next page: offset = (%d+)%]$')
+    assert.truthy(body, page)
+    assert.equal(tonumber(cut_from) + #body, tonumber(next_offset))
+    local last = registry:get('mcp_read_output').run({ id = 'out-1', offset = 9999990 })
+    assert.truthy(last:find('of 10000000: the end]', 1, true), last)
+    assert.has_error(function() registry:get('mcp_read_output').run({ id = 'out-2' }) end,
+      'mcp_read_output: no output "out-2" is kept (ids are out-N, as a cut output names them; an output goes when'
+        .. ' its client closes, or when newer ones need its room)')
+  end)
+
+  it('structured content past the cap is cut as its JSON text; an image is named with its size, or left out', function()
+    local registry = H.registry()
+    mcp.mount(registry, many, { max_output = 1024, include = { 'big_structured', 'picture' } })
+    local structured = registry:get('big_structured').run({ items = 2000 })
+    assert.is_true(#structured <= 1024)
+    assert.truthy(structured:find('the whole is output out-1', 1, true))
+    local whole = registry:get('mcp_read_output').run({ id = 'out-1', length = 1024 })
+    assert.equal('{"items":[{"id":1', whole:sub(1, 17))
+    assert.equal('[image content: image/png, 99 bytes]\na picture', registry:get('picture').run({ bytes = 100 }))
+    assert.equal('[image content: image/png, 49999 bytes: over the output cap, left out]\na picture',
+      registry:get('picture').run({ bytes = 50000 }))
+  end)
+
+  it('outputs are private files that go when their client closes; search and caps go together', function()
+    local registry = H.registry()
+    local other = mcp.new({ command = MANY })
+    mcp.mount(registry, other, { max_output = 1024, search = true, prefix = 'o_' })
+    local text = registry:get('mcp_call_tool').run({ name = 'o_big_text', arguments = { bytes = 100000 } })
+    assert.truthy(text:find('the whole is output out-1', 1, true), text)
+    assert.is_true(#text <= 1024)
+    if not H.WINDOWS then
+      local tmp = os.getenv('TMPDIR')
+      if tmp == nil or tmp:sub(1, 1) ~= '/' then tmp = '/tmp' end
+      local p = io.popen('find ' .. tmp .. ' -maxdepth 2 -path "*lua-mcp-output-*/out-1" -perm 600'
+        .. ' -newer ' .. H.ROOT .. '/spec/many_tools_spec.lua 2>/dev/null')
+      local found = p:read('*a')
+      p:close()
+      assert.truthy(found:find('/out-1', 1, true), 'kept as a 0600 file')
+    end
+    other:close()
+    assert.has_error(function() registry:get('mcp_read_output').run({ id = 'out-1' }) end)
+    assert.has_error(function() mcp.mount(H.registry(), many, { max_output = 10 }) end,
+      'mcp.mount: opts.max_output must be a whole number of bytes, 512 or more')
   end)
 end)

@@ -78,6 +78,7 @@ pub mod error;
 pub mod input_shape;
 pub mod interrupt;
 pub mod mount;
+pub mod output_cap;
 pub mod private_file;
 pub mod protocol;
 pub mod schema;

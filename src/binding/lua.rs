@@ -30,6 +30,8 @@ pub(super) struct Prelude {
     pub(super) runner: Function,
     /// The runs of mount's search entries, made for a registry's record.
     pub(super) search_runs: Function,
+    /// The run of mount's `mcp_read_output`, made for a registry's record.
+    pub(super) output_reader: Function,
     pub(super) pcall: Function,
     pub(super) tostring: Function,
     /// Lua's own `pairs`, for tables with a `__pairs` metamethod.

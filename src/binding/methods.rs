@@ -93,6 +93,8 @@ pub(super) fn close(lua: &Cx, args: MultiValue) -> Outcome {
     // callbacks run as it returns (see `export_method`), not at some
     // later call that may never come.
     close_session(lua, &client)?;
+    // The outputs its mounted tools left (mount's max_output) go with it.
+    super::outputs::forget_client(lua, &client)?;
     Ok(MultiValue::new())
 }
 

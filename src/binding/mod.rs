@@ -59,6 +59,7 @@ mod login;
 mod lua;
 mod methods;
 mod options;
+mod outputs;
 mod readers;
 mod registry;
 mod results;
@@ -117,6 +118,8 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     native.set("list", export_method(lua, &cell, list)?)?;
     native.set("search_tools", export(lua, &cell, search::search_tools)?)?;
     native.set("search_miss", export(lua, &cell, search::search_miss)?)?;
+    native.set("cap_output", export(lua, &cell, outputs::cap_output)?)?;
+    native.set("read_output", export(lua, &cell, outputs::read_output)?)?;
     native.set("skill", export_method(lua, &cell, skill)?)?;
     native.set("skill_async", export(lua, &cell, skill_async)?)?;
     native.set("id", export(lua, &cell, id)?)?;
@@ -154,11 +157,13 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
                 let (pcall, tostring, pairs) =
                     (lua_functions.get("pcall")?, lua_functions.get("tostring")?, lua_functions.get("pairs")?);
                 let search_runs = lua_functions.get("search_runs")?;
+                let output_reader = lua_functions.get("output_reader")?;
                 let _ = setup_cell.set(Prelude {
                     module,
                     client_methods,
                     runner,
                     search_runs,
+                    output_reader,
                     pcall,
                     tostring,
                     pairs,

@@ -309,7 +309,7 @@ mcp.clock = native.clock
 -- last heard of it at this moment (a tool re-listed as destructive is
 -- judged as destructive), or as it was mounted if the server no longer
 -- lists it; a refusal is raised the same way, so the agent reads why.
-local function runner(client, tool_name, approve, tool)
+local function runner(client, tool_name, approve, tool, outputs, max_output)
   return function(args)
     if approve then
       local now = raise_unless(native.current_tool(client, tool_name)) or tool
@@ -318,9 +318,22 @@ local function runner(client, tool_name, approve, tool)
         error(reason ~= nil and tostring(reason) or ("refused: the host did not approve " .. tostring(tool_name)), 0)
       end
     end
-    local text, is_error = client:call(tool_name, args)
+    local text, is_error, result = client:call(tool_name, args)
+    -- mount's max_output: past it, the head and tail and where the rest is.
+    if outputs then text = raise_unless(native.cap_output(outputs, max_output, client, text, result)) end
     if is_error then error(text, 0) end
     return text
+  end
+end
+
+-- mount's max_output: the run of mcp_read_output, over the registry's
+-- outputs record.
+local function output_reader(record)
+  return function(args)
+    if type(args) ~= "table" or type(args.id) ~= "string" then
+      error("mcp_read_output needs the id of a cut output (out-N, as the cut output names it)", 0)
+    end
+    return raise_unless(native.read_output(record, args.id, tonumber(args.offset), tonumber(args.length)))
   end
 end
 
@@ -480,5 +493,5 @@ function Context:finish(value, message)
 end
 
 native.setup(mcp, Client, Handle, runner,
-  { pcall = pcall, tostring = tostring, pairs = pairs, search_runs = search_runs })
+  { pcall = pcall, tostring = tostring, pairs = pairs, search_runs = search_runs, output_reader = output_reader })
 return mcp

@@ -8,6 +8,7 @@ use mlua::{Function, MultiValue, Table, Value};
 use super::convert::concat_text;
 use super::entry::Entry;
 use super::lua::{arg, call_method, truthy, Cx, Outcome};
+use super::outputs;
 use super::results::deliver_notifications;
 use super::search;
 use crate::codec::Json;
@@ -60,6 +61,11 @@ pub(super) fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Tabl
     let runner = lua.prelude.runner.clone();
     // search = true: the tools go into the registry's index, behind its
     // two entries (see `search`).
+    // max_output: each run's text capped, and mcp_read_output for the rest.
+    let capped = match outputs::cap_option(opts)? {
+        Some(cap) => (Value::Table(outputs::record_for(lua, registry, cap)?), Value::Integer(cap as _)),
+        None => (Value::Nil, Value::Nil),
+    };
     let searched = match opts.get::<Value>("search")? {
         Value::Boolean(true) => Some(search::record_for(lua, registry, !trusted && policy.approve.is_none())?),
         Value::Nil | Value::Boolean(false) => None,
@@ -81,7 +87,14 @@ pub(super) fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Tabl
             if search::holds(lua, record, &full)? {
                 return Err(Error::Collision { quoted: mount::lua_quote(&full) }.into());
             }
-            let run = runner.call::<Function>((client.clone(), tool_name, policy.approve.clone(), tool.clone()))?;
+            let run = runner.call::<Function>((
+                client.clone(),
+                tool_name,
+                policy.approve.clone(),
+                tool.clone(),
+                capped.0.clone(),
+                capped.1.clone(),
+            ))?;
             search::add(lua, record, &full, &tool, run)?;
             mounted.raw_set(mounted.raw_len() + 1, name)?;
             continue;
@@ -102,7 +115,8 @@ pub(super) fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Tabl
         // not ask as well.
         entry.set("requires_approval", !trusted && policy.approve.is_none())?;
         carry_details(&tool, &entry)?;
-        entry.set("run", runner.call::<Function>((client.clone(), tool_name, policy.approve.clone(), tool))?)?;
+        let run = (client.clone(), tool_name, policy.approve.clone(), tool, capped.0.clone(), capped.1.clone());
+        entry.set("run", runner.call::<Function>(run)?)?;
         call_method(lua, registry, REGISTRY, "add", entry)?;
         mounted.raw_set(mounted.raw_len() + 1, name)?;
     }
