@@ -172,3 +172,92 @@ describe('mount with max_output', function()
       'mcp.mount: opts.max_output must be a whole number of bytes, 512 or more')
   end)
 end)
+
+describe('mount with code = true', function()
+  local many, counter, registry, run, approved
+  before_each(function()
+    many = mcp.new({ command = MANY })
+    counter = mcp.new({ command = COUNTER })
+    registry, approved = H.registry(), {}
+    mcp.mount(registry, many, { code = true, prefix = 'm_', include = { 'get_invoice', 'big_structured' } })
+    mcp.mount(registry, counter, { code = true, prefix = 'c_',
+      approve = function(tool) approved[#approved + 1] = tool.name return tool.name ~= 'whoami', 'not that one' end })
+    run = registry:get('mcp_run_lua').run
+  end)
+  after_each(function()
+    many:close()
+    counter:close()
+  end)
+
+  it('what the host has is not the chunk\'s: its globals, the module, a syntax error', function()
+    assert.equal('{"printed":"","returned":[null,null,null]}', run({ code = 'return mcp, registry, _G.counter' }))
+    local ok, err = pcall(run, { code = 'return 1 +' })
+    assert.is_false(ok)
+    assert.truthy(err:find('^mcp_run_lua: chunk:1: '), err)
+  end)
+
+  it('a chunk calls tools of two servers as functions and gets data back, prints and returns as JSON', function()
+    assert.same({ 'mcp_run_lua', 'm_get_invoice', 'm_big_structured', 'c_get', 'c_increment', 'c_whoami' }, registry.order)
+    local reply = mcp.json_decode(run({ code = [[
+      local n = tools.c_increment({ by = 2 })
+      local items = tools.m_big_structured({ items = 3 }).items
+      print('counter is', n)
+      return tools.m_get_invoice({ invoice_id = 'i7' }), #items, items[2].label
+    ]] }))
+    assert.same({ 'counter is\t2\n', { 'get_invoice {"invoice_id":"i7"}', 3, 'item 2' } }, { reply.printed, reply.returned })
+    assert.same({ 'increment' }, approved)
+    assert.has_error(function() run({ code = 'return tools.c_whoami({})' }) end, 'mcp_run_lua: not that one')
+    assert.is_true(registry:get('mcp_run_lua').requires_approval)
+  end)
+
+  -- Each escape, and what ends it: the host goes on after every one.
+  local function NOT_HERE(name)
+    return name .. ' is not in the sandbox (no io, os, debug, package, require, load or collectgarbage)'
+  end
+  local escapes = {
+    { 'return os.getenv("HOME")', 'mcp_run_lua: chunk:1: ' .. NOT_HERE('os') },
+    { 'return io.open("/etc/passwd")', 'mcp_run_lua: chunk:1: ' .. NOT_HERE('io') },
+    { 'return require("os")', 'mcp_run_lua: chunk:1: ' .. NOT_HERE('require') },
+    { 'return load("return 1")()', 'mcp_run_lua: chunk:1: ' .. NOT_HERE('load') },
+    { 'return loadstring("return 1")()', 'mcp_run_lua: chunk:1: ' .. NOT_HERE('loadstring') },
+    { 'return dofile("/etc/passwd")', 'mcp_run_lua: chunk:1: ' .. NOT_HERE('dofile') },
+    { 'return string.dump(print)', 'mcp_run_lua: chunk:1: string.dump is not in the sandbox (chunks are text only)' },
+    { 'return debug.getregistry()', 'mcp_run_lua: chunk:1: ' .. NOT_HERE('debug') },
+    { 'return package.loaded', 'mcp_run_lua: chunk:1: ' .. NOT_HERE('package') },
+    { 'return collectgarbage("count")', 'mcp_run_lua: chunk:1: ' .. NOT_HERE('collectgarbage') },
+    { 'getmetatable("").__index = {}', 'mcp_run_lua: chunk:1: attempt to index a boolean value' },
+    { 'while true do end', 'mcp_run_lua: the chunk ran past 50000000 instructions (a loop that does not end?)' },
+    { 'local co = coroutine.wrap(function() while true do end end) co()',
+      'mcp_run_lua: the chunk ran past 50000000 instructions (a loop that does not end?)' },
+    { 'local t = {} for i = 1, 1e9 do t[i] = i end', 'mcp_run_lua: the chunk used past its memory bound' },
+    { 'return string.rep("x", 1e9)', 'mcp_run_lua: the chunk used past its memory bound' },
+    { 'return ("x"):rep(1e6):gsub("x", ("y"):rep(1000))', 'mcp_run_lua: the chunk used past its memory bound' },
+    -- The runtime's own stack limit may come first (LuaJIT's).
+    { 'local function f() return f() + 1 end return f()',
+      { 'mcp_run_lua: the chunk used past its memory bound', 'mcp_run_lua: the chunk recursed too deep (stack overflow)' } },
+    { 'error({})', 'mcp_run_lua: the chunk raised a table, not a message' },
+    -- LuaJIT reports the bound's error inside the message's making as its own.
+    { 'error(setmetatable({}, { __tostring = function() while true do end end }))',
+      { 'mcp_run_lua: the chunk ran past 50000000 instructions (a loop that does not end?)',
+        'mcp_run_lua: error in error handling' } },
+    { 'for i = 1, 60 do tools.c_get({}) end', 'mcp_run_lua: tools.c_get: past 50 tool calls in one run' },
+    { 'return tools.c_get', 'mcp_run_lua: the chunk returned what is not data (a function cannot be passed between'
+      .. ' the chunk and a tool)' },
+    { 'for i = 1, 1e6 do print(("x"):rep(100)) end', 'mcp_run_lua: print: the chunk printed past 65536 bytes' },
+    { '\27Lua', 'mcp_run_lua: attempt to load a binary chunk (mode is \'t\')' },
+  }
+  for _, case in ipairs(escapes) do
+    it('an escape ends with what stopped it: ' .. case[1]:sub(1, 60), function()
+      local ok, err = pcall(run, { code = case[1] })
+      -- What was printed before the end is repeated up to 2000 bytes.
+      err = tostring(err):gsub('\n%(printed before it: [x\n]+ %.%.%.%)$', '')
+      local expected = type(case[2]) == 'table' and case[2] or { case[2] }
+      assert.is_false(ok)
+      assert.truthy(err == expected[1] or err == expected[2], err)
+      -- The host is unharmed: its own globals, and a tool call after.
+      assert.is_table(io)
+      assert.is_table(os)
+      assert.equal('0', counter:call('get', {}))
+    end)
+  end
+end)

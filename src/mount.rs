@@ -136,6 +136,15 @@ pub fn name_matches(pattern: &[u8], name: &[u8]) -> bool {
     pattern[p..].iter().all(|&b| b == b'*')
 }
 
+/// The largest `at <= want` on a character boundary of `text`.
+pub fn char_boundary(text: &str, want: usize) -> usize {
+    let mut at = want.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

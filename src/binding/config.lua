@@ -353,7 +353,8 @@ end
 -- server's prefix.
 local function mount_options(opts, prefix)
   return { prefix = prefix, trust = opts.trust, approve = opts.approve, include = opts.include,
-           exclude = opts.exclude, search = opts.search, max_output = opts.max_output }
+           exclude = opts.exclude, search = opts.search, max_output = opts.max_output,
+           code = opts.code }
 end
 
 -- Mounts every client's tools under NAME_ (or opts.prefix(name)); a tool

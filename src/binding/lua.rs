@@ -32,6 +32,8 @@ pub(super) struct Prelude {
     pub(super) search_runs: Function,
     /// The run of mount's `mcp_read_output`, made for a registry's record.
     pub(super) output_reader: Function,
+    /// The run of mount's `mcp_run_lua`, made for a registry's record.
+    pub(super) code_runner: Function,
     pub(super) pcall: Function,
     pub(super) tostring: Function,
     /// Lua's own `pairs`, for tables with a `__pairs` metamethod.

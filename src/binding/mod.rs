@@ -45,6 +45,7 @@ use registry::mount_tools;
 use waits::{dispatch, fd, wait, wait_all, wait_any};
 mod auth;
 mod boundary;
+mod code_mode;
 mod convert;
 mod decode;
 mod door;
@@ -63,6 +64,7 @@ mod outputs;
 mod readers;
 mod registry;
 mod results;
+mod sandbox;
 mod search;
 mod server;
 mod system_text;
@@ -120,6 +122,7 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     native.set("search_miss", export(lua, &cell, search::search_miss)?)?;
     native.set("cap_output", export(lua, &cell, outputs::cap_output)?)?;
     native.set("read_output", export(lua, &cell, outputs::read_output)?)?;
+    native.set("run_lua", export(lua, &cell, code_mode::run_lua)?)?;
     native.set("skill", export_method(lua, &cell, skill)?)?;
     native.set("skill_async", export(lua, &cell, skill_async)?)?;
     native.set("id", export(lua, &cell, id)?)?;
@@ -158,12 +161,14 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
                     (lua_functions.get("pcall")?, lua_functions.get("tostring")?, lua_functions.get("pairs")?);
                 let search_runs = lua_functions.get("search_runs")?;
                 let output_reader = lua_functions.get("output_reader")?;
+                let code_runner = lua_functions.get("code_runner")?;
                 let _ = setup_cell.set(Prelude {
                     module,
                     client_methods,
                     runner,
                     search_runs,
                     output_reader,
+                    code_runner,
                     pcall,
                     tostring,
                     pairs,

@@ -10,7 +10,8 @@ use mlua::{AnyUserData, Function, MultiValue, Table, UserData, Value};
 
 use super::convert::concat_text;
 use super::lua::{arg, call_method, truthy, Cx, Outcome};
-use super::registry::REGISTRY;
+use super::registry::{records, weak_table, REGISTRY};
+use super::search::entry;
 use crate::codec::{self, Json};
 use crate::error::Error;
 use crate::mount;
@@ -39,22 +40,10 @@ pub(super) fn cap_option(opts: &Table) -> Outcome<Option<usize>> {
     }
 }
 
-fn weak_table(lua: &Cx, key: &str, mode: &str) -> Outcome<Table> {
-    if let Value::Table(t) = lua.named_registry_value::<Value>(key)? {
-        return Ok(t);
-    }
-    let table = lua.create_table()?;
-    let meta = lua.create_table()?;
-    meta.set("__mode", mode)?;
-    table.set_metatable(Some(meta))?;
-    lua.set_named_registry_value(key, table.clone())?;
-    Ok(table)
-}
-
 /// The registry's outputs record (`holder`, `max`), made with its entry
 /// the first time; the largest cap asked for pages its reads.
 pub(super) fn record_for(lua: &Cx, registry: &Table, cap: usize) -> Outcome<Table> {
-    let records = weak_table(lua, RECORDS, "k")?;
+    let records = records(lua, RECORDS)?;
     if let Value::Table(record) = records.raw_get::<Value>(registry.clone())? {
         if record.raw_get::<usize>("max")? < cap {
             record.raw_set("max", cap)?;
@@ -72,25 +61,14 @@ pub(super) fn record_for(lua: &Cx, registry: &Table, cap: usize) -> Outcome<Tabl
     let holders = weak_table(lua, HOLDERS, "v")?;
     holders.raw_set(holders.raw_len() + 1, holder)?;
     let run: Function = lua.prelude.output_reader.call(record.clone())?;
-    let entry = lua.create_table()?;
-    entry.set("name", READ_OUTPUT)?;
-    entry.set(
-        "description",
+    let entry = entry(
+        lua,
+        READ_OUTPUT,
         "Read more of a tool output that was cut: its id (out-N, as the cut output says), an offset in bytes, and a length.",
+        &[("id", "string", true), ("offset", "number", false), ("length", "number", false)],
+        run,
     )?;
-    let args = lua.create_table()?;
-    for (i, (name, kind, required)) in
-        [("id", "string", true), ("offset", "number", false), ("length", "number", false)].into_iter().enumerate()
-    {
-        let a = lua.create_table()?;
-        a.set("name", name)?;
-        a.set("type", kind)?;
-        a.set("required", required)?;
-        args.raw_set(i + 1, a)?;
-    }
-    entry.set("args", args)?;
     entry.set("requires_approval", false)?;
-    entry.set("run", run)?;
     call_method(lua, registry, REGISTRY, "add", entry)?;
     records.raw_set(registry.clone(), record.clone())?;
     Ok(record)

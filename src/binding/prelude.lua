@@ -309,7 +309,9 @@ mcp.clock = native.clock
 -- last heard of it at this moment (a tool re-listed as destructive is
 -- judged as destructive), or as it was mounted if the server no longer
 -- lists it; a refusal is raised the same way, so the agent reads why.
-local function runner(client, tool_name, approve, tool, outputs, max_output)
+-- For mount's code = true (`structured`), a tool answers a chunk with its
+-- structured content where it has some.
+local function runner(client, tool_name, approve, tool, outputs, max_output, structured)
   return function(args)
     if approve then
       local now = raise_unless(native.current_tool(client, tool_name)) or tool
@@ -322,6 +324,21 @@ local function runner(client, tool_name, approve, tool, outputs, max_output)
     -- mount's max_output: past it, the head and tail and where the rest is.
     if outputs then text = raise_unless(native.cap_output(outputs, max_output, client, text, result)) end
     if is_error then error(text, 0) end
+    if structured and type(result) == "table" and result.structuredContent ~= nil then
+      return result.structuredContent
+    end
+    return text
+  end
+end
+
+-- mount's code = true: the run of mcp_run_lua over the registry's record
+-- (the tools by mounted name; the output cap, if a mount set one).
+local function code_runner(record)
+  return function(args)
+    local code = type(args) == "table" and args.code
+    if type(code) ~= "string" then error("mcp_run_lua needs code: a Lua chunk, as text", 0) end
+    local text = raise_unless(native.run_lua(record, code))
+    if record.outputs then text = raise_unless(native.cap_output(record.outputs, record.max_output, record, text)) end
     return text
   end
 end
@@ -493,5 +510,6 @@ function Context:finish(value, message)
 end
 
 native.setup(mcp, Client, Handle, runner,
-  { pcall = pcall, tostring = tostring, pairs = pairs, search_runs = search_runs, output_reader = output_reader })
+  { pcall = pcall, tostring = tostring, pairs = pairs, search_runs = search_runs, output_reader = output_reader,
+    code_runner = code_runner })
 return mcp

@@ -5,6 +5,7 @@
 
 use mlua::{Function, MultiValue, Table, Value};
 
+use super::code_mode;
 use super::convert::concat_text;
 use super::entry::Entry;
 use super::lua::{arg, call_method, truthy, Cx, Outcome};
@@ -17,6 +18,26 @@ use crate::mount;
 use crate::protocol::{self};
 /// How a registry is named when it lacks what mount needs of it.
 pub(super) const REGISTRY: &str = "the registry (it needs get(name) and add(tool))";
+
+/// A table kept under `key` in the Lua registry, registry -> what one of
+/// mount's options keeps for it (search, max_output, code), weak keys: a
+/// registry that goes takes its records along.
+pub(super) fn records(lua: &Cx, key: &str) -> Outcome<Table> {
+    weak_table(lua, key, "k")
+}
+
+/// A weak table (`mode` "k" or "v") kept under `key` in the Lua registry.
+pub(super) fn weak_table(lua: &Cx, key: &str, mode: &str) -> Outcome<Table> {
+    if let Value::Table(t) = lua.named_registry_value::<Value>(key)? {
+        return Ok(t);
+    }
+    let table = lua.create_table()?;
+    let meta = lua.create_table()?;
+    meta.set("__mode", mode)?;
+    table.set_metatable(Some(meta))?;
+    lua.set_named_registry_value(key, table.clone())?;
+    Ok(table)
+}
 
 pub(super) fn mount_tools(lua: &Cx, args: MultiValue) -> Outcome {
     let Value::Table(registry) = arg(&args, 0) else {
@@ -66,6 +87,14 @@ pub(super) fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Tabl
         Some(cap) => (Value::Table(outputs::record_for(lua, registry, cap)?), Value::Integer(cap as _)),
         None => (Value::Nil, Value::Nil),
     };
+    // code = true: the tools are functions of mcp_run_lua's chunks too.
+    let coded = match opts.get::<Value>("code")? {
+        Value::Boolean(true) => {
+            Some(code_mode::record_for(lua, registry, !trusted && policy.approve.is_none(), &capped)?)
+        }
+        Value::Nil | Value::Boolean(false) => None,
+        _ => return Err(Error::BadInput("mcp.mount: opts.code must be a boolean".into()).into()),
+    };
     let searched = match opts.get::<Value>("search")? {
         Value::Boolean(true) => Some(search::record_for(lua, registry, !trusted && policy.approve.is_none())?),
         Value::Nil | Value::Boolean(false) => None,
@@ -83,6 +112,15 @@ pub(super) fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Tabl
             continue;
         }
         let name = lua.create_string(&full)?;
+        if let Some(record) = &coded {
+            let call = (client.clone(), tool_name.clone(), policy.approve.clone(), tool.clone(), capped.0.clone());
+            code_mode::add(
+                lua,
+                record,
+                &full,
+                runner.call::<Function>((call.0, call.1, call.2, call.3, call.4, capped.1.clone(), true))?,
+            )?;
+        }
         if let Some(record) = &searched {
             if search::holds(lua, record, &full)? {
                 return Err(Error::Collision { quoted: mount::lua_quote(&full) }.into());
@@ -216,6 +254,10 @@ pub(super) fn resync_watches(lua: &Cx, client: &Table) -> Outcome<()> {
         let mut kept = Vec::new();
         for name in before.sequence_values::<mlua::LuaString>() {
             let name = name?;
+            if opts.get::<Value>("code")? == Value::Boolean(true) {
+                let record = code_mode::record_for(lua, &registry, false, &(Value::Nil, Value::Nil))?;
+                code_mode::remove(lua, &record, &name.as_bytes())?;
+            }
             if searched {
                 let record = search::record_for(lua, &registry, false)?;
                 search::remove(lua, &record, &name.as_bytes())?;

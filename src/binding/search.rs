@@ -13,7 +13,7 @@ use mlua::{AnyUserData, Function, MultiValue, Table, UserData, Value};
 use super::convert::concat_text;
 use super::encode::encode_lua;
 use super::lua::{arg, call_method, Cx, Outcome};
-use super::registry::REGISTRY;
+use super::registry::{records, REGISTRY};
 use crate::codec::{self, Json};
 use crate::error::Error;
 use crate::mount;
@@ -37,17 +37,7 @@ impl UserData for SearchIndex {}
 /// call entry), made with its two entries the first time; a mount that
 /// needs approval makes the call entry need it.
 pub(super) fn record_for(lua: &Cx, registry: &Table, requires_approval: bool) -> Outcome<Table> {
-    let all = match lua.named_registry_value::<Value>(SHARED)? {
-        Value::Table(all) => all,
-        _ => {
-            let all = lua.create_table()?;
-            let meta = lua.create_table()?;
-            meta.set("__mode", "k")?;
-            all.set_metatable(Some(meta))?;
-            lua.set_named_registry_value(SHARED, all.clone())?;
-            all
-        }
-    };
+    let all = records(lua, SHARED)?;
     if let Value::Table(record) = all.raw_get::<Value>(registry.clone())? {
         if requires_approval {
             record.raw_get::<Table>("call_entry")?.set("requires_approval", true)?;
@@ -88,7 +78,14 @@ pub(super) fn record_for(lua: &Cx, registry: &Table, requires_approval: bool) ->
     Ok(record)
 }
 
-fn entry(lua: &Cx, name: &str, description: &str, args: &[(&str, &str, bool)], run: Function) -> Outcome<Table> {
+/// A registry entry of mount's own (its run is the prelude's).
+pub(super) fn entry(
+    lua: &Cx,
+    name: &str,
+    description: &str,
+    args: &[(&str, &str, bool)],
+    run: Function,
+) -> Outcome<Table> {
     let entry = lua.create_table()?;
     entry.set("name", name)?;
     entry.set("description", description)?;
