@@ -449,10 +449,21 @@ function mcp.new(opts) end
 ---@field type "string"|"number"|"integer"|"boolean"|"array"|"object"
 ---@field required boolean
 
----Adds a server's tools to a registry; returns the names added.
+---@class mcp.MountOptions
+---@field prefix? string                 Before each tool's name.
+---@field trust? boolean                 requires_approval = false.
+---@field watch? boolean                 Keep the registry (or the search index) in step with the server's tool list.
+---@field include? string[]              Names or patterns with `*` to mount; exclude? the ones not to.
+---@field exclude? string[]
+---@field approve? fun(tool: table, args: table, annotations: table?, client: mcp.Client): boolean, string?  Asked before each run.
+---@field search? boolean                mcp_search_tools and mcp_call_tool instead of every tool (docs/client.md#many-tools).
+---@field max_output? integer            Bytes (512 or more): past them a tool's text is cut, the whole kept for mcp_read_output.
+---@field code? boolean                  mcp_run_lua: a sandboxed Lua chunk calls the tools as tools[NAME](args).
+
+---Adds a server's tools to a registry; returns the names added (behind search, the names indexed).
 ---@param registry mcp.Registry
 ---@param client mcp.Client
----@param opts? {prefix?: string, trust?: boolean, watch?: boolean}  watch: keep the registry in step with the server's tool list.
+---@param opts? mcp.MountOptions
 ---@return string[]
 function mcp.mount(registry, client, opts) end
 
@@ -535,7 +546,7 @@ function mcp.connect(specs, opts) end
 ---and, by server name, the error of each server that failed.
 ---@param registry mcp.Registry
 ---@param clients table<string, mcp.Client>
----@param opts? {prefix?: fun(name: string): string, trust?: boolean}
+---@param opts? {prefix?: fun(name: string): string, trust?: boolean, approve?: function, include?: string[], exclude?: string[], search?: boolean, max_output?: integer, code?: boolean}
 ---@return string[] mounted
 ---@return table<string, string> failed
 function mcp.mount_all(registry, clients, opts) end
@@ -545,7 +556,7 @@ function mcp.mount_all(registry, clients, opts) end
 ---opts.on_done once all have settled, with mount_all's returns. Returns the listings' handles by name.
 ---@param registry mcp.Registry
 ---@param clients table<string, mcp.Client>
----@param opts? {prefix?: fun(name: string): string, trust?: boolean, on_server?: fun(name: string, names: string[]?, err: string?), on_done?: fun(mounted: string[], failed: table<string, string>)}
+---@param opts? {prefix?: fun(name: string): string, trust?: boolean, search?: boolean, max_output?: integer, code?: boolean, on_server?: fun(name: string, names: string[]?, err: string?), on_done?: fun(mounted: string[], failed: table<string, string>)}
 ---@return table<string, mcp.Handle>
 function mcp.mount_all_async(registry, clients, opts) end
 
