@@ -59,6 +59,7 @@ mod json;
 mod login;
 mod lua;
 mod methods;
+mod mount_entries;
 mod options;
 mod outputs;
 mod readers;

@@ -10,8 +10,7 @@ use mlua::{AnyUserData, Function, MultiValue, Table, UserData, Value};
 
 use super::convert::concat_text;
 use super::lua::{arg, call_method, truthy, Cx, Outcome};
-use super::registry::{records, weak_table, REGISTRY};
-use super::search::entry;
+use super::mount_entries::{entry, records, weak_table, REGISTRY};
 use crate::codec::{self, Json};
 use crate::error::Error;
 use crate::mount;

@@ -9,6 +9,7 @@ use super::code_mode;
 use super::convert::concat_text;
 use super::entry::Entry;
 use super::lua::{arg, call_method, truthy, Cx, Outcome};
+use super::mount_entries::REGISTRY;
 use super::outputs;
 use super::results::deliver_notifications;
 use super::search;
@@ -16,29 +17,6 @@ use crate::codec::Json;
 use crate::error::Error;
 use crate::mount;
 use crate::protocol::{self};
-/// How a registry is named when it lacks what mount needs of it.
-pub(super) const REGISTRY: &str = "the registry (it needs get(name) and add(tool))";
-
-/// A table kept under `key` in the Lua registry, registry -> what one of
-/// mount's options keeps for it (search, max_output, code), weak keys: a
-/// registry that goes takes its records along.
-pub(super) fn records(lua: &Cx, key: &str) -> Outcome<Table> {
-    weak_table(lua, key, "k")
-}
-
-/// A weak table (`mode` "k" or "v") kept under `key` in the Lua registry.
-pub(super) fn weak_table(lua: &Cx, key: &str, mode: &str) -> Outcome<Table> {
-    if let Value::Table(t) = lua.named_registry_value::<Value>(key)? {
-        return Ok(t);
-    }
-    let table = lua.create_table()?;
-    let meta = lua.create_table()?;
-    meta.set("__mode", mode)?;
-    table.set_metatable(Some(meta))?;
-    lua.set_named_registry_value(key, table.clone())?;
-    Ok(table)
-}
-
 pub(super) fn mount_tools(lua: &Cx, args: MultiValue) -> Outcome {
     let Value::Table(registry) = arg(&args, 0) else {
         return Err(Error::BadInput("mcp.mount: the registry must be a table".into()).into());

@@ -13,7 +13,8 @@ use mlua::{AnyUserData, Function, MultiValue, Table, UserData, Value};
 use super::convert::concat_text;
 use super::encode::encode_lua;
 use super::lua::{arg, call_method, Cx, Outcome};
-use super::registry::{records, REGISTRY};
+use super::mount_entries::entry;
+use super::mount_entries::{records, REGISTRY};
 use crate::codec::{self, Json};
 use crate::error::Error;
 use crate::mount;
@@ -76,30 +77,6 @@ pub(super) fn record_for(lua: &Cx, registry: &Table, requires_approval: bool) ->
     record.raw_set("call_entry", call_entry)?;
     all.raw_set(registry.clone(), record.clone())?;
     Ok(record)
-}
-
-/// A registry entry of mount's own (its run is the prelude's).
-pub(super) fn entry(
-    lua: &Cx,
-    name: &str,
-    description: &str,
-    args: &[(&str, &str, bool)],
-    run: Function,
-) -> Outcome<Table> {
-    let entry = lua.create_table()?;
-    entry.set("name", name)?;
-    entry.set("description", description)?;
-    let list = lua.create_table()?;
-    for (i, (arg, kind, required)) in args.iter().enumerate() {
-        let a = lua.create_table()?;
-        a.set("name", *arg)?;
-        a.set("type", *kind)?;
-        a.set("required", *required)?;
-        list.raw_set(i + 1, a)?;
-    }
-    entry.set("args", list)?;
-    entry.set("run", run)?;
-    Ok(entry)
 }
 
 /// Whether a tool of this mounted name is in the registry's index.
