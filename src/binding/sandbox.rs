@@ -149,6 +149,8 @@ pub(super) fn error_text(error: &mlua::Error) -> String {
                 Some(p) => format!("the chunk raised a {}, not a message", &p[..p.len() - 4]),
                 // The runtime's stack limit, in the same words everywhere.
                 None if message.ends_with("stack overflow") => "the chunk recursed too deep (stack overflow)".into(),
+                // 5.3's buffers report the allocator's refusal in their own words.
+                None if message.contains("not enough memory") => "the chunk used past its memory bound".into(),
                 None => message.to_string(),
             }
         }

@@ -19,11 +19,11 @@
 //! given for this one, so it is refused.
 //!
 //! The stream is never resumed: a new GET is a new session. When it ends,
-//! the session ends with it: what was in flight fails, and the next
-//! request starts a new session (a new stream, a new `initialize`), as
-//! after any broken connection.
+//! the session ends with it: a request the server acknowledged and never
+//! answered fails (it may have run), and a request after the end (or one
+//! its server answers 404, the session gone) is sent once more on a new
+//! session (a new stream, a new `initialize`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -32,6 +32,8 @@ use super::sse::StreamError;
 use super::streams::ReplyStream;
 use super::{listener, lock, Shared};
 use crate::error::{Error, Result};
+use crate::protocol::IdKey;
+use crate::transport::inbox::Event;
 use crate::wire::pausing_at;
 
 /// Which HTTP transport a URL client speaks (`opts.transport_kind`).
@@ -47,10 +49,23 @@ pub enum Kind {
     Sse,
 }
 
-/// Where an HTTP+SSE session posts, once its stream said, and whether
-/// that stream has ended since.
+/// Where an HTTP+SSE session posts, once its stream said; and what its
+/// stream still owes: the requests the server acknowledged whose replies
+/// have not come, or that it ended (see [`Shared::legacy_ended`]).
 #[derive(Default)]
-pub(super) struct Endpoint(Mutex<Option<String>>, AtomicBool);
+pub(super) struct Endpoint(Mutex<Option<String>>, Mutex<Owed>);
+
+#[derive(Default)]
+pub(super) struct Owed {
+    ended: bool,
+    replies: Vec<IdKey>,
+    /// Replies the stream brought before their POST's acknowledgement was
+    /// read (the two come on different connections); the last few.
+    early: Vec<IdKey>,
+}
+
+/// Early replies remembered (see [`Owed::early`]).
+const EARLY_KEPT: usize = 64;
 
 impl Shared {
     /// The URL messages are POSTed to in an HTTP+SSE session; None in a
@@ -64,18 +79,63 @@ impl Shared {
         lock(&self.endpoint.0).is_some()
     }
 
-    /// The session's stream ended (its reader says so as it sees it).
+    /// The session's stream ended (its reader says so as it sees it): the
+    /// requests the server acknowledged and never answered fail now (it
+    /// may have run them; their replies are lost), each on its own.
     pub(super) fn legacy_ended(&self) {
-        self.endpoint.1.store(true, Ordering::Relaxed);
+        let owed = {
+            let mut owed = lock(&self.endpoint.1);
+            owed.ended = true;
+            std::mem::take(&mut owed.replies)
+        };
+        for key in owed {
+            self.inbox.push(Event::Failed(key, self.stream_ended()), 0);
+        }
+    }
+
+    fn stream_ended(&self) -> Error {
+        Error::Transport {
+            code: "56".into(),
+            detail: format!("the server at {} ended its HTTP+SSE stream, and the session with it", self.url()),
+        }
     }
 
     /// A POST to a session whose stream ended would go nowhere: its
     /// request is refused as from a forgotten session, which the client
     /// answers with a new session and one more try.
     pub(super) fn check_legacy_alive(&self) -> Result<()> {
-        match self.endpoint.1.load(Ordering::Relaxed) {
+        match lock(&self.endpoint.1).ended {
             true => Err(Error::SessionExpired),
             false => Ok(()),
+        }
+    }
+
+    /// The server acknowledged the request `key`: its reply is owed on
+    /// the stream. An error when the stream has ended meanwhile.
+    pub(super) fn legacy_owes(&self, key: Option<IdKey>) -> Result<()> {
+        let mut owed = lock(&self.endpoint.1);
+        if let Some(at) = key.as_ref().and_then(|key| owed.early.iter().position(|k| k == key)) {
+            owed.early.remove(at);
+            return Ok(());
+        }
+        if owed.ended {
+            return Err(self.stream_ended());
+        }
+        owed.replies.extend(key);
+        Ok(())
+    }
+
+    /// The stream brought the reply to `key`.
+    pub(super) fn legacy_paid(&self, key: &IdKey) {
+        let mut owed = lock(&self.endpoint.1);
+        match owed.replies.iter().position(|k| k == key) {
+            Some(at) => drop(owed.replies.remove(at)),
+            None => {
+                if owed.early.len() == EARLY_KEPT {
+                    owed.early.remove(0);
+                }
+                owed.early.push(key.clone());
+            }
         }
     }
 

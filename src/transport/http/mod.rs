@@ -694,15 +694,6 @@ impl Transport for Http {
                     },
                 },
             };
-            if matches!(event, Event::Ended) && self.shared.is_legacy() {
-                return Err(Error::Transport {
-                    code: "56".into(),
-                    detail: format!(
-                        "the server at {} ended its HTTP+SSE stream, and the session with it",
-                        self.shared.url()
-                    ),
-                });
-            }
             if let Some(received) = self.received(event) {
                 return Ok(Some(received));
             }

@@ -105,10 +105,14 @@ impl Http {
         }
         match status {
             404 if had_session => Err(Error::SessionExpired),
-            // HTTP+SSE: acknowledged; the reply comes on the session's stream.
-            200..=299 if !is_request || self.shared.is_legacy() => {
+            200..=299 if !is_request => {
                 drain_briefly(response, self.limit());
                 Ok(())
+            }
+            // HTTP+SSE: acknowledged; the reply is owed on the session's stream.
+            200..=299 if self.shared.is_legacy() => {
+                drain_briefly(response, self.limit());
+                self.shared.legacy_owes(sent.get("id").and_then(id_key))
             }
             200..=299 if is_event_stream(&response) => {
                 let awaiting = sent.get("id").and_then(id_key);

@@ -67,8 +67,8 @@ pub(super) struct ReplyStream {
     /// `Shared::answer_aside`).
     answers_aside: Option<Weak<Shared>>,
     /// The one stream of an HTTP+SSE session (see `legacy`): never
-    /// resumed, and its end is delivered ([`Event::Ended`]), since the
-    /// session ends with it.
+    /// resumed; its replies and its end are told to the session's owed
+    /// replies, since the session ends with it.
     legacy: bool,
     told_end: bool,
 }
@@ -159,7 +159,6 @@ impl ReplyStream {
                     }
                     if self.legacy && !std::mem::replace(&mut self.told_end, true) {
                         shared.legacy_ended();
-                        return Step::Deliver(Event::Ended, 0);
                     }
                     if let Some(id) = self.awaiting.clone().filter(|_| self.modern && !self.answered) {
                         self.answered = true;
@@ -171,6 +170,9 @@ impl ReplyStream {
             let text = trim(&event);
             match sort(text, &shared.options.lua_handled) {
                 Sorted::Deliver(msg, kind) => {
+                    if let (true, Kind::Response(id)) = (self.legacy, &kind) {
+                        shared.legacy_paid(id);
+                    }
                     self.answered |= matches!(&kind, Kind::Response(id) if Some(id) == self.awaiting.as_ref());
                     return Step::Deliver(Event::Message(msg), text.len());
                 }
