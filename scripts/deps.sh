@@ -56,39 +56,19 @@ fi
 command -v cargo >/dev/null || { echo "cargo is needed: install Rust from https://rustup.rs" >&2; exit 1; }
 
 if [ "${1:-test}" != demo ]; then
-  # The downloads (npm, pip) go on beside the peers' cargo builds, which
-  # keep the cores busy meanwhile; each is waited for below, and a
-  # failure of any ends this script as its own would.
-  downloads=()
   # Real MCP peers, pinned by spec/peers/package-lock.json.
   if [ ! -d spec/peers/node_modules/@modelcontextprotocol/server-everything ] ||
      [ spec/peers/package-lock.json -nt spec/peers/node_modules/.package-lock.json ]; then
-    (cd spec/peers && npm ci --no-audit --no-fund --loglevel=error) &
-    downloads+=($!)
+    (cd spec/peers && npm ci --no-audit --no-fund --loglevel=error)
   fi
   # Python peers, pinned by spec/peers/requirements.txt, in a virtual
   # environment of their own (made again when the pins change).
   if [ ! -x spec/peers/python/bin/mcp-server-sqlite ] ||
      [ spec/peers/requirements.txt -nt spec/peers/python/installed ]; then
-    (
-      rm -rf spec/peers/python
-      python3 -m venv spec/peers/python
-      spec/peers/python/bin/pip install --quiet --disable-pip-version-check -r spec/peers/requirements.txt
-      touch spec/peers/python/installed
-    ) &
-    downloads+=($!)
-  fi
-  # The legacy Python peer (the SDK's last 1.x), pinned by
-  # spec/peers/requirements-v1.txt, in a virtual environment of its own.
-  if [ ! -x spec/peers/python-v1/bin/mcp ] ||
-     [ spec/peers/requirements-v1.txt -nt spec/peers/python-v1/installed ]; then
-    (
-      rm -rf spec/peers/python-v1
-      python3 -m venv spec/peers/python-v1
-      spec/peers/python-v1/bin/pip install --quiet --disable-pip-version-check -r spec/peers/requirements-v1.txt
-      touch spec/peers/python-v1/installed
-    ) &
-    downloads+=($!)
+    rm -rf spec/peers/python
+    python3 -m venv spec/peers/python
+    spec/peers/python/bin/pip install --quiet --disable-pip-version-check -r spec/peers/requirements.txt
+    touch spec/peers/python/installed
   fi
   # The Tasks peer (rmcp 3.11, the only SDK that runs 2026-07-28 tasks),
   # pinned by its own Cargo.lock, built again when its sources change.
@@ -107,7 +87,13 @@ if [ "${1:-test}" != demo ]; then
       cargo build --quiet --release --locked --no-default-features \
       --manifest-path bench/rmcp_client/Cargo.toml --target-dir target/peers
   fi
-  for download in ${downloads[@]+"${downloads[@]}"}; do
-    wait "$download"
-  done
+  # The legacy Python peer (the SDK's last 1.x), pinned by
+  # spec/peers/requirements-v1.txt, in a virtual environment of its own.
+  if [ ! -x spec/peers/python-v1/bin/mcp ] ||
+     [ spec/peers/requirements-v1.txt -nt spec/peers/python-v1/installed ]; then
+    rm -rf spec/peers/python-v1
+    python3 -m venv spec/peers/python-v1
+    spec/peers/python-v1/bin/pip install --quiet --disable-pip-version-check -r spec/peers/requirements-v1.txt
+    touch spec/peers/python-v1/installed
+  fi
 fi
