@@ -112,6 +112,18 @@ describe('mount with search = true', function()
       'mcp.mount: opts.search must be a boolean')
   end)
 
+  it('a refused mount changes nothing: a chunk still calls the tool mounted first', function()
+    local registry = H.registry()
+    mcp.mount(registry, counter, { code = true, trust = true })
+    counter:call('increment', {})
+    local other = mcp.new({ command = COUNTER })
+    assert.has_error(function() mcp.mount(registry, other, { code = true, trust = true }) end,
+      'mcp.mount: "get" already exists in the registry. Pass a prefix to namespace this server\'s tools.')
+    -- The first counter's count, not the refused one's.
+    assert.equal('{"printed":"","returned":["1"]}', registry:get('mcp_run_lua').run({ code = 'return tools.get({})' }))
+    other:close()
+  end)
+
   it('watch keeps the index to the server\'s list', function()
     local registry = H.registry()
     mcp.mount(registry, many, { search = true, watch = true })

@@ -58,8 +58,6 @@ pub(super) fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Tabl
     let trusted = opts.get::<Value>("trust")? == Value::Boolean(true);
     let policy = Policy::read(opts)?;
     let runner = lua.prelude.runner.clone();
-    // search = true: the tools go into the registry's index, behind its
-    // two entries (see `search`).
     // max_output: each run's text capped, and mcp_read_output for the rest.
     let capped = match outputs::cap_option(opts)? {
         Some(cap) => (Value::Table(outputs::record_for(lua, registry, cap)?), Value::Integer(cap as _)),
@@ -73,6 +71,8 @@ pub(super) fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Tabl
         Value::Nil | Value::Boolean(false) => None,
         _ => return Err(Error::BadInput("mcp.mount: opts.code must be a boolean".into()).into()),
     };
+    // search = true: the tools go into the registry's index, behind its
+    // two entries (see `search`).
     let searched = match opts.get::<Value>("search")? {
         Value::Boolean(true) => Some(search::record_for(lua, registry, !trusted && policy.approve.is_none())?),
         Value::Nil | Value::Boolean(false) => None,
@@ -90,34 +90,27 @@ pub(super) fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Tabl
             continue;
         }
         let name = lua.create_string(&full)?;
+        // A name taken is a collision wherever the tools go (checked
+        // before anything is added, so a refused mount changes nothing).
+        let taken = match &searched {
+            Some(record) => search::holds(lua, record, &full)?,
+            None => call_method(lua, registry, REGISTRY, "get", name.clone())?.front().is_some_and(truthy),
+        };
+        if taken {
+            return Err(Error::Collision { quoted: mount::lua_quote(&full) }.into());
+        }
+        // What the tool's entry runs; `structured` for a chunk's call.
+        let run = |structured: bool| -> mlua::Result<Function> {
+            let (approve, outputs, cap) = (policy.approve.clone(), capped.0.clone(), capped.1.clone());
+            runner.call((client.clone(), tool_name.clone(), approve, tool.clone(), outputs, cap, structured))
+        };
         if let Some(record) = &coded {
-            let call = (client.clone(), tool_name.clone(), policy.approve.clone(), tool.clone(), capped.0.clone());
-            code_mode::add(
-                lua,
-                record,
-                &full,
-                runner.call::<Function>((call.0, call.1, call.2, call.3, call.4, capped.1.clone(), true))?,
-            )?;
+            code_mode::add(lua, record, &full, run(true)?)?;
         }
         if let Some(record) = &searched {
-            if search::holds(lua, record, &full)? {
-                return Err(Error::Collision { quoted: mount::lua_quote(&full) }.into());
-            }
-            let run = runner.call::<Function>((
-                client.clone(),
-                tool_name,
-                policy.approve.clone(),
-                tool.clone(),
-                capped.0.clone(),
-                capped.1.clone(),
-            ))?;
-            search::add(lua, record, &full, &tool, run)?;
+            search::add(lua, record, &full, &tool, run(false)?)?;
             mounted.raw_set(mounted.raw_len() + 1, name)?;
             continue;
-        }
-        let existing = call_method(lua, registry, REGISTRY, "get", name.clone())?;
-        if existing.front().is_some_and(truthy) {
-            return Err(Error::Collision { quoted: mount::lua_quote(&name.as_bytes()) }.into());
         }
         let description = match tool.get::<Value>("description")? {
             v if truthy(&v) => concat_text(&v).unwrap_or_else(|| b"MCP tool".to_vec()),
@@ -131,8 +124,7 @@ pub(super) fn mount_into(lua: &Cx, registry: &Table, client: &Table, opts: &Tabl
         // not ask as well.
         entry.set("requires_approval", !trusted && policy.approve.is_none())?;
         carry_details(&tool, &entry)?;
-        let run = (client.clone(), tool_name, policy.approve.clone(), tool, capped.0.clone(), capped.1.clone());
-        entry.set("run", runner.call::<Function>(run)?)?;
+        entry.set("run", run(false)?)?;
         call_method(lua, registry, REGISTRY, "add", entry)?;
         mounted.raw_set(mounted.raw_len() + 1, name)?;
     }
