@@ -28,6 +28,9 @@ pub(super) const CALL_TOOL: &str = "mcp_call_tool";
 const DEFAULT_LIMIT: usize = 8;
 const MAX_LIMIT: usize = 50;
 
+/// The longest name of a miss that is quoted and compared.
+const MAX_NAME: usize = 256;
+
 /// Registry -> its shared search record, weak keys.
 const SHARED: &str = "lua-mcp search records";
 
@@ -172,7 +175,10 @@ pub(super) fn search_miss(lua: &Cx, args: MultiValue) -> Outcome {
     let Value::Table(record) = arg(&args, 0) else {
         return Err(Error::BadInput("mcp_call_tool: no index".into()).into());
     };
-    let name = concat_text(&arg(&args, 1)).unwrap_or_default();
+    let mut name = concat_text(&arg(&args, 1)).unwrap_or_default();
+    // A model's name is quoted and measured against every tool's: a long
+    // one is cut first.
+    name.truncate(MAX_NAME);
     let index: AnyUserData = record.raw_get("index")?;
     let closest = index.borrow::<SearchIndex>()?.0.borrow().closest(&name, 3);
     let quoted: Vec<String> = closest.iter().map(|n| format!("\"{}\"", String::from_utf8_lossy(n))).collect();

@@ -259,7 +259,7 @@ mod yaml {
             return Err("is indented with tabs".into());
         }
         let mut at = 0;
-        let value = block(&lines, &mut at, 0)?;
+        let value = block(&lines, &mut at, 0, 0)?;
         match (value, lines.get(at)) {
             (Json::Object(pairs), None) => Ok(Json::Object(pairs)),
             (_, Some(line)) => Err(format!("has YAML this client does not read (line {})", line.number)),
@@ -268,14 +268,25 @@ mod yaml {
     }
 
     /// A block mapping or sequence whose lines are indented `indent`.
-    fn block(lines: &[Line], at: &mut usize, indent: usize) -> Parsed<Json> {
+    /// How deep mappings and sequences may nest: a server's file must not
+    /// recurse the reader off its stack.
+    const MAX_DEPTH: usize = 32;
+
+    fn block(lines: &[Line], at: &mut usize, indent: usize, depth: usize) -> Parsed<Json> {
+        if depth > MAX_DEPTH {
+            return Err(format!("nests past {MAX_DEPTH} levels"));
+        }
         let Some(first) = lines.get(*at) else { return Ok(Json::Null) };
         if first.text.starts_with("- ") || first.text == "-" {
             let mut items = Vec::new();
             while let Some(line) = lines.get(*at).filter(|l| l.indent == indent && l.text.starts_with('-')) {
                 *at += 1;
                 let rest = line.text[1..].trim();
-                items.push(if rest.is_empty() { nested(lines, at, indent)? } else { scalar(rest, line.number)? });
+                items.push(if rest.is_empty() {
+                    nested(lines, at, indent, depth)?
+                } else {
+                    scalar(rest, line.number)?
+                });
             }
             return Ok(Json::Array(items));
         }
@@ -284,7 +295,7 @@ mod yaml {
             let (key, rest) = split_key(line.text).ok_or_else(|| format!("line {} is not key: value", line.number))?;
             *at += 1;
             let value = match rest {
-                "" => nested(lines, at, indent)?,
+                "" => nested(lines, at, indent, depth)?,
                 "|" | "|-" | "|+" | ">" | ">-" | ">+" => block_scalar(lines, at, indent, rest),
                 _ => scalar(rest, line.number)?,
             };
@@ -297,11 +308,11 @@ mod yaml {
     }
 
     /// What follows `key:` on the lines indented deeper (null if none).
-    fn nested(lines: &[Line], at: &mut usize, indent: usize) -> Parsed<Json> {
+    fn nested(lines: &[Line], at: &mut usize, indent: usize, depth: usize) -> Parsed<Json> {
         match lines.get(*at) {
-            Some(next) if next.indent > indent => block(lines, at, next.indent),
+            Some(next) if next.indent > indent => block(lines, at, next.indent, depth + 1),
             // A sequence may sit at its key's own indent.
-            Some(next) if next.indent == indent && next.text.starts_with('-') => block(lines, at, indent),
+            Some(next) if next.indent == indent && next.text.starts_with('-') => block(lines, at, indent, depth + 1),
             _ => Ok(Json::Null),
         }
     }
@@ -484,5 +495,7 @@ mod tests {
         assert_eq!(differing_field(&expected.into_tree(), &read), None);
         assert!(yaml::mapping("name: x\n  stray: indent\n").is_err());
         assert!(yaml::mapping("anchor: &a x\n").is_err());
+        let deep: String = (0..100).map(|i| format!("{}k{i}:\n", " ".repeat(i))).collect();
+        assert_eq!(yaml::mapping(&deep).unwrap_err(), "nests past 32 levels");
     }
 }

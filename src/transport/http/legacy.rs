@@ -67,6 +67,10 @@ pub(super) struct Owed {
 /// Early replies remembered (see [`Owed::early`]).
 const EARLY_KEPT: usize = 64;
 
+/// Owed replies remembered: past this the oldest (a request long given
+/// up on) is forgotten, not failed at the stream's end.
+const OWED_KEPT: usize = 1024;
+
 impl Shared {
     /// The URL messages are POSTed to in an HTTP+SSE session; None in a
     /// Streamable HTTP one.
@@ -120,6 +124,9 @@ impl Shared {
         }
         if owed.ended {
             return Err(self.stream_ended());
+        }
+        if owed.replies.len() == OWED_KEPT {
+            owed.replies.remove(0);
         }
         owed.replies.extend(key);
         Ok(())
