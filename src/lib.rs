@@ -53,6 +53,8 @@
 //! * `mount`     the registry rules: descriptions, schemas, collisions.
 //! * `schema`    tool results checked against their `outputSchema`, and
 //!   each tool's `inputSchema` kept for the encoder.
+//! * `json_schema` the validator both sides use: a schema checked and
+//!   compiled once, values walked beside it (`check`, `formats`).
 //! * `private_file` files that hold secrets are ours alone.
 //! * `server_text` what a server wrote, bounded and inert before an error
 //!   quotes it.
@@ -77,6 +79,7 @@ pub mod era;
 pub mod error;
 pub mod input_shape;
 pub mod interrupt;
+pub mod json_schema;
 pub mod mount;
 pub mod output_cap;
 pub mod private_file;

@@ -9,10 +9,9 @@
 //!
 //! A tool that declares an output schema promises `structuredContent` of
 //! that shape, and agents act on it without looking; a server that breaks
-//! its promise should fail the call, not the agent three steps later. JSON
-//! Schema (2020-12 by default, and the drafts a schema names in `$schema`)
-//! is the `jsonschema` crate's job: its rules are many and subtle, and a
-//! validator written here would get some of them wrong.
+//! its promise should fail the call, not the agent three steps later. The
+//! checking itself is `json_schema`'s (2020-12 by default, and the drafts
+//! a schema names in `$schema`).
 //!
 //! Schemas come from servers: one that does not compile is left
 //! unchecked rather than failing the discovery that brought it.
@@ -23,6 +22,7 @@ use std::rc::Rc;
 
 use crate::codec::{Json, Select};
 use crate::error::Error;
+use crate::json_schema::Validator;
 
 /// What [`ToolSchemas::learn`] reads of a `tools/list` page.
 pub const TOOL_SCHEMAS: Select = Select::Keys(&[(
@@ -39,7 +39,7 @@ const CHECKED_FIELDS: Select = Select::Keys(&[("isError", Select::Whole), ("stru
 
 #[derive(Default)]
 pub struct ToolSchemas {
-    by_tool: HashMap<Vec<u8>, jsonschema::Validator>,
+    by_tool: HashMap<Vec<u8>, Validator>,
     /// The listing's pages, as they came.
     pages: Vec<Json>,
     /// Their input schemas by tool, once something asked for one.
@@ -61,7 +61,7 @@ impl ToolSchemas {
                 else {
                     continue;
                 };
-                if let Ok(validator) = jsonschema::validator_for(&to_serde(schema)) {
+                if let Ok(validator) = Validator::new(schema) {
                     self.by_tool.insert(name.clone(), validator);
                 }
             }
@@ -151,12 +151,11 @@ impl ToolSchemas {
         let Some(structured) = result.get("structuredContent") else {
             return Err(mismatch("the result has no structuredContent".into()));
         };
-        match validator.iter_errors(&to_serde(structured)).next() {
+        match validator.first_error(structured) {
             None => Ok(()),
-            Some(error) => {
-                let at = error.instance_path().to_string();
-                let at = if at.is_empty() { String::new() } else { format!(" at {at}") };
-                Err(mismatch(format!("{error}{at}")))
+            Some(failure) => {
+                let at = if failure.at.is_empty() { String::new() } else { format!(" at {}", failure.at) };
+                Err(mismatch(format!("{}{at}", failure.message)))
             }
         }
     }
@@ -175,29 +174,6 @@ fn plain(value: &Json) -> Json {
             plain(&tree)
         }
         other => other.clone(),
-    }
-}
-
-/// Our JSON as serde's, for the validator. Strings that are not UTF-8
-/// (Lua byte strings) are carried lossily: a schema speaks of text.
-pub(crate) fn to_serde(value: &Json) -> serde_json::Value {
-    use serde_json::Value;
-    match value {
-        Json::Null => Value::Null,
-        Json::Bool(b) => Value::Bool(*b),
-        Json::Int(i) => Value::from(*i),
-        Json::Float(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
-        Json::Str(s) => Value::String(String::from_utf8_lossy(s).into_owned()),
-        Json::Array(items) => Value::Array(items.iter().map(to_serde).collect()),
-        Json::Object(pairs) => {
-            Value::Object(pairs.iter().map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), to_serde(v))).collect())
-        }
-        Json::Raw(raw) => to_serde(raw.tree()),
-        request @ Json::Request(_) => {
-            let mut tree = request.clone();
-            tree.materialize();
-            to_serde(&tree)
-        }
     }
 }
 

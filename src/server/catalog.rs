@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 
 use crate::codec::Json;
+use crate::json_schema::Validator;
 
 /// Which list an entry is in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -63,8 +64,8 @@ pub struct Entry {
     pub definition: Json,
     pub handler: u64,
     /// A tool's schemas, compiled once when it is added.
-    pub input: Option<jsonschema::Validator>,
-    pub output: Option<jsonschema::Validator>,
+    pub input: Option<Validator>,
+    pub output: Option<Validator>,
     /// A template's parts, parsed once.
     pub template: Vec<Part>,
 }

@@ -31,8 +31,8 @@ pub mod tasks;
 use std::collections::HashMap;
 
 use crate::codec::Json;
+use crate::json_schema::Validator;
 use crate::protocol::{self, id_key, SUPPORTED_VERSIONS};
-use crate::schema::to_serde;
 use catalog::{match_template, parse_template, Entry, Kind, List};
 use peer::Peer;
 pub use peer::{Facts, PeerKey};
@@ -205,10 +205,10 @@ impl Server {
             Some(Json::Str(key)) if !key.is_empty() => key.clone(),
             _ => return Err(format!("its {} must be a non-empty string", kind.key_field())),
         };
-        let compile = |field: &str| -> Result<Option<jsonschema::Validator>, Refusal> {
+        let compile = |field: &str| -> Result<Option<Validator>, Refusal> {
             match definition.get(field) {
                 None => Ok(None),
-                Some(schema) => jsonschema::validator_for(&to_serde(schema))
+                Some(schema) => Validator::new(schema)
                     .map(Some)
                     .map_err(|e| format!("its {field} is not a JSON Schema this server can check: {e}")),
             }
@@ -493,10 +493,12 @@ impl Server {
         let tool = self.list(Kind::Tool).get(name).ok_or_else(|| (INVALID_PARAMS, format!("Unknown tool: {shown}")))?;
         let arguments = params.get("arguments").cloned().unwrap_or(Json::Object(vec![]));
         if let Some(validator) = &tool.input {
-            if let Some(error) = validator.iter_errors(&to_serde(&arguments)).next() {
-                let at = error.instance_path().to_string();
-                let at = if at.is_empty() { String::new() } else { format!(" (at {at})") };
-                let why = format!("Invalid arguments for tool {shown}: {error}{at}. Call it again with arguments that match its inputSchema.");
+            if let Some(failure) = validator.first_error(&arguments) {
+                let at = if failure.at.is_empty() { String::new() } else { format!(" (at {})", failure.at) };
+                let why = format!(
+                    "Invalid arguments for tool {shown}: {}{at}. Call it again with arguments that match its inputSchema.",
+                    failure.message
+                );
                 return Ok(Some(tool_error(&why)));
             }
         }
@@ -521,7 +523,7 @@ impl Server {
             let mismatch = match structured {
                 _ if failed => None,
                 None => Some("it returned no structured content".to_string()),
-                Some(value) => validator.iter_errors(&to_serde(value)).next().map(|e| e.to_string()),
+                Some(value) => validator.first_error(value).map(|failure| failure.message),
             };
             if let Some(why) = mismatch {
                 return Err((INTERNAL_ERROR, format!("Tool {shown} broke its outputSchema: {why}")).into());
