@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 
 ALL_PLATFORMS=(linux-x86_64 linux-aarch64 macosx-aarch64 macosx-x86_64 freebsd-x86_64 win32-x86_64)
 read -r -a ABIS <<<"${ABIS:-lua51 lua52 lua53 lua54 luajit}"
-PROFILE=${PROFILE:-release}
+PROFILE=${PROFILE:-dist}
 export DIST_DIR=${DIST_DIR:-dist}
 PLATFORMS=("$@")
 [ ${#PLATFORMS[@]} -gt 0 ] || PLATFORMS=("${ALL_PLATFORMS[@]}")
