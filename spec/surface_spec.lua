@@ -221,6 +221,19 @@ describe('progress and versions against server-everything #peer', function()
 end)
 
 describe('the surface against our own servers', function()
+  it('errors name the tool called even as calls cycle through more tools than the labels kept', function()
+    local client = mcp.new({ command = H.COUNTER })
+    client:discover()
+    for _ = 1, 2 do
+      for i = 1, 10 do
+        local ok, err = pcall(client.call, client, 'nope' .. i, {})
+        assert.is_false(ok)
+        assert.equal(('MCP tools/call nope%d failed: Unknown tool: nope%d (code -32602)'):format(i, i), err)
+      end
+    end
+    client:close()
+  end)
+
   it('lists follow every page, blocking and async', function()
     local client = mcp.new({ command = H.faulty('catalog') })
     local resources = client:list_resources()

@@ -169,7 +169,9 @@ enum Arrival {
 }
 
 fn is_initialize(message: &Json) -> bool {
-    message.get("method") == Some(&Json::str("initialize"))
+    // Asked of every message sent: compared in place, not against a
+    // `Json` made for the purpose (an allocation per call).
+    matches!(message.get("method"), Some(Json::Str(method)) if method == b"initialize")
 }
 
 impl Session {

@@ -87,6 +87,8 @@ fn a_small_call_allocates_little() {
     let (client, lua_side) = allocations_per_call(&lua);
     println!("allocations per small call: {client:.1} by the client, {lua_side:.1} by Lua");
     // 54 when the arguments were copied into a tree and the request had
-    // an owned key per field; half of that is the bound.
-    assert!(client <= 27.0, "{client} allocations per call by the client");
+    // an owned key per field; 27 once they were not; 24 since the tool's
+    // label is shared between calls, the result's values make room for
+    // the boundary's flag, and the handshake check compares in place.
+    assert!(client <= 24.0, "{client} allocations per call by the client");
 }

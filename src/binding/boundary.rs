@@ -56,9 +56,11 @@ pub(super) fn export(
 pub(super) fn packed(lua: &Lua, outcome: Outcome) -> mlua::Result<MultiValue> {
     let mut out = MultiValue::new();
     match outcome {
-        Ok(values) => {
-            out.push_back(Value::Boolean(true));
-            out.extend(values);
+        // In front of the values, in their own deque: exports that make
+        // room for it (see `results::call_return`) then cost no copy.
+        Ok(mut values) => {
+            values.push_front(Value::Boolean(true));
+            return Ok(values);
         }
         Err(Raise::Mcp(e)) => {
             out.push_back(Value::Boolean(false));

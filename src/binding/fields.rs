@@ -82,19 +82,35 @@ impl ToolName {
     }
 }
 
+/// How many recent labels are kept for calls to come.
+const RECENT_LABELS: usize = 8;
+
 thread_local! {
-    /// Where labels are put together: the label is then made in one
-    /// allocation, a small call's fewer.
+    /// The labels of the tools called last, newest first: an agent calls
+    /// a few tools over and over, and a label found here is shared, not
+    /// made again (an allocation of every small call).
+    static LABELS: RefCell<Vec<Rc<str>>> = const { RefCell::new(Vec::new()) };
+    /// Where a new label is put together, so that it is made in one
+    /// allocation.
     static LABEL: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
 pub(super) fn tool_label(name: &Value) -> Outcome<ToolName> {
     let label = |text: &str| {
-        LABEL.with_borrow_mut(|buf| {
-            buf.clear();
-            buf.push_str(TOOL_CALL);
-            buf.push_str(text);
-            Rc::<str>::from(buf.as_str())
+        LABELS.with_borrow_mut(|recent| {
+            let found = recent.iter().position(|l| l.strip_prefix(TOOL_CALL) == Some(text));
+            let label = match found {
+                Some(at) => recent.remove(at),
+                None => LABEL.with_borrow_mut(|buf| {
+                    buf.clear();
+                    buf.push_str(TOOL_CALL);
+                    buf.push_str(text);
+                    Rc::<str>::from(buf.as_str())
+                }),
+            };
+            recent.truncate(RECENT_LABELS - 1);
+            recent.insert(0, label.clone());
+            label
         })
     };
     match name {

@@ -63,7 +63,10 @@ pub(super) fn call_return(lua: &Cx, result: Json) -> Outcome {
             (Value::String(lua.create_string(text)?), is_error)
         }
     };
-    Ok(MultiValue::from_vec(vec![text, Value::Boolean(is_error), whole]))
+    // Room for the `true` the boundary puts in front (`boundary::packed`).
+    let mut values = MultiValue::with_capacity(4);
+    values.extend([text, Value::Boolean(is_error), whole]);
+    Ok(values)
 }
 
 /// A text part of a call's outcome: a block's own Lua string (one text
