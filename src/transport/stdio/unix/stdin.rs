@@ -2,15 +2,16 @@
 //! thread (`transport::poller`): a message is written straight from the
 //! calling thread while the pipe has room, and what does not fit waits
 //! here, in order, for the thread to finish writing it; a server that
-//! stopped reading then never blocks Lua. Written with SIGPIPE refused
-//! (`transport::fds`). See the module's header.
+//! stopped reading then never blocks Lua. It is a socket (see
+//! `child::spawn_in_group`), written with SIGPIPE refused by the write
+//! itself (`transport::fds`). See the module's header.
 
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, RawFd};
-use std::process::ChildStdin;
+use std::os::unix::net::UnixStream;
 use std::sync::Mutex;
 
-use crate::transport::fds::{refuse_sigpipe, set_nonblocking, write_without_sigpipe};
+use crate::transport::fds::{refuse_sigpipe, send_without_sigpipe, set_nonblocking};
 use crate::transport::poller;
 
 /// The server's stdin, shared by Lua (requests), the reader (answers to
@@ -21,7 +22,7 @@ pub(in crate::transport::stdio) struct StdinPipe {
 
 struct PipeState {
     /// Non-blocking; None once closed or broken.
-    stdin: Option<ChildStdin>,
+    stdin: Option<UnixStream>,
     /// Bytes accepted but not yet written, in order.
     pending: VecDeque<u8>,
     /// EOF for the server once `pending` is written.
@@ -29,7 +30,7 @@ struct PipeState {
 }
 
 impl StdinPipe {
-    pub(super) fn new(stdin: ChildStdin) -> Self {
+    pub(super) fn new(stdin: UnixStream) -> Self {
         set_nonblocking(stdin.as_raw_fd());
         refuse_sigpipe(stdin.as_raw_fd());
         let state = PipeState { stdin: Some(stdin), pending: VecDeque::new(), closing: false };
@@ -53,7 +54,7 @@ impl StdinPipe {
         let written = if queued {
             0
         } else {
-            match write_without_sigpipe(fd, bytes) {
+            match send_without_sigpipe(fd, bytes) {
                 Ok(n) => n,
                 Err(_) => {
                     st.stdin = None;
@@ -101,7 +102,7 @@ impl StdinPipe {
         let Some(fd) = st.stdin.as_ref().map(|s| s.as_raw_fd()) else { return };
         let written = {
             let (front, _) = st.pending.as_slices();
-            write_without_sigpipe(fd, front)
+            send_without_sigpipe(fd, front)
         };
         match written {
             Ok(n) => {
