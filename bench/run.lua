@@ -371,6 +371,29 @@ if by_client then
   record('allocations per small call (stdio, counter.lua)', 'native, by Lua', 'allocations', { tonumber(by_lua) })
 end
 
+-- The module's bytes: the build `make build` made, stripped (as `make dist`
+-- strips) and gzipped (as a download travels); and what `make dist` left in
+-- dist/, when it has run (its modules are stripped already).
+local function bytes_of(path)
+  local f = io.open(path, 'rb')
+  if not f then return nil end
+  local n = f:seek('end')
+  f:close()
+  return n
+end
+local stripped = os.tmpname()
+if os.execute(('strip -o %s %s/mcp.so'):format(stripped, root)) then
+  record('module bytes (make build, this machine)', 'stripped', 'bytes', { bytes_of(stripped) })
+  local gzipped = tonumber(run_cmd(('gzip -9c %s | wc -c'):format(stripped)))
+  record('module bytes (make build, this machine)', 'stripped, gzipped', 'bytes', { gzipped })
+end
+os.remove(stripped)
+for name in run_cmd('ls ' .. root .. '/dist 2>/dev/null'):gmatch('[^\n]+') do
+  if name:match('%.so$') or name:match('%.dll$') or name:match('%.rock$') then
+    record('module bytes (make dist)', name, 'bytes', { bytes_of(root .. '/dist/' .. name) })
+  end
+end
+
 -- ratios -----------------------------------------------------------------------------
 local ratios = {}
 for _, name in ipairs({ 'one CPU', 'split CPUs' }) do
