@@ -80,55 +80,12 @@ pub fn write_without_sigpipe(fd: RawFd, bytes: &[u8]) -> std::io::Result<usize> 
     }
 }
 
-/// [`write_without_sigpipe`] for a socket: where the system lets a send
-/// refuse SIGPIPE itself (MSG_NOSIGNAL), one system call instead of
-/// three. Elsewhere, and in the portable build that stands in for those
-/// systems, the signal is held off as for a pipe (macOS's sockets refuse
-/// it already: [`refuse_sigpipe`]).
-#[cfg(all(
-    any(
-        target_os = "linux",
-        target_os = "android",
-        target_os = "freebsd",
-        target_os = "netbsd",
-        target_os = "openbsd"
-    ),
-    not(feature = "portable")
-))]
-pub fn send_without_sigpipe(fd: RawFd, bytes: &[u8]) -> std::io::Result<usize> {
-    transfer(bytes, |rest| {
-        // SAFETY: send(2) from a live slice of the length passed.
-        unsafe { libc::send(fd, rest.as_ptr().cast(), rest.len(), libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) }
-    })
-}
-
-#[cfg(not(all(
-    any(
-        target_os = "linux",
-        target_os = "android",
-        target_os = "freebsd",
-        target_os = "netbsd",
-        target_os = "openbsd"
-    ),
-    not(feature = "portable")
-)))]
-pub fn send_without_sigpipe(fd: RawFd, bytes: &[u8]) -> std::io::Result<usize> {
-    write_without_sigpipe(fd, bytes)
-}
-
 fn write_some(fd: RawFd, bytes: &[u8]) -> std::io::Result<usize> {
-    transfer(bytes, |rest| {
-        // SAFETY: write(2) from a live slice of the length passed.
-        unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) }
-    })
-}
-
-/// Hands `bytes` to `step` until all are taken or it would block (0 is
-/// then returned), again after an interruption.
-fn transfer(bytes: &[u8], mut step: impl FnMut(&[u8]) -> isize) -> std::io::Result<usize> {
     let mut written = 0;
     while written < bytes.len() {
-        let n = step(&bytes[written..]);
+        let rest = &bytes[written..];
+        // SAFETY: write(2) from a live slice of the length passed.
+        let n = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
         if n >= 0 {
             written += n as usize;
             continue;

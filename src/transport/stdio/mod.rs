@@ -17,15 +17,12 @@
 //!   pipe has room (a hand-off to another thread costs a wake-up, which on
 //!   a small VM is as much as the round trip itself); the rest waits in a
 //!   queue that the poll thread drains, so Lua never blocks on a server
-//!   that stopped reading (`unix/stdin`). On Unix the server's stdin is
-//!   a socket pair's end rather than a pipe, as libuv gives its children:
-//!   a cdylib inside lua5.4 does not inherit Rust's ignored SIGPIPE, and
-//!   one write to a dead server would otherwise kill the Lua host, while
-//!   the host's own handling must stay as the host chose it. A send can
-//!   refuse the signal itself (MSG_NOSIGNAL, on Linux and the BSDs; macOS
-//!   refuses it on the descriptor); a write to a pipe needed it blocked
-//!   in the writing thread and unblocked after, two system calls of every
-//!   request (`transport::fds`).
+//!   that stopped reading (`unix/stdin`). Writes happen with SIGPIPE
+//!   blocked in the writing thread only (and, on macOS, which sends it
+//!   to the whole process, refused on the descriptor itself): a cdylib
+//!   inside lua5.4 does not inherit Rust's ignored SIGPIPE, and one write
+//!   to a dead server would otherwise kill the Lua host, while the host's
+//!   own handling stays as the host chose it (`transport::fds`).
 //! * stdout: split into lines of any size (up to a cap), skipping what is
 //!   not JSON (banners, logs printed to the wrong stream), answering `ping`
 //!   and unknown server requests at once, and queueing the rest for Lua;

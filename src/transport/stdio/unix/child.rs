@@ -3,8 +3,6 @@
 //! nobody closed it; how it ended, worded for an error (read without
 //! reaping it: `exit_watch`).
 
-use std::os::fd::OwnedFd;
-use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio as Pipe};
 use std::sync::{Mutex, Once};
@@ -19,12 +17,7 @@ const GRACE: Duration = Duration::from_secs(2);
 
 /// Starts the server with all three pipes, in a process group of its own
 /// (see the module's header), and remembers the group for the exit hook.
-/// Its stdin is one end of a socket pair, as libuv gives its children,
-/// and the other end is returned: a write to a socket can refuse SIGPIPE
-/// by itself (MSG_NOSIGNAL), where a write to a pipe needed the signal
-/// blocked and unblocked around it, two system calls of every request.
-/// Servers read it as they read a pipe (node's own children have one).
-pub(super) fn spawn_in_group(options: &Options) -> std::io::Result<(Child, UnixStream)> {
+pub(super) fn spawn_in_group(options: &Options) -> std::io::Result<Child> {
     let mut command = match &options.launch {
         Launch::Shell(line) => {
             // argv[0] "sh", as system(3) gives it: the shell's own
@@ -39,8 +32,7 @@ pub(super) fn spawn_in_group(options: &Options) -> std::io::Result<(Child, UnixS
             c
         }
     };
-    let (ours, theirs) = UnixStream::pair()?;
-    command.stdin(Pipe::from(OwnedFd::from(theirs))).stdout(Pipe::piped()).stderr(Pipe::piped()).process_group(0);
+    command.stdin(Pipe::piped()).stdout(Pipe::piped()).stderr(Pipe::piped()).process_group(0);
     for (key, value) in &options.env {
         command.env(key, value);
     }
@@ -48,11 +40,8 @@ pub(super) fn spawn_in_group(options: &Options) -> std::io::Result<(Child, UnixS
         command.current_dir(dir);
     }
     let child = command.spawn()?;
-    // The child's end closes here, with the command: the server alone
-    // holds it, so that it reads EOF when ours closes.
-    drop(command);
     remember_group(child.id() as libc::pid_t);
-    Ok((child, ours))
+    Ok(child)
 }
 
 /// Process groups of servers still running, for the exit hook, with the

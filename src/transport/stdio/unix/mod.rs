@@ -68,11 +68,12 @@ impl Stdio {
             },
         };
         poller::start().map_err(no_start)?;
-        let (mut child, stdin) = spawn_in_group(options).map_err(no_start)?;
+        let mut child = spawn_in_group(options).map_err(no_start)?;
         let pid = child.id() as libc::pid_t;
 
-        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-            unreachable!("both pipes were asked for")
+        let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            unreachable!("all three pipes were asked for")
         };
         let exit = Arc::new(ExitWatch::new(pid));
         let started = match pipes::start(stdin, stdout, stderr, exit.clone(), options) {

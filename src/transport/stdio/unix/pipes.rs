@@ -8,7 +8,7 @@
 
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
+use std::process::ChildStdin;
 use std::sync::{Arc, Mutex};
 
 use crate::transport::fds::set_nonblocking;
@@ -36,7 +36,7 @@ pub(super) struct Pipes {
 /// Hands the server's pipes to the poll thread (already running: see
 /// [`poller::start`]).
 pub(super) fn start(
-    stdin: UnixStream,
+    stdin: ChildStdin,
     stdout: std::process::ChildStdout,
     stderr: std::process::ChildStderr,
     exit: Arc<ExitWatch>,
