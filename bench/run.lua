@@ -209,12 +209,24 @@ local function sdk_calls(which, prefix, url, args, n)
   return sdk(which, prefix, 'http', url, 'echo', args, n).calls_us
 end
 
+-- Starts `command PORT` on a port of 38000-39999, another when it cannot
+-- bind one: that range lies in Linux's ephemeral ports, so a connection of
+-- the run (an SDK's, a peer's) may hold the one drawn ("Address already in
+-- use" once ended a run here).
+local function start_on_a_free_port(command, ready)
+  for _ = 1, 8 do
+    local port = 38000 + math.random(0, 1999)
+    local ok, _, stop = pcall(H.start, command(port), ready)
+    if ok then return port, stop end
+  end
+  error('no port of 38000-39999 could be bound for: ' .. command('PORT'))
+end
+
 local http_placed = {}
 for _, place in ipairs({ { 'one CPU', 'taskset -c 0 ' }, { 'split CPUs', 'taskset -c 1 ' } }) do
   local name, server_prefix = place[1], place[2]
   if name == 'split CPUs' and cpus < 2 then break end
-  local port = 38000 + math.random(0, 999)
-  local _, stop = H.start(server_prefix .. HTTP_ECHO .. ' ' .. port, 'listening on')
+  local port, stop = start_on_a_free_port(function(p) return server_prefix .. HTTP_ECHO .. ' ' .. p end, 'listening on')
   local url = 'http://127.0.0.1:' .. port .. '/mcp'
   local section = 'HTTP per call, minimal C server, ' .. name
   local r = { floor = record(section, 'keep-alive round trip (floor)', 'us', http_floor(port, '/mcp', 'taskset -c 0 ')) }
@@ -229,10 +241,11 @@ for _, place in ipairs({ { 'one CPU', 'taskset -c 0 ' }, { 'split CPUs', 'taskse
   http_placed[name] = r
 end
 
-local port = 39000 + math.random(0, 999)
 local connection_log = os.tmpname()
-local _, stop_http = H.start('CONNECTION_LOG=' .. connection_log .. ' PORT=' .. port .. ' node --require '
-  .. root .. '/spec/servers/loopback.cjs ' .. H.EVERYTHING .. ' streamableHttp', 'listening on port')
+local port, stop_http = start_on_a_free_port(function(p)
+  return 'CONNECTION_LOG=' .. connection_log .. ' PORT=' .. p .. ' node --require '
+    .. root .. '/spec/servers/loopback.cjs ' .. H.EVERYTHING .. ' streamableHttp'
+end, 'listening on port')
 local url = 'http://127.0.0.1:' .. port .. '/mcp'
 local http = {}
 local section = 'HTTP per call, server-everything echo'
