@@ -22,7 +22,7 @@ use std::rc::Rc;
 
 use crate::codec::{Json, Select};
 use crate::error::Error;
-use crate::json_schema::Validator;
+use crate::json_schema::{plain, Validator};
 
 /// What [`ToolSchemas::learn`] reads of a `tools/list` page.
 pub const TOOL_SCHEMAS: Select = Select::Keys(&[(
@@ -158,22 +158,6 @@ impl ToolSchemas {
                 Err(mismatch(format!("{}{at}", failure.message)))
             }
         }
-    }
-}
-
-/// `value` with any text kept inside it taken apart: a tree all the way
-/// down.
-fn plain(value: &Json) -> Json {
-    match value {
-        Json::Array(items) => Json::Array(items.iter().map(plain).collect()),
-        Json::Object(pairs) => Json::Object(pairs.iter().map(|(k, v)| (k.clone(), plain(v))).collect()),
-        Json::Raw(raw) => plain(raw.tree()),
-        request @ Json::Request(_) => {
-            let mut tree = request.clone();
-            tree.materialize();
-            plain(&tree)
-        }
-        other => other.clone(),
     }
 }
 

@@ -39,6 +39,7 @@ mod wellformed;
 use std::collections::HashMap;
 
 use crate::codec::Json;
+pub(crate) use values::plain;
 
 /// The drafts, oldest first: a keyword exists from one of them on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

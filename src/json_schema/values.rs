@@ -22,7 +22,8 @@ pub fn tree(value: &Json) -> Cow<'_, Json> {
     }
 }
 
-/// `value` as a tree all the way down: a schema is walked many times.
+/// `value` as a tree all the way down, kept texts taken apart: a schema
+/// is walked many times.
 pub fn plain(value: &Json) -> Json {
     match value {
         Json::Array(items) => Json::Array(items.iter().map(plain).collect()),
