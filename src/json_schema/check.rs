@@ -9,10 +9,11 @@
 use std::borrow::Cow;
 
 use super::formats::asserts_format;
-use super::values::{characters, field, is_integer, number, pointer_step, same, shown, tree};
+use super::values::{characters, field, is_integer, number, pointer_step, said, same, shown, tree};
 use super::wellformed::join;
 use super::{Draft, Failure, Validator, DEFAULT_BASE};
 use crate::codec::Json;
+use crate::server_text::{listed, quoted_str, TEXT_CHARS};
 
 /// References followed within references deeper than this fail the
 /// value rather than the stack: a schema may refer to itself forever.
@@ -66,7 +67,7 @@ pub fn first_error(validator: &Validator, instance: &Json) -> Option<Failure> {
     let mut walk = Walk { v: validator, depth: 0 };
     let failing = walk.schema(&validator.root, DEFAULT_BASE, &tree(instance)).err()?;
     let at: String = failing.steps.iter().rev().map(|s| format!("/{s}")).collect();
-    Some(Failure { message: failing.message, at })
+    Some(Failure { message: failing.message, at: quoted_str(&at, TEXT_CHARS) })
 }
 
 struct Walk<'v> {
@@ -186,7 +187,7 @@ impl Walk<'_> {
             (b"pattern", Json::Str(s)) => self.pattern(value, s, instance),
             (b"format", Json::Str(s)) if draft <= Draft::Seven => match value {
                 Json::Str(format) if !asserts_format(format, s) => {
-                    fail(format!("{} is not a \"{}\"", shown(instance), String::from_utf8_lossy(format)))
+                    fail(format!("{} is not a \"{}\"", shown(instance), said(format)))
                 }
                 _ => passed,
             },
@@ -257,7 +258,7 @@ impl Walk<'_> {
         let Json::Str(pattern) = pattern else { return Ok(Seen::default()) };
         match self.v.patterns.get(pattern) {
             Some(regex) if !regex.is_match(&String::from_utf8_lossy(text)) => {
-                let why = format!("{} does not match \"{}\"", shown(instance), String::from_utf8_lossy(pattern));
+                let why = format!("{} does not match \"{}\"", shown(instance), said(pattern));
                 Err(Failing::new(why))
             }
             _ => Ok(Seen::default()),
@@ -430,12 +431,9 @@ impl Walk<'_> {
             return Ok(Seen::default());
         }
         if matches!(schema, Json::Bool(false)) {
-            let extra: Vec<String> = items[after..].iter().map(shown).collect();
-            let verb = if extra.len() == 1 { "was" } else { "were" };
-            return Err(Failing::new(format!(
-                "Additional items are not allowed ({} {verb} unexpected)",
-                extra.join(", ")
-            )));
+            let verb = if items.len() - after == 1 { "was" } else { "were" };
+            let extra = listed(items[after..].iter().map(shown));
+            return Err(Failing::new(format!("Additional items are not allowed ({extra} {verb} unexpected)")));
         }
         for (i, item) in items.iter().enumerate().skip(after) {
             self.schema(schema, base, item).map_err(|f| f.below(i.to_string()))?;
@@ -483,27 +481,27 @@ impl Walk<'_> {
     }
 
     fn unevaluated(&mut self, keyword: &[u8], schema: &Json, base: &str, instance: &Json, seen: &Seen) -> Outcome {
-        let (left, what, total): (Vec<(String, String, &Json)>, _, _) = match (keyword, instance) {
+        // Each left value with its step in the path, and its key for a
+        // property (an item is named by its value, and only if refused).
+        let (left, what, total): (Vec<Left>, _, _) = match (keyword, instance) {
             (b"unevaluatedProperties", Json::Object(pairs)) => {
                 let left = pairs.iter().enumerate().filter(|(i, _)| !seen.properties.contains(i));
-                let named = left.map(|(_, (name, item))| {
-                    (pointer_step(name), format!("'{}'", String::from_utf8_lossy(name)), item)
-                });
+                let named = left.map(|(_, (name, item))| (pointer_step(name), Some(name.as_slice()), item));
                 (named.collect(), "properties", pairs.len())
             }
             (b"unevaluatedItems", Json::Array(items)) => {
                 let left = items.iter().enumerate().skip(seen.leading_items).filter(|(i, _)| !seen.items.contains(i));
-                (left.map(|(i, item)| (i.to_string(), shown(item), item)).collect(), "items", items.len())
+                (left.map(|(i, item)| (i.to_string(), None, item)).collect(), "items", items.len())
             }
             _ => return Ok(Seen::default()),
         };
         if matches!(schema, Json::Bool(false)) && !left.is_empty() {
-            let names: Vec<String> = left.into_iter().map(|(_, name, _)| name).collect();
-            let verb = if names.len() == 1 { "was" } else { "were" };
-            return Err(Failing::new(format!(
-                "Unevaluated {what} are not allowed ({} {verb} unexpected)",
-                names.join(", ")
-            )));
+            let verb = if left.len() == 1 { "was" } else { "were" };
+            let names = listed(left.iter().map(|(_, key, item)| match key {
+                Some(key) => format!("'{}'", String::from_utf8_lossy(key)),
+                None => shown(item),
+            }));
+            return Err(Failing::new(format!("Unevaluated {what} are not allowed ({names} {verb} unexpected)")));
         }
         for (step, _, item) in left {
             self.schema(schema, base, item).map_err(|f| f.below(step))?;
@@ -512,6 +510,10 @@ impl Walk<'_> {
         Ok(Seen { properties: (0..total).collect(), ..Seen::all_items(total) })
     }
 }
+
+/// A value `unevaluated*` looks at: its step in the path, its key when it
+/// is a property, and the value.
+type Left<'a> = (String, Option<&'a [u8]>, &'a Json);
 
 fn value_pairs(value: &Json) -> &[(Vec<u8>, Json)] {
     match value {
@@ -532,9 +534,8 @@ fn required<'a>(names: impl Iterator<Item = &'a Json>, pairs: &[(Vec<u8>, Json)]
 }
 
 fn were_unexpected(names: &[&[u8]]) -> String {
-    let quoted: Vec<String> = names.iter().map(|n| format!("'{}'", String::from_utf8_lossy(n))).collect();
     let verb = if names.len() == 1 { "was" } else { "were" };
-    format!("{} {verb} unexpected", quoted.join(", "))
+    format!("{} {verb} unexpected", listed(names.iter().map(|n| format!("'{}'", String::from_utf8_lossy(n)))))
 }
 
 fn type_matches(name: &[u8], instance: &Json) -> bool {
@@ -553,12 +554,11 @@ fn type_matches(name: &[u8], instance: &Json) -> bool {
 fn check_type(types: &Json, instance: &Json) -> Outcome {
     match types {
         Json::Str(name) if !type_matches(name, instance) => {
-            let why = format!("{} is not of type \"{}\"", shown(instance), String::from_utf8_lossy(name));
+            let why = format!("{} is not of type \"{}\"", shown(instance), said(name));
             Err(Failing::new(why))
         }
         Json::Array(names) if !names.iter().any(|n| matches!(n, Json::Str(n) if type_matches(n, instance))) => {
-            let listed: Vec<String> = names.iter().map(shown).collect();
-            Err(Failing::new(format!("{} is not of types {}", shown(instance), listed.join(", "))))
+            Err(Failing::new(format!("{} is not of types {}", shown(instance), listed(names.iter().map(shown)))))
         }
         _ => Ok(Seen::default()),
     }

@@ -183,3 +183,16 @@ fn kept_texts_and_byte_strings_are_checked_as_their_values() {
     let bytes = Json::Str(vec![0xff, b'a']);
     assert!(compiled(r#"{"maxLength":2}"#).first_error(&bytes).is_none());
 }
+
+#[test]
+fn messages_quote_a_server_s_values_and_names_within_bounds() {
+    let big = format!(r#"["{}"]"#, "x".repeat(10_000));
+    let why = failure(r#"{"type":"object"}"#, &big).unwrap();
+    assert!(why.ends_with(r#"... (9004 more characters) is not of type "object""#), "{why}");
+    let many: Vec<String> = (0..40).map(|i| format!(r#""k{i}":1"#)).collect();
+    let why = failure(r#"{"additionalProperties":false}"#, &format!("{{{}}}", many.join(","))).unwrap();
+    let shown: Vec<String> = (0..16).map(|i| format!("'k{i}'")).collect();
+    assert_eq!(why, format!("Additional properties are not allowed ({} and 24 more were unexpected)", shown.join(", ")));
+    let long_ref = format!(r##"{{"$ref":"#/{}"}}"##, "a".repeat(200));
+    assert!(refused(&long_ref).starts_with(&format!(r##"its $ref "#/{}... (138 more characters)""##, "a".repeat(62))));
+}

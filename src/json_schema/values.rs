@@ -5,6 +5,7 @@
 use std::borrow::Cow;
 
 use crate::codec::{encode, Json};
+use crate::server_text::{quoted, ITEM_CHARS, TEXT_CHARS};
 
 /// The value of `key` in an object's pairs, `null` included (the last
 /// occurrence wins, as in every decoder that keeps one).
@@ -73,9 +74,17 @@ pub fn characters(s: &[u8]) -> usize {
     s.iter().filter(|&&b| b & 0xC0 != 0x80).count()
 }
 
-/// A value as messages show it: its compact JSON text.
+/// A value as messages show it: its compact JSON text, cut after
+/// `server_text::TEXT_CHARS` characters (a 10 MB result of the wrong type
+/// was a 10 MB error).
 pub fn shown(value: &Json) -> String {
-    String::from_utf8_lossy(&encode(value)).into_owned()
+    quoted(&encode(value), TEXT_CHARS)
+}
+
+/// A schema's own text (a pattern, a format, a type name) as messages
+/// quote it: it comes from a server too.
+pub fn said(text: &[u8]) -> String {
+    quoted(text, ITEM_CHARS)
 }
 
 /// One step of a JSON Pointer, escaped (`~` and `/`).

@@ -6,9 +6,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::values::{at, field, is_integer, shown};
+use super::values::{at, field, is_integer, said, shown};
 use super::{Draft, Target, DEFAULT_BASE};
 use crate::codec::Json;
+use crate::server_text::{quoted_str, TEXT_CHARS};
 
 /// A schema nested deeper than this is refused: the walk recurses once
 /// a level, and schemas come from servers.
@@ -141,7 +142,7 @@ fn located(path: &[Vec<u8>], why: String) -> String {
         return why;
     }
     let steps: Vec<String> = path.iter().map(|s| super::values::pointer_step(s)).collect();
-    format!("at /{}: {why}", steps.join("/"))
+    format!("at {}: {why}", quoted_str(&format!("/{}", steps.join("/")), TEXT_CHARS))
 }
 
 impl Walk<'_> {
@@ -286,7 +287,7 @@ impl Walk<'_> {
         }
         let text = String::from_utf8_lossy(pattern);
         let compiled = regex_lite::Regex::new(&text)
-            .map_err(|e| format!("the pattern \"{text}\" is not one this validator can run ({e})"))?;
+            .map_err(|e| format!("the pattern \"{}\" is not one this validator can run ({e})", said(pattern)))?;
         self.found.patterns.insert(pattern.to_vec(), compiled);
         Ok(())
     }
@@ -294,8 +295,12 @@ impl Walk<'_> {
     /// Where `reference`, written under `base`, leads.
     fn resolve(&self, base: &str, reference: &[u8]) -> Result<Target, String> {
         let text = String::from_utf8_lossy(reference);
-        let unresolved =
-            || format!("its $ref \"{text}\" does not resolve (only references within the schema are followed)");
+        let unresolved = || {
+            format!(
+                "its $ref \"{}\" does not resolve (only references within the schema are followed)",
+                said(reference)
+            )
+        };
         let absolute = join(base, &text).map_err(|_| unresolved())?;
         let (resource, fragment) = absolute.split_once('#').unwrap_or((&absolute, ""));
         let mut steps = self.resources.get(resource).ok_or_else(unresolved)?.clone();
