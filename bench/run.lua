@@ -387,13 +387,7 @@ end
 -- The module's bytes: the build `make build` made, stripped (as `make dist`
 -- strips) and gzipped (as a download travels); and what `make dist` left in
 -- dist/, when it has run (its modules are stripped already).
-local function bytes_of(path)
-  local f = io.open(path, 'rb')
-  if not f then return nil end
-  local n = f:seek('end')
-  f:close()
-  return n
-end
+local function bytes_of(path) return #(H.slurp(path) or '') end
 local stripped = os.tmpname()
 if os.execute(('strip -o %s %s/mcp.so'):format(stripped, root)) then
   record('module bytes (make build, this machine)', 'stripped', 'bytes', { bytes_of(stripped) })
