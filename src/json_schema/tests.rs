@@ -192,7 +192,10 @@ fn messages_quote_a_server_s_values_and_names_within_bounds() {
     let many: Vec<String> = (0..40).map(|i| format!(r#""k{i}":1"#)).collect();
     let why = failure(r#"{"additionalProperties":false}"#, &format!("{{{}}}", many.join(","))).unwrap();
     let shown: Vec<String> = (0..16).map(|i| format!("'k{i}'")).collect();
-    assert_eq!(why, format!("Additional properties are not allowed ({} and 24 more were unexpected)", shown.join(", ")));
+    assert_eq!(
+        why,
+        format!("Additional properties are not allowed ({} and 24 more were unexpected)", shown.join(", "))
+    );
     let long_ref = format!(r##"{{"$ref":"#/{}"}}"##, "a".repeat(200));
     assert!(refused(&long_ref).starts_with(&format!(r##"its $ref "#/{}... (138 more characters)""##, "a".repeat(62))));
 }
