@@ -86,8 +86,7 @@ fn borrow_client<T>(
     let Some(entry) = Entry::of(lua, client)? else {
         return Err(Error::BadInput("MCP: this client was not made by mcp.new".into()).into());
     };
-    let (state_ud, on_notification, handlers) = (entry.state()?, entry.on_notification()?, entry.handlers()?);
-    let (callbacks, progress) = (entry.callbacks()?, entry.progress()?);
+    let state_ud = entry.state()?;
     // A token managed elsewhere is asked for before each call, before the
     // client is borrowed (the function may look at the client).
     let fresh_token = match entry.token_function()? {
@@ -122,10 +121,7 @@ fn borrow_client<T>(
         table: client,
         options,
         forgotten,
-        on_notification,
-        handlers,
-        callbacks,
-        progress,
+        listeners: Default::default(),
         entry,
         collected: None,
         ran: 0,

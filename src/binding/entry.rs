@@ -38,6 +38,19 @@ pub(super) const JSON_TYPES: i64 = 13;
 /// callbacks were last looked at in full (see `handles::run_on_done`).
 pub(super) const SETTLED_COUNT_SEEN: i64 = 14;
 
+/// What a client's server may set off in Lua: read from the entry the
+/// first time a message needs one (see `LuaHost::listeners`), since most
+/// calls get only their reply.
+#[derive(Default)]
+pub(super) struct Listeners {
+    pub(super) on_notification: Option<Function>,
+    pub(super) handlers: Option<Table>,
+    /// `on_log`, `on_resource_updated`, `on_list_changed`, by name.
+    pub(super) callbacks: Option<Table>,
+    /// Requests' `on_progress` callbacks, by progress token.
+    pub(super) progress: Option<Table>,
+}
+
 /// A client's entry: its native state and its Lua callbacks.
 pub(super) struct Entry(Table);
 
@@ -70,7 +83,18 @@ impl Entry {
 
     /// The entry of `client`; None when `mcp.new` did not make it.
     pub(super) fn of(lua: &Cx, client: &Table) -> Outcome<Option<Entry>> {
-        Ok(Entry::in_prelude(lua.prelude, client)?)
+        // The export keeps the client it last asked about alive (and so
+        // its address its own) until it returns.
+        if let Some((last, entry)) = &*lua.last_entry.borrow() {
+            if last.to_pointer() == client.to_pointer() {
+                return Ok(Some(Entry(entry.clone())));
+            }
+        }
+        let found = Entry::in_prelude(lua.prelude, client)?;
+        if let Some(Entry(entry)) = &found {
+            *lua.last_entry.borrow_mut() = Some((client.clone(), entry.clone()));
+        }
+        Ok(found)
     }
 
     /// [`Entry::of`], for code that has the prelude but no [`Cx`].
@@ -84,7 +108,31 @@ impl Entry {
     /// The entry of a client that must have one: when it has none, the
     /// error mlua gives for reading nil as a table.
     pub(super) fn existing(lua: &Cx, client: &Table) -> Outcome<Entry> {
-        Ok(Entry(lua.prelude.states.raw_get::<Table>(client.clone())?))
+        match Entry::of(lua, client)? {
+            Some(entry) => Ok(entry),
+            None => Ok(Entry(lua.prelude.states.raw_get::<Table>(client.clone())?)),
+        }
+    }
+
+    /// The client's listeners (see [`Listeners`]), each None when it is
+    /// not there: `mcp.new` kept only functions and tables of them.
+    pub(super) fn listeners(&self) -> Listeners {
+        let function = |field| self.0.raw_get::<Option<Function>>(field).ok().flatten();
+        let table = |field| self.0.raw_get::<Option<Table>>(field).ok().flatten();
+        Listeners {
+            on_notification: function(ON_NOTIFICATION),
+            handlers: table(HANDLERS),
+            callbacks: table(CALLBACKS),
+            progress: table(PROGRESS),
+        }
+    }
+
+    /// `opts.auth.token` when it is a function, asked before each call.
+    pub(super) fn token_function(&self) -> Outcome<Option<Function>> {
+        match self.0.raw_get::<Value>(AUTH_TOKEN)? {
+            Value::Function(f) => Ok(Some(f)),
+            _ => Ok(None),
+        }
     }
 
     /// The `ClientState` userdata.
@@ -94,10 +142,6 @@ impl Entry {
 
     pub(super) fn on_notification(&self) -> Outcome<Option<Function>> {
         Ok(self.0.raw_get(ON_NOTIFICATION)?)
-    }
-
-    pub(super) fn handlers(&self) -> Outcome<Option<Table>> {
-        Ok(self.0.raw_get(HANDLERS)?)
     }
 
     /// The handles with an `on_done` still to run (handle -> on_done),
@@ -153,16 +197,6 @@ impl Entry {
         Ok(())
     }
 
-    /// `on_log`, `on_resource_updated`, `on_list_changed`, by name.
-    pub(super) fn callbacks(&self) -> Outcome<Option<Table>> {
-        Ok(self.0.raw_get(CALLBACKS)?)
-    }
-
-    /// Requests' `on_progress` callbacks, by progress token.
-    pub(super) fn progress(&self) -> Outcome<Option<Table>> {
-        Ok(self.0.raw_get(PROGRESS)?)
-    }
-
     /// The watched mounts, a list of `{ registry, opts, names }`, made on
     /// first use.
     pub(super) fn watches(&self, lua: &Cx) -> Outcome<Table> {
@@ -180,14 +214,6 @@ impl Entry {
     pub(super) fn watches_if_any(&self) -> Outcome<Option<Table>> {
         match self.0.raw_get::<Value>(WATCHES)? {
             Value::Table(t) => Ok(Some(t)),
-            _ => Ok(None),
-        }
-    }
-
-    /// `opts.auth.token` when it is a function, asked before each call.
-    pub(super) fn token_function(&self) -> Outcome<Option<Function>> {
-        match self.0.raw_get::<Value>(AUTH_TOKEN)? {
-            Value::Function(f) => Ok(Some(f)),
             _ => Ok(None),
         }
     }

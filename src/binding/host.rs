@@ -12,7 +12,7 @@ use super::auth::{Login, LuaStore, LuaUser};
 use super::boundary::{callback_failed, listener_failed};
 use super::decode::{to_lua, to_lua_opt};
 use super::encode::encode_lua;
-use super::entry::Entry;
+use super::entry::{Entry, Listeners};
 use super::fields::{apply_initialize, client_info, initialize_request, next_id};
 use super::login::Refusal;
 use super::lua::{call_lua, lua_tostring, truthy, Cx, Outcome, Raise};
@@ -122,12 +122,8 @@ pub(super) struct LuaHost<'a, 'b> {
     pub(super) table: &'a Table,
     pub(super) options: &'a TransportOptions,
     pub(super) forgotten: &'a Rc<RefCell<Vec<Ticket>>>,
-    pub(super) on_notification: Option<Function>,
-    pub(super) handlers: Option<Table>,
-    /// `on_log`, `on_resource_updated`, `on_list_changed`, by name.
-    pub(super) callbacks: Option<Table>,
-    /// Requests' `on_progress` callbacks, by progress token.
-    pub(super) progress: Option<Table>,
+    /// The entry's listeners, once a message needed one.
+    pub(super) listeners: std::cell::OnceCell<Listeners>,
     /// The client's entry (for the login's callbacks).
     pub(super) entry: Entry,
     /// Notifications kept for the caller too (`client:exchange` returns
@@ -138,17 +134,21 @@ pub(super) struct LuaHost<'a, 'b> {
 }
 
 impl LuaHost<'_, '_> {
+    fn listeners(&self) -> &Listeners {
+        self.listeners.get_or_init(|| self.entry.listeners())
+    }
+
     /// Calls `on_progress` for each progress notification of the request
     /// whose progress token is `token` (its id).
     pub(super) fn watch_progress(&mut self, token: &Json, on_progress: Function) -> Outcome<()> {
-        if let Some(progress) = &self.progress {
+        if let Some(progress) = &self.listeners().progress {
             progress.raw_set(to_lua(self.lua, token)?, on_progress)?;
         }
         Ok(())
     }
 
     pub(super) fn forget_progress(&mut self, token: &Json) {
-        if let (Some(progress), Ok(key)) = (&self.progress, to_lua(self.lua, token)) {
+        if let (Some(progress), Ok(key)) = (&self.listeners().progress, to_lua(self.lua, token)) {
             let _ = progress.raw_set(key, Value::Nil);
         }
     }
@@ -156,7 +156,7 @@ impl LuaHost<'_, '_> {
     /// A progress notification, to the request's `on_progress`:
     /// (progress, total, message).
     fn progressed(&mut self, note: &Json) {
-        let (Some(progress), Some(params)) = (&self.progress, note.get("params")) else { return };
+        let (Some(progress), Some(params)) = (self.listeners().progress.clone(), note.get("params")) else { return };
         let Ok(token) = to_lua_opt(self.lua, params.get("progressToken")) else { return };
         if matches!(token, Value::Nil) {
             return;
@@ -252,7 +252,8 @@ impl Host for LuaHost<'_, '_> {
     /// When the holder has `on_list_changed` (a watched mount sets one
     /// too): a modern server then tells of prompt and resource lists.
     fn listens_for_list_changes(&self) -> bool {
-        self.callbacks
+        self.listeners()
+            .callbacks
             .as_ref()
             .is_some_and(|c| c.raw_get::<Option<Function>>("on_list_changed").ok().flatten().is_some())
     }
@@ -260,7 +261,8 @@ impl Host for LuaHost<'_, '_> {
     /// To `on_log`, as a log message from the client itself (logger
     /// "lua-mcp"), or to stderr when there is none.
     fn warn(&mut self, message: &str) {
-        let on_log = self.callbacks.as_ref().and_then(|c| c.raw_get::<Option<Function>>("on_log").ok().flatten());
+        let on_log =
+            self.listeners().callbacks.as_ref().and_then(|c| c.raw_get::<Option<Function>>("on_log").ok().flatten());
         let Some(on_log) = on_log else {
             warn_on_stderr(message);
             return;
@@ -329,7 +331,7 @@ impl Peer for LuaHost<'_, '_> {
             b"notifications/prompts/list_changed" => list("prompts"),
             _ => None,
         };
-        if let (Some((name, argument)), Some(callbacks)) = (particular, &self.callbacks) {
+        if let (Some((name, argument)), Some(callbacks)) = (particular, self.listeners().callbacks.clone()) {
             if let Ok(Some(callback)) = callbacks.raw_get::<Option<Function>>(name) {
                 self.ran += 1;
                 if let Ok(argument) = to_lua_opt(self.lua, argument.as_ref()) {
@@ -339,7 +341,7 @@ impl Peer for LuaHost<'_, '_> {
                 }
             }
         }
-        let Some(callback) = &self.on_notification else { return };
+        let Some(callback) = self.listeners().on_notification.clone() else { return };
         self.ran += 1;
         if let Ok(msg) = to_lua(self.lua, &note) {
             if let Err(Raise::Lua(error)) = call_lua(self.lua, callback.clone(), msg) {
@@ -357,8 +359,11 @@ impl Peer for LuaHost<'_, '_> {
             Some(Json::Str(m)) => String::from_utf8_lossy(m).into_owned(),
             _ => String::new(),
         };
-        let handler =
-            self.handlers.as_ref().and_then(|h| h.raw_get::<Option<Function>>(method.as_str()).ok().flatten());
+        let handler = self
+            .listeners()
+            .handlers
+            .as_ref()
+            .and_then(|h| h.raw_get::<Option<Function>>(method.as_str()).ok().flatten());
         let Some(handler) = handler else {
             return protocol::answer_server_request(msg).unwrap_or(Json::Null);
         };

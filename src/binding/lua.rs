@@ -54,6 +54,15 @@ pub(super) struct Prelude {
 pub(super) struct Cx<'a> {
     pub(super) lua: &'a Lua,
     pub(super) prelude: &'a Prelude,
+    /// The client whose entry this export looked up last, and the entry
+    /// (see `Entry::of`): a small call looked the same one up four times.
+    pub(super) last_entry: std::cell::RefCell<Option<(Table, Table)>>,
+}
+
+impl<'a> Cx<'a> {
+    pub(super) fn new(lua: &'a Lua, prelude: &'a Prelude) -> Self {
+        Cx { lua, prelude, last_entry: Default::default() }
+    }
 }
 
 impl std::ops::Deref for Cx<'_> {

@@ -6,10 +6,12 @@
 
 use std::rc::Rc;
 
-use mlua::{MultiValue, Table, Value};
+use std::os::raw::c_int;
+
+use mlua::{ffi, MultiValue, Table, Value};
 
 use super::boundary::listener_failed;
-use super::decode::to_lua;
+use super::decode::{push_json, to_lua};
 use super::entry::Entry;
 use super::lua::{call_lua, truthy, Cx, Outcome, Raise};
 use crate::client::{Request, Shape};
@@ -55,18 +57,131 @@ pub(super) fn tools_of_page(lua: &Cx, page: &Value) -> Outcome<Value> {
 /// whole result (`content`, `structuredContent`, `isError`, `_meta`), which
 /// two-value callers never see.
 pub(super) fn call_return(lua: &Cx, result: Json) -> Outcome {
-    let whole = to_lua(lua, &result)?;
-    let (text, is_error) = match outcome_of_table(lua, &whole)? {
-        Some(outcome) => outcome,
-        None => {
-            let (text, is_error) = call_outcome(result);
-            (Value::String(lua.create_string(text)?), is_error)
-        }
+    let (whole, text, is_error) = text_blocks_outcome(lua, &result)?;
+    let (text, is_error) = match (text, is_error) {
+        (text @ Value::String(_), Value::Boolean(is_error)) => (text, is_error),
+        _ => match outcome_of_table(lua, &whole)? {
+            Some(outcome) => outcome,
+            None => {
+                let (text, is_error) = call_outcome(result);
+                (Value::String(lua.create_string(text)?), is_error)
+            }
+        },
     };
     // Room for the `true` the boundary puts in front (`boundary::packed`).
     let mut values = MultiValue::with_capacity(4);
     values.extend([text, Value::Boolean(is_error), whole]);
     Ok(values)
+}
+
+/// The result as Lua gets it and, when its content is what nearly every
+/// reply carries (text blocks only, a few of them), the text and is_error
+/// [`outcome_of_table`] would give, read on the stack it was built on:
+/// through mlua, the same reads cost a reference per value and were a
+/// tenth of a small call. Anything else gives nil for both, and the
+/// general rules run.
+fn text_blocks_outcome(lua: &Cx, result: &Json) -> Outcome<(Value, Value, Value)> {
+    // SAFETY: `push_json` as in `to_lua`; the reads below push and pop
+    // their own values, leaving the result, then the text and is_error
+    // (or two nils). Nothing with a destructor is held: an allocation
+    // error Lua raises in here skips no drop.
+    Ok(unsafe {
+        lua.exec_raw::<(Value, Value, Value)>((), |state| {
+            push_json(state, result);
+            if !push_text_blocks_outcome(state) {
+                ffi::lua_pushnil(state);
+                ffi::lua_pushnil(state);
+            }
+        })?
+    })
+}
+
+/// The most blocks [`push_text_blocks_outcome`] joins on the stack.
+const TEXT_BLOCKS_JOINED: c_int = 16;
+
+/// Pushes the text and is_error of the result on top of the stack when
+/// its `content` is absent or an array of at most [`TEXT_BLOCKS_JOINED`]
+/// `{ type = "text", text = <string> }` blocks; pushes nothing and returns
+/// false otherwise.
+///
+/// # Safety
+/// `state` is a live Lua state inside a protected call, its top value the
+/// result.
+unsafe fn push_text_blocks_outcome(state: *mut ffi::lua_State) -> bool {
+    if ffi::lua_type(state, -1) != ffi::LUA_TTABLE {
+        return false;
+    }
+    let result = ffi::lua_gettop(state);
+    ffi::luaL_checkstack(state, 2 * TEXT_BLOCKS_JOINED + 4, std::ptr::null());
+    ffi::lua_pushlstring(state, c"content".as_ptr(), 7);
+    ffi::lua_rawget(state, result);
+    let blocks = match ffi::lua_type(state, -1) {
+        ffi::LUA_TTABLE => ffi::lua_rawlen(state, -1) as c_int,
+        _ => 0,
+    };
+    if blocks > TEXT_BLOCKS_JOINED {
+        ffi::lua_settop(state, result);
+        return false;
+    }
+    let content = ffi::lua_gettop(state);
+    for i in 1..=blocks {
+        if i > 1 {
+            ffi::lua_pushlstring(state, c"\n".as_ptr(), 1);
+        }
+        if !push_text_of_block(state, content, i) {
+            ffi::lua_settop(state, result);
+            return false;
+        }
+    }
+    if blocks > 1 {
+        ffi::lua_concat(state, 2 * blocks - 1);
+    }
+    if blocks == 0 || ffi::lua_rawlen(state, -1) == 0 {
+        ffi::lua_settop(state, content);
+        ffi::lua_pushlstring(state, c"(no content)".as_ptr(), 12);
+    }
+    ffi::lua_replace(state, content);
+    ffi::lua_pushlstring(state, c"isError".as_ptr(), 7);
+    ffi::lua_rawget(state, result);
+    let is_error = ffi::lua_type(state, -1) == ffi::LUA_TBOOLEAN && ffi::lua_toboolean(state, -1) != 0;
+    ffi::lua_pop(state, 1);
+    ffi::lua_pushboolean(state, c_int::from(is_error));
+    true
+}
+
+/// Pushes the text of block `i` of the content array at `content` when it
+/// is a text block with a string text; pushes nothing and returns false
+/// otherwise.
+///
+/// # Safety
+/// As [`push_text_blocks_outcome`], with room for three more values.
+unsafe fn push_text_of_block(state: *mut ffi::lua_State, content: c_int, i: c_int) -> bool {
+    ffi::lua_rawgeti(state, content, i as ffi::lua_Integer);
+    if ffi::lua_type(state, -1) != ffi::LUA_TTABLE {
+        ffi::lua_pop(state, 1);
+        return false;
+    }
+    ffi::lua_pushlstring(state, c"type".as_ptr(), 4);
+    ffi::lua_rawget(state, -2);
+    let mut len = 0;
+    let kind = match ffi::lua_type(state, -1) {
+        ffi::LUA_TSTRING => ffi::lua_tolstring(state, -1, &mut len),
+        _ => std::ptr::null(),
+    };
+    let is_text = !kind.is_null() && std::slice::from_raw_parts(kind.cast::<u8>(), len) == b"text";
+    ffi::lua_pop(state, 1);
+    if !is_text {
+        ffi::lua_pop(state, 1);
+        return false;
+    }
+    ffi::lua_pushlstring(state, c"text".as_ptr(), 4);
+    ffi::lua_rawget(state, -2);
+    if ffi::lua_type(state, -1) != ffi::LUA_TSTRING {
+        ffi::lua_pop(state, 2);
+        return false;
+    }
+    ffi::lua_remove(state, -2);
+    true
 }
 
 /// A text part of a call's outcome: a block's own Lua string (one text
