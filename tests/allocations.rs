@@ -89,6 +89,7 @@ fn a_small_call_allocates_little() {
     // 54 when the arguments were copied into a tree and the request had
     // an owned key per field; 27 once they were not; 24 since the tool's
     // label is shared between calls, the result's values make room for
-    // the boundary's flag, and the handshake check compares in place.
-    assert!(client <= 24.0, "{client} allocations per call by the client");
+    // the boundary's flag, and the handshake check compares in place; 23
+    // since a result's text is read on the Lua stack it was built on.
+    assert!(client <= 23.0, "{client} allocations per call by the client");
 }
