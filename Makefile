@@ -97,9 +97,16 @@ lua-bin:
 PHASE = sh scripts/phase.sh
 # cross and windows run beside the busted lanes (CROSS=1), as the
 # install check does (DIST_CHECK=1): see scripts/test-lua.sh.
+# The peers (npm, Python, the Rust peers, the Debian packages the cargo
+# tests do not need) are installed beside the cargo tests: the downloads
+# wait on the network and the cargo tests leave a core idle at times.
 test:
-	$(PHASE) deps bash scripts/deps.sh test
-	$(PHASE) rust $(MAKE) --no-print-directory test-rust
+	$(PHASE) deps bash scripts/deps.sh system
+	mkdir -p target
+	$(PHASE) peers bash scripts/deps.sh peers > target/peers.log 2>&1 & peers=$$!; \
+	  $(PHASE) rust $(MAKE) --no-print-directory test-rust; rust=$$?; \
+	  wait $$peers; installed=$$?; cat target/peers.log; \
+	  [ $$rust -eq 0 ] && [ $$installed -eq 0 ]
 	DIST_CHECK=1 CROSS=1 $(PHASE) lua $(MAKE) --no-print-directory test-lua
 
 cross:
