@@ -7,7 +7,7 @@
 
 use mlua::{AnyUserData, Function, Table, Value};
 
-use super::lua::{truthy, Cx, Outcome, Prelude};
+use super::lua::{truthy, Cx, KnownEntry, Outcome, Prelude};
 /// The `ClientState` userdata.
 pub(super) const STATE: i64 = 1;
 /// `opts.on_notification`.
@@ -52,7 +52,12 @@ pub(super) struct Listeners {
 }
 
 /// A client's entry: its native state and its Lua callbacks.
-pub(super) struct Entry(Table);
+pub(super) struct Entry {
+    table: Table,
+    /// The fields every call reads, when [`Entry::of`] read them already.
+    state: Option<AnyUserData>,
+    json_types: Option<bool>,
+}
 
 impl Entry {
     /// A new entry for a client `mcp.new` makes; [`Entry::attach`] puts it
@@ -72,35 +77,46 @@ impl Entry {
         entry.raw_set(CALLBACKS, callbacks)?;
         entry.raw_set(PROGRESS, lua.create_table()?)?;
         entry.raw_set(JSON_TYPES, json_types)?;
-        Ok(Entry(entry))
+        Ok(Entry::unread(entry))
     }
 
     /// Keeps the entry beside `client`, for as long as the client lives.
     pub(super) fn attach(&self, lua: &Cx, client: &Table) -> Outcome<()> {
-        lua.prelude.states.raw_set(client.clone(), self.0.clone())?;
+        lua.prelude.states.raw_set(client.clone(), self.table.clone())?;
         Ok(())
     }
 
+    fn unread(table: Table) -> Entry {
+        Entry { table, state: None, json_types: None }
+    }
+
     /// The entry of `client`; None when `mcp.new` did not make it.
+    ///
+    /// The export remembers the last one, with its state and JSON types
+    /// (which every call reads), keeping the client alive and so its
+    /// address its own until it returns: a small call looked the same
+    /// entry up four times, and read its state twice.
     pub(super) fn of(lua: &Cx, client: &Table) -> Outcome<Option<Entry>> {
-        // The export keeps the client it last asked about alive (and so
-        // its address its own) until it returns.
-        if let Some((last, entry)) = &*lua.last_entry.borrow() {
-            if last.to_pointer() == client.to_pointer() {
-                return Ok(Some(Entry(entry.clone())));
+        if let Some(known) = &*lua.last_entry.borrow() {
+            if known.client.to_pointer() == client.to_pointer() {
+                return Ok(Some(Entry {
+                    table: known.entry.clone(),
+                    state: Some(known.state.clone()),
+                    json_types: Some(known.json_types),
+                }));
             }
         }
-        let found = Entry::in_prelude(lua.prelude, client)?;
-        if let Some(Entry(entry)) = &found {
-            *lua.last_entry.borrow_mut() = Some((client.clone(), entry.clone()));
-        }
-        Ok(found)
+        let Some(found) = Entry::in_prelude(lua.prelude, client)? else { return Ok(None) };
+        let (state, json_types) = (found.state()?, found.json_types());
+        *lua.last_entry.borrow_mut() =
+            Some(KnownEntry { client: client.clone(), entry: found.table.clone(), state: state.clone(), json_types });
+        Ok(Some(Entry { table: found.table, state: Some(state), json_types: Some(json_types) }))
     }
 
     /// [`Entry::of`], for code that has the prelude but no [`Cx`].
     pub(super) fn in_prelude(prelude: &Prelude, client: &Table) -> mlua::Result<Option<Entry>> {
         match prelude.states.raw_get::<Value>(client.clone())? {
-            Value::Table(entry) => Ok(Some(Entry(entry))),
+            Value::Table(entry) => Ok(Some(Entry::unread(entry))),
             _ => Ok(None),
         }
     }
@@ -110,15 +126,15 @@ impl Entry {
     pub(super) fn existing(lua: &Cx, client: &Table) -> Outcome<Entry> {
         match Entry::of(lua, client)? {
             Some(entry) => Ok(entry),
-            None => Ok(Entry(lua.prelude.states.raw_get::<Table>(client.clone())?)),
+            None => Ok(Entry::unread(lua.prelude.states.raw_get::<Table>(client.clone())?)),
         }
     }
 
     /// The client's listeners (see [`Listeners`]), each None when it is
     /// not there: `mcp.new` kept only functions and tables of them.
     pub(super) fn listeners(&self) -> Listeners {
-        let function = |field| self.0.raw_get::<Option<Function>>(field).ok().flatten();
-        let table = |field| self.0.raw_get::<Option<Table>>(field).ok().flatten();
+        let function = |field| self.table.raw_get::<Option<Function>>(field).ok().flatten();
+        let table = |field| self.table.raw_get::<Option<Table>>(field).ok().flatten();
         Listeners {
             on_notification: function(ON_NOTIFICATION),
             handlers: table(HANDLERS),
@@ -129,7 +145,7 @@ impl Entry {
 
     /// `opts.auth.token` when it is a function, asked before each call.
     pub(super) fn token_function(&self) -> Outcome<Option<Function>> {
-        match self.0.raw_get::<Value>(AUTH_TOKEN)? {
+        match self.table.raw_get::<Value>(AUTH_TOKEN)? {
             Value::Function(f) => Ok(Some(f)),
             _ => Ok(None),
         }
@@ -137,21 +153,24 @@ impl Entry {
 
     /// The `ClientState` userdata.
     pub(super) fn state(&self) -> Outcome<AnyUserData> {
-        Ok(self.0.raw_get(STATE)?)
+        if let Some(state) = &self.state {
+            return Ok(state.clone());
+        }
+        Ok(self.table.raw_get(STATE)?)
     }
 
     pub(super) fn on_notification(&self) -> Outcome<Option<Function>> {
-        Ok(self.0.raw_get(ON_NOTIFICATION)?)
+        Ok(self.table.raw_get(ON_NOTIFICATION)?)
     }
 
     /// The handles with an `on_done` still to run (handle -> on_done),
     /// made on first use.
     pub(super) fn pending_on_done(&self, lua: &Cx) -> Outcome<Table> {
-        match self.0.raw_get::<Value>(PENDING_ON_DONE)? {
+        match self.table.raw_get::<Value>(PENDING_ON_DONE)? {
             Value::Table(t) => Ok(t),
             _ => {
                 let t = lua.create_table()?;
-                self.0.raw_set(PENDING_ON_DONE, t.clone())?;
+                self.table.raw_set(PENDING_ON_DONE, t.clone())?;
                 Ok(t)
             }
         }
@@ -159,7 +178,7 @@ impl Entry {
 
     /// [`Entry::pending_on_done`] if it was ever made.
     pub(super) fn pending_on_done_if_any(&self) -> Outcome<Option<Table>> {
-        match self.0.raw_get::<Value>(PENDING_ON_DONE)? {
+        match self.table.raw_get::<Value>(PENDING_ON_DONE)? {
             Value::Table(t) => Ok(Some(t)),
             _ => Ok(None),
         }
@@ -167,21 +186,21 @@ impl Entry {
 
     /// Whether `client:dispatch()` is running the client's callbacks.
     pub(super) fn dispatching(&self) -> Outcome<bool> {
-        Ok(truthy(&self.0.raw_get::<Value>(DISPATCHING)?))
+        Ok(truthy(&self.table.raw_get::<Value>(DISPATCHING)?))
     }
 
     pub(super) fn set_dispatching(&self, on: bool) -> Outcome<()> {
         if on {
-            self.0.raw_set(DISPATCHING, true)?;
+            self.table.raw_set(DISPATCHING, true)?;
         } else {
-            self.0.raw_set(DISPATCHING, Value::Nil)?;
+            self.table.raw_set(DISPATCHING, Value::Nil)?;
         }
         Ok(())
     }
 
     /// See [`SETTLED_COUNT_SEEN`]; None when the next call must look.
     pub(super) fn settled_count_seen(&self) -> Outcome<Option<u64>> {
-        Ok(match self.0.raw_get::<Value>(SETTLED_COUNT_SEEN)? {
+        Ok(match self.table.raw_get::<Value>(SETTLED_COUNT_SEEN)? {
             Value::Integer(n) => Some(n as u64),
             // Lua 5.1 and LuaJIT keep every number as a float.
             Value::Number(n) => Some(n as u64),
@@ -191,8 +210,8 @@ impl Entry {
 
     pub(super) fn set_settled_count_seen(&self, count: Option<u64>) -> Outcome<()> {
         match count {
-            Some(n) => self.0.raw_set(SETTLED_COUNT_SEEN, n as i64)?,
-            None => self.0.raw_set(SETTLED_COUNT_SEEN, Value::Nil)?,
+            Some(n) => self.table.raw_set(SETTLED_COUNT_SEEN, n as i64)?,
+            None => self.table.raw_set(SETTLED_COUNT_SEEN, Value::Nil)?,
         }
         Ok(())
     }
@@ -200,11 +219,11 @@ impl Entry {
     /// The watched mounts, a list of `{ registry, opts, names }`, made on
     /// first use.
     pub(super) fn watches(&self, lua: &Cx) -> Outcome<Table> {
-        match self.0.raw_get::<Value>(WATCHES)? {
+        match self.table.raw_get::<Value>(WATCHES)? {
             Value::Table(t) => Ok(t),
             _ => {
                 let t = lua.create_table()?;
-                self.0.raw_set(WATCHES, t.clone())?;
+                self.table.raw_set(WATCHES, t.clone())?;
                 Ok(t)
             }
         }
@@ -212,40 +231,40 @@ impl Entry {
 
     /// [`Entry::watches`] if there are any.
     pub(super) fn watches_if_any(&self) -> Outcome<Option<Table>> {
-        match self.0.raw_get::<Value>(WATCHES)? {
+        match self.table.raw_get::<Value>(WATCHES)? {
             Value::Table(t) => Ok(Some(t)),
             _ => Ok(None),
         }
     }
 
     pub(super) fn set_token_function(&self, f: Function) -> Outcome<()> {
-        self.0.raw_set(AUTH_TOKEN, f)?;
+        self.table.raw_set(AUTH_TOKEN, f)?;
         Ok(())
     }
 
     /// `opts.auth.authorize`.
     pub(super) fn authorize_callback(&self) -> Outcome<Option<Function>> {
-        Ok(self.0.raw_get(AUTH_AUTHORIZE)?)
+        Ok(self.table.raw_get(AUTH_AUTHORIZE)?)
     }
 
     pub(super) fn set_authorize_callback(&self, f: Function) -> Outcome<()> {
-        self.0.raw_set(AUTH_AUTHORIZE, f)?;
+        self.table.raw_set(AUTH_AUTHORIZE, f)?;
         Ok(())
     }
 
     /// `opts.auth.store` when it is a table of `load` and `save`.
     pub(super) fn store_table(&self) -> Outcome<Option<Table>> {
-        Ok(self.0.raw_get(AUTH_STORE)?)
+        Ok(self.table.raw_get(AUTH_STORE)?)
     }
 
     pub(super) fn set_store_table(&self, t: Table) -> Outcome<()> {
-        self.0.raw_set(AUTH_STORE, t)?;
+        self.table.raw_set(AUTH_STORE, t)?;
         Ok(())
     }
 
     /// `opts.json_types`: whether what the client returns keeps `null`
     /// and empty arrays.
     pub(super) fn json_types(&self) -> bool {
-        self.0.raw_get::<bool>(JSON_TYPES).unwrap_or(false)
+        self.json_types.unwrap_or_else(|| self.table.raw_get::<bool>(JSON_TYPES).unwrap_or(false))
     }
 }

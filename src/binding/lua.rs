@@ -3,7 +3,7 @@
 //! errors, or a value Lua code raised, passed on untouched), and calling
 //! Lua code through `pcall` so that its errors come back as values.
 
-use mlua::{Function, IntoLuaMulti, Lua, MultiValue, Table, Value};
+use mlua::{AnyUserData, Function, IntoLuaMulti, Lua, MultiValue, Table, Value};
 
 use crate::error::Error;
 /// Why a native function did not return normally.
@@ -54,9 +54,17 @@ pub(super) struct Prelude {
 pub(super) struct Cx<'a> {
     pub(super) lua: &'a Lua,
     pub(super) prelude: &'a Prelude,
-    /// The client whose entry this export looked up last, and the entry
-    /// (see `Entry::of`): a small call looked the same one up four times.
-    pub(super) last_entry: std::cell::RefCell<Option<(Table, Table)>>,
+    /// The entry this export looked up last (see `Entry::of`).
+    pub(super) last_entry: std::cell::RefCell<Option<KnownEntry>>,
+}
+
+/// A client's entry table as an export last looked it up, with the
+/// fields every call reads.
+pub(super) struct KnownEntry {
+    pub(super) client: Table,
+    pub(super) entry: Table,
+    pub(super) state: AnyUserData,
+    pub(super) json_types: bool,
 }
 
 impl<'a> Cx<'a> {
