@@ -29,7 +29,9 @@ for t in "${TARGETS[@]}"; do
   fi
   # Linted as it is built (scripts/linted.sh), for what only that system
   # compiles (the kqueue bell, the exit hook).
-  linted nice cargo zigbuild --quiet --profile cross-check --locked --target "$t" --no-default-features --features lua54,module 2> >(grep -v -e xcrun -e 'SDK is needed' -e 'DEVELOPER_DIR' -e '^  |$' -e '^$' -e 'generated 1 warning' >&2)
+  link_args "$t"
+  linted nice cargo zigbuild --quiet --profile cross-check --locked --target "$t" --no-default-features --features lua54,module \
+    "${LINK_ARGS[@]}" 2> >(grep -v -e xcrun -e 'SDK is needed' -e 'DEVELOPER_DIR' -e '^  |$' -e '^$' -e 'generated 1 warning' >&2)
   case "$t" in
   aarch64-apple-darwin) check_module macosx-aarch64 lua54 "target/$t/cross-check/libmcp.dylib" ;;
   x86_64-apple-darwin) check_module macosx-x86_64 lua54 "target/$t/cross-check/libmcp.dylib" ;;

@@ -79,7 +79,9 @@ build() {
   case "$platform" in
   win32-*) nice cargo build --target "$triple" "${args[@]}" ;; # mingw-w64 links it
   linux-*) nice cargo zigbuild --target "$triple$GLIBC_SUFFIX" "${args[@]}" ;;
-  *) nice cargo zigbuild --target "$triple" "${args[@]}" 2> >(grep -v -e xcrun -e 'SDK is needed' -e 'DEVELOPER_DIR' -e '^  |$' -e '^$' -e 'generated 1 warning' >&2) ;;
+  *)
+    link_args "$triple"
+    nice cargo zigbuild --target "$triple" "${args[@]}" "${LINK_ARGS[@]}" 2> >(grep -v -e xcrun -e 'SDK is needed' -e 'DEVELOPER_DIR' -e '^  |$' -e '^$' -e 'generated 1 warning' >&2) ;;
   esac
   local artifact="$DIST_DIR/mcp-$VERSION-$platform-$abi.$(extension "$platform")"
   sh scripts/install-module.sh "$(built_file "$platform" "$triple")" "$artifact"
