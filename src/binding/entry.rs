@@ -54,8 +54,7 @@ pub(super) struct Listeners {
 /// A client's entry: its native state and its Lua callbacks.
 pub(super) struct Entry {
     table: Table,
-    /// The fields every call reads, when [`Entry::of`] read them already.
-    state: Option<AnyUserData>,
+    /// `opts.json_types`, when [`Entry::of`] read it already.
     json_types: Option<bool>,
 }
 
@@ -87,30 +86,27 @@ impl Entry {
     }
 
     fn unread(table: Table) -> Entry {
-        Entry { table, state: None, json_types: None }
+        Entry { table, json_types: None }
     }
 
     /// The entry of `client`; None when `mcp.new` did not make it.
     ///
-    /// The export remembers the last one, with its state and JSON types
-    /// (which every call reads), keeping the client alive and so its
-    /// address its own until it returns: a small call looked the same
-    /// entry up four times, and read its state twice.
+    /// The export remembers the last one, with its JSON types (which
+    /// every export reads), keeping the client alive and so its address
+    /// its own until it returns: a small call looked the same entry up
+    /// four times. (Its state is read again each time: a copy of the
+    /// reference would cost an allocation.)
     pub(super) fn of(lua: &Cx, client: &Table) -> Outcome<Option<Entry>> {
         if let Some(known) = &*lua.last_entry.borrow() {
             if known.client.to_pointer() == client.to_pointer() {
-                return Ok(Some(Entry {
-                    table: known.entry.clone(),
-                    state: Some(known.state.clone()),
-                    json_types: Some(known.json_types),
-                }));
+                return Ok(Some(Entry { table: known.entry.clone(), json_types: Some(known.json_types) }));
             }
         }
         let Some(found) = Entry::in_prelude(lua.prelude, client)? else { return Ok(None) };
-        let (state, json_types) = (found.state()?, found.json_types());
+        let json_types = found.json_types();
         *lua.last_entry.borrow_mut() =
-            Some(KnownEntry { client: client.clone(), entry: found.table.clone(), state: state.clone(), json_types });
-        Ok(Some(Entry { table: found.table, state: Some(state), json_types: Some(json_types) }))
+            Some(KnownEntry { client: client.clone(), entry: found.table.clone(), json_types });
+        Ok(Some(Entry { table: found.table, json_types: Some(json_types) }))
     }
 
     /// [`Entry::of`], for code that has the prelude but no [`Cx`].
@@ -153,9 +149,6 @@ impl Entry {
 
     /// The `ClientState` userdata.
     pub(super) fn state(&self) -> Outcome<AnyUserData> {
-        if let Some(state) = &self.state {
-            return Ok(state.clone());
-        }
         Ok(self.table.raw_get(STATE)?)
     }
 

@@ -3,7 +3,7 @@
 //! errors, or a value Lua code raised, passed on untouched), and calling
 //! Lua code through `pcall` so that its errors come back as values.
 
-use mlua::{AnyUserData, Function, IntoLuaMulti, Lua, MultiValue, Table, Value};
+use mlua::{Function, IntoLuaMulti, Lua, MultiValue, Table, Value};
 
 use crate::error::Error;
 /// Why a native function did not return normally.
@@ -58,12 +58,11 @@ pub(super) struct Cx<'a> {
     pub(super) last_entry: std::cell::RefCell<Option<KnownEntry>>,
 }
 
-/// A client's entry table as an export last looked it up, with the
-/// fields every call reads.
+/// A client's entry table as an export last looked it up, with its JSON
+/// types.
 pub(super) struct KnownEntry {
     pub(super) client: Table,
     pub(super) entry: Table,
-    pub(super) state: AnyUserData,
     pub(super) json_types: bool,
 }
 
