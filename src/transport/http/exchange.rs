@@ -404,8 +404,19 @@ pub(super) fn drain_briefly(mut response: Response<Body>, limit: usize) {
     let _ = pausing_at(Instant::now() + FOREGROUND_DRAIN, || read_capped(&mut response, limit));
 }
 
+/// The most of a body's declared length read into room made beforehand:
+/// a server's Content-Length sizes the buffer of a small reply (read in
+/// two reads, not three, and never regrown) but cannot make us set aside
+/// more than this on its word alone.
+const BODY_ROOM_MADE: usize = 64 * 1024;
+
 pub(super) fn read_capped(response: &mut Response<Body>, limit: usize) -> Result<Vec<u8>> {
-    let mut body = Vec::new();
+    let declared = response
+        .headers()
+        .get(ureq::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = Vec::with_capacity(declared.min(BODY_ROOM_MADE).min(limit) + 1);
     let reader = response.body_mut().as_reader();
     reader.take(limit as u64 + 1).read_to_end(&mut body).map_err(|e| match is_user_interrupt(&e) {
         true => Error::Interrupted { what: String::new() },
