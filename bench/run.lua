@@ -213,13 +213,29 @@ end
 -- bind one: that range lies in Linux's ephemeral ports, so a connection of
 -- the run (an SDK's, a peer's) may hold the one drawn ("Address already in
 -- use" once ended a run here).
-local function start_on_a_free_port(command, ready)
+-- With `answers`, a server is kept only once a keep-alive POST gets an
+-- answer: server-everything has said it was listening and then refused
+-- the floor's connections (two runs in four, 2026-12-07).
+local function start_on_a_free_port(command, ready, answers)
   for _ = 1, 8 do
     local port = 38000 + math.random(0, 1999)
     local ok, _, stop = pcall(H.start, command(port), ready)
+    if ok and answers and not answers(port) then
+      io.stderr:write('no answer on port ' .. port .. ' after "' .. ready .. '": trying another\n')
+      stop()
+      ok = false
+    end
     if ok then return port, stop end
   end
   error('no port of 38000-39999 could be bound for: ' .. command('PORT'))
+end
+
+local function answers_a_post(port)
+  for _ = 1, 20 do
+    if os.execute(HTTP_RTT .. ' ' .. port .. ' /mcp 1 >/dev/null 2>&1') then return true end
+    os.execute('sleep 0.1')
+  end
+  return false
 end
 
 local http_placed = {}
@@ -245,7 +261,7 @@ local connection_log = os.tmpname()
 local port, stop_http = start_on_a_free_port(function(p)
   return 'CONNECTION_LOG=' .. connection_log .. ' PORT=' .. p .. ' node --require '
     .. root .. '/spec/servers/loopback.cjs ' .. H.EVERYTHING .. ' streamableHttp'
-end, 'listening on port')
+end, 'listening on port', answers_a_post)
 local url = 'http://127.0.0.1:' .. port .. '/mcp'
 local http = {}
 local section = 'HTTP per call, server-everything echo'
