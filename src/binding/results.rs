@@ -4,9 +4,8 @@
 //! result each typed method returns, and the notifications handed to
 //! `on_notification` outside a live session.
 
-use std::rc::Rc;
-
 use std::os::raw::c_int;
+use std::rc::Rc;
 
 use mlua::{ffi, MultiValue, Table, Value};
 
