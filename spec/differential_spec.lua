@@ -45,6 +45,32 @@ case('several text blocks are joined with newlines', call_returning(text_result(
   c.step('call', function() return c.client:call('x') end)
 end)
 
+-- The native module reads up to 16 text blocks straight off the Lua
+-- stack and hands anything else to the general rules: both sides of
+-- that line, and what it bails out on, give what the reference gives.
+local seventeen = {}
+for i = 1, 17 do seventeen[i] = 'line ' .. i end
+case('seventeen text blocks are joined as three are', call_returning(text_result(table.unpack(seventeen))), function(c)
+  c.new()
+  c.step('call', function() return c.client:call('x') end)
+end)
+
+case('one empty text block gives (no content)', call_returning(text_result('')), function(c)
+  c.new()
+  c.step('call', function() return c.client:call('x') end)
+end)
+
+case('empty text blocks still join with newlines', call_returning(text_result('', '')), function(c)
+  c.new()
+  c.step('call', function() return c.client:call('x') end)
+end)
+
+case('a block that is not a table among text blocks is skipped', call_returning({ content = {
+  'stray', { type = 'text', text = 'kept' } } }), function(c)
+  c.new()
+  c.step('call', function() return c.client:call('x') end)
+end)
+
 case('image content is named, not dropped', call_returning({ content = {
   { type = 'text', text = 'here:' }, { type = 'image', data = 'iVBORw0KGgo=', mimeType = 'image/png' } } }), function(c)
   c.new()
