@@ -33,19 +33,18 @@ fi
 # arm64 in the copy it reads; the C library, libm and libiconv, which
 # Rust's std names, are libSystem there (check_module refuses a symbol
 # libSystem does not have).
-ZIG_LIBC_DARWIN="$("$ZIG_TOOLS/bin/python" -c 'import ziglang, os; print(os.path.dirname(ziglang.__file__))')/lib/libc/darwin"
+ZIG_LIBC="$("$ZIG_TOOLS/bin/python" -c 'import ziglang, os; print(os.path.dirname(ziglang.__file__))')/lib/libc"
 MACOS_LIBS=target/tools/macos-libs
-if [ ! -f "$MACOS_LIBS/libSystem.tbd" ] || [ "$ZIG_LIBC_DARWIN/libSystem.tbd" -nt "$MACOS_LIBS/libSystem.tbd" ]; then
+if [ ! -f "$MACOS_LIBS/libSystem.tbd" ] || [ "$ZIG_LIBC/darwin/libSystem.tbd" -nt "$MACOS_LIBS/libSystem.tbd" ]; then
   mkdir -p "$MACOS_LIBS"
   sed 's/arm64e\.x1-macos/arm64-macos/g; s/arm64e\.x1-maccatalyst/arm64-maccatalyst/g' \
-    "$ZIG_LIBC_DARWIN/libSystem.tbd" >"$MACOS_LIBS/libSystem.tbd.part"
+    "$ZIG_LIBC/darwin/libSystem.tbd" >"$MACOS_LIBS/libSystem.tbd.part"
   mv "$MACOS_LIBS/libSystem.tbd.part" "$MACOS_LIBS/libSystem.tbd"
   for lib in c m iconv; do ln -sfn libSystem.tbd "$MACOS_LIBS/lib$lib.tbd"; done
 fi
 flock -u "$zig_lock"
 exec {zig_lock}>&-
 export PATH="$PWD/$ZIG_TOOLS/bin:$PATH"
-ZIG_LIBC="$("$ZIG_TOOLS/bin/python" -c 'import ziglang, os; print(os.path.dirname(ziglang.__file__))')/lib/libc"
 RUST_LLD="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin/rust-lld"
 
 # The cargo arguments that link for TRIPLE as above, in LINK_ARGS: none

@@ -344,7 +344,7 @@ impl Peer for LuaHost<'_, '_> {
         let Some(callback) = self.listeners().on_notification.clone() else { return };
         self.ran += 1;
         if let Ok(msg) = to_lua(self.lua, &note) {
-            if let Err(Raise::Lua(error)) = call_lua(self.lua, callback.clone(), msg) {
+            if let Err(Raise::Lua(error)) = call_lua(self.lua, callback, msg) {
                 listener_failed(error);
             }
         }
