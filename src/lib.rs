@@ -60,6 +60,8 @@
 //!   quotes it.
 //! * `input_shape` where a tool's `inputSchema` wants an array, so that
 //!   an empty Lua table goes out as `[]` there.
+//! * `sorting`   the sorts off the per-call path, through one copy of the
+//!   sort.
 //! * `trace_context` W3C `traceparent` made, read and continued, for a
 //!   request's `_meta`.
 //! * `binding`   the only code that touches Lua, a file per job: the export
@@ -88,6 +90,7 @@ pub mod schema;
 pub mod server;
 pub mod server_text;
 pub mod session;
+pub mod sorting;
 pub mod tool_headers;
 pub mod tool_search;
 pub mod trace_context;

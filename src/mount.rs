@@ -52,7 +52,7 @@ pub struct Arg {
 /// `required` list to registry args, sorted by name so the catalogue the
 /// model sees is stable from run to run.
 pub fn args_from_schema(mut properties: Vec<(Vec<u8>, Option<Vec<u8>>)>, required: &[Vec<u8>]) -> Vec<Arg> {
-    properties.sort_by(|a, b| a.0.cmp(&b.0));
+    crate::sorting::sort_by(&mut properties, |a, b| a.0.cmp(&b.0));
     properties
         .into_iter()
         .map(|(name, ty)| {

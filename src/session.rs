@@ -572,7 +572,7 @@ impl Session {
         // In the order they were started: the server hears the
         // cancellations as it heard the requests.
         let mut keys: Vec<(u64, IdKey)> = self.in_flight.iter().map(|(k, e)| (e.order, k.clone())).collect();
-        keys.sort_by_key(|(order, _)| *order);
+        crate::sorting::sort_by_key(&mut keys, |(order, _)| *order);
         let mut outcomes = Vec::new();
         for (_, key) in keys {
             let what = self.in_flight.get(&key).map(|e| e.limit.what.clone()).unwrap_or_else(|| Rc::from(""));
@@ -625,7 +625,7 @@ impl Session {
             .filter(|e| e.arrived.is_none() && e.abandon == Abandon::Cancel)
             .map(|e| (e.order, e.id.clone()))
             .collect();
-        running.sort_by_key(|(order, _)| *order);
+        crate::sorting::sort_by_key(&mut running, |(order, _)| *order);
         for (_, id) in running {
             let notice = protocol::cancelled(&id, "the client was collected");
             let _ = interrupt::shielded(|| self.transport.send_detached(&notice, CANCEL_TIMEOUT));

@@ -68,7 +68,7 @@ impl Index {
     /// the query are left out.
     pub fn search(&self, query: &[u8], limit: usize) -> Vec<Vec<u8>> {
         let mut query_words = words(query);
-        query_words.sort();
+        crate::sorting::sort(&mut query_words);
         query_words.dedup();
         let n = self.docs.len() as f64;
         let average = self.docs.iter().map(|d| d.length as f64).sum::<f64>() / n.max(1.0);
@@ -95,7 +95,7 @@ impl Index {
                 (score > 0.0).then_some((score, at))
             })
             .collect();
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        crate::sorting::sort_by(&mut scored, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         scored.into_iter().take(limit).map(|(_, at)| self.docs[at].name.clone()).collect()
     }
 
@@ -104,7 +104,7 @@ impl Index {
     pub fn closest(&self, name: &[u8], limit: usize) -> Vec<Vec<u8>> {
         let mut near: Vec<(usize, &Vec<u8>)> =
             self.docs.iter().map(|d| (edit_distance(name, &d.name), &d.name)).collect();
-        near.sort();
+        crate::sorting::sort(&mut near);
         near.into_iter().take(limit).map(|(_, n)| n.clone()).collect()
     }
 }

@@ -339,7 +339,7 @@ pub(super) fn run_on_done(lua: &Cx, client: &Table) -> Outcome<usize> {
     if looked.is_err() {
         return Ok(0);
     }
-    order.sort_by_key(|(settled_as, _)| *settled_as);
+    crate::sorting::sort_by_key(&mut order, |(settled_as, _)| *settled_as);
     // Each taken out of `pending` just before it runs, and only if still
     // there: a callback that calls the client runs the others itself.
     // After a callback raised, the rest stay pending for the next

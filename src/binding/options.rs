@@ -294,7 +294,7 @@ fn capabilities_to_declare(lua: &Cx, opts: &Table, lua_handled: &[String]) -> Ou
         .filter_map(|m| protocol::capability_for(m))
         .map(|c| (c.as_bytes().to_vec(), Json::Object(vec![])))
         .collect();
-    declared.sort_by(|a, b| a.0.cmp(&b.0));
+    crate::sorting::sort_by(&mut declared, |a, b| a.0.cmp(&b.0));
     declared.dedup_by(|a, b| a.0 == b.0);
     for (name, value) in object_option(lua, opts, "capabilities")? {
         merge_entry(&mut declared, name, value);
@@ -352,7 +352,7 @@ pub(super) fn handler_methods(opts: &Table) -> Outcome<Vec<String>> {
                     _ => return Err(bad()),
                 }
             }
-            methods.sort();
+            crate::sorting::sort(&mut methods);
         }
         _ => return Err(bad()),
     }
@@ -392,7 +392,7 @@ pub(super) fn string_map(opts: &Table, field: &str) -> Outcome<Vec<(String, Stri
                 };
                 out.push((name, value));
             }
-            out.sort();
+            crate::sorting::sort(&mut out);
         }
         _ => return Err(refuse("must be a table of names to strings".into())),
     }

@@ -259,7 +259,7 @@ impl Server {
         if let Some(extensions) = self.extensions() {
             pairs.push(("extensions", extensions));
         }
-        pairs.sort_by(|a, b| a.0.cmp(b.0));
+        crate::sorting::sort_by(&mut pairs, |a, b| a.0.cmp(b.0));
         Json::object(pairs)
     }
 

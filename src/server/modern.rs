@@ -227,7 +227,7 @@ impl Server {
             }
             None => pairs.push((b"_meta".to_vec(), Json::Object(vec![info]))),
         }
-        pairs.sort_by(|a, b| a.0.cmp(&b.0));
+        crate::sorting::sort_by(&mut pairs, |a, b| a.0.cmp(&b.0));
         Json::Object(pairs)
     }
 

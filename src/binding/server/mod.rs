@@ -203,7 +203,7 @@ fn definition(lua: &Cx, kind: Kind, def: &Table) -> Outcome<Json> {
     if kind == Kind::Tool && !pairs.iter().any(|(k, _)| k == b"inputSchema") {
         pairs.push((b"inputSchema".to_vec(), Json::object([("type", Json::str("object"))])));
     }
-    pairs.sort_by(|a, b| a.0.cmp(&b.0));
+    crate::sorting::sort_by(pairs, |a, b| a.0.cmp(&b.0));
     Ok(json)
 }
 
@@ -294,7 +294,7 @@ pub(super) fn server_skill(lua: &Cx, args: MultiValue) -> Outcome {
             files.push((path.to_str()?.to_string(), bytes.as_bytes().to_vec()));
         }
     }
-    files.sort_by(|a, b| a.0.cmp(&b.0));
+    crate::sorting::sort_by(&mut files, |a, b| a.0.cmp(&b.0));
     let Ok(mut core) = state.core.try_borrow_mut() else {
         return Err(Error::BadInput(
             "server:skill: add skills before serving or between requests, not from a handler".into(),

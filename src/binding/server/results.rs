@@ -87,7 +87,7 @@ fn resource_contents(lua: &Cx, value: Value, uri: &[u8], mime_type: Option<&Json
         if let (Some(mime), false) = (mime_type, pairs.iter().any(|(k, _)| k == b"mimeType")) {
             pairs.push((b"mimeType".to_vec(), mime.clone()));
         }
-        pairs.sort_by(|a, b| a.0.cmp(&b.0));
+        crate::sorting::sort_by(&mut pairs, |a, b| a.0.cmp(&b.0));
         Json::Object(pairs)
     };
     if let Value::String(s) = &value {
