@@ -68,6 +68,10 @@ pub fn requested() -> bool {
 }
 
 /// A deadline for a timeout too long to add to now: never, in practice.
+/// A century from the first time it is asked for, kept: every blocking
+/// call waits until it, and reading the clock for it cost one of the
+/// call's reads.
 pub fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
+    static FAR: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *FAR.get_or_init(|| Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600))
 }

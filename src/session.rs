@@ -476,13 +476,16 @@ impl Session {
     /// Async requests past their time: cancelled, and settled with the
     /// timeout error their waiter will take.
     fn expire(&mut self) {
-        let now = Instant::now();
+        // The clock is read only if something still waits: once a blocking
+        // call's reply is in, the look costs no read.
+        let mut read_now = None;
         let expired: Vec<IdKey> = self
             .in_flight
             .iter()
-            .filter(|(_, e)| e.arrived.is_none() && e.limit.deadline <= now)
+            .filter(|(_, e)| e.arrived.is_none() && e.limit.deadline <= *read_now.get_or_insert_with(Instant::now))
             .map(|(key, _)| key.clone())
             .collect();
+        let Some(now) = read_now else { return };
         for key in expired {
             let Some(entry) = self.in_flight.get_mut(&key) else { continue };
             let limit = &entry.limit;

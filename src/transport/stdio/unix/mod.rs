@@ -156,10 +156,9 @@ impl Transport for Stdio {
         if self.failure.is_some() {
             return Err(self.ended());
         }
-        let started = Instant::now();
-        let event = self.read_side.wait_as_reader(deadline, self.spin);
+        let (event, waited) = self.read_side.wait_as_reader(deadline, self.spin);
         if let Some(Event::Message(_)) = &event {
-            self.spin = next_spin(self.spin, started.elapsed());
+            self.spin = next_spin(self.spin, waited);
         }
         let limit = self.max_message_bytes;
         received(event, limit, || self.ended())
