@@ -200,6 +200,10 @@ impl LuaBuilder<'_> {
 // pushed for their container, which the reader's nesting keeps just below
 // them; stack room is checked at every container (each block says which
 // part of this it relies on).
+//
+// The steps run once per value, so the small ones are marked #[inline]:
+// the released module is built with less inlining than opt-level 3 gives
+// (scripts/dist.sh), and without the mark they became calls.
 impl Build for LuaBuilder<'_> {
     /// Whether the value pushed is not nil: an array skips a nil.
     type Value = bool;
@@ -226,6 +230,7 @@ impl Build for LuaBuilder<'_> {
         unsafe { ffi::lua_pushnumber(self.state, f) };
         true
     }
+    #[inline]
     fn string(&mut self, s: &[u8]) -> bool {
         // SAFETY: one value pushed (Lua copies the bytes); the reader left
         // room for it.
@@ -237,6 +242,7 @@ impl Build for LuaBuilder<'_> {
         unsafe { push_raw(self.state, &raw) };
         true
     }
+    #[inline]
     fn begin_array(&mut self) -> ffi::lua_Integer {
         let size = self.next_size();
         // SAFETY: room for the table and its next member is made first.
@@ -246,6 +252,7 @@ impl Build for LuaBuilder<'_> {
         }
         0
     }
+    #[inline]
     fn element(&mut self, set: &mut ffi::lua_Integer, pushed: bool) {
         // SAFETY: the element is on top, its array just below it.
         unsafe {
@@ -257,11 +264,13 @@ impl Build for LuaBuilder<'_> {
             }
         }
     }
+    #[inline]
     fn end_array(&mut self, set: ffi::lua_Integer) -> bool {
         // SAFETY: the array is on top of the stack.
         unsafe { mark_empty_array(self.state, set) };
         true
     }
+    #[inline]
     fn begin_object(&mut self) {
         let size = self.next_size();
         // SAFETY: room for the table, a key and a value is made first.
@@ -270,11 +279,13 @@ impl Build for LuaBuilder<'_> {
             ffi::lua_createtable(self.state, 0, size);
         }
     }
+    #[inline]
     fn key(&mut self, _: &mut (), key: &[u8]) {
         // SAFETY: the key is pushed above its object, which begin_object
         // made room for.
         unsafe { ffi::lua_pushlstring(self.state, key.as_ptr().cast(), key.len()) };
     }
+    #[inline]
     fn member(&mut self, _: &mut (), _: bool) {
         // A null value assigns nil, as table assignment would.
         // SAFETY: the value, its key and their object are the top three.

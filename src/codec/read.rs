@@ -300,6 +300,7 @@ impl<'t, 's, B: Build> Reader<'t, 's, B> {
         Ok(value)
     }
 
+    #[inline]
     fn literal(&mut self, word: &[u8]) -> Result<(), DecodeError> {
         if self.text[self.pos..].starts_with(word) {
             self.pos += word.len();
