@@ -13,7 +13,9 @@
 # Needs valgrind, and `make bench` once for the C servers.
 set -eu
 cd "$(dirname "$0")/.."
-module=${1:-mcp.so}
+module=${1:-./mcp.so}
+# dlopen searches the library path for a bare name, not this directory.
+case "$module" in */*) ;; *) module=./$module ;; esac
 case "${2:-stdio}" in
 stdio) server=target/bench/echo_server ;;
 http)
@@ -28,9 +30,15 @@ http)
 esac
 counted() {
   out=$(mktemp)
-  MCP_SO=$module valgrind --tool=callgrind --callgrind-out-file="$out" lua5.4 bench/race.lua "$1" "$server" 2>&1 >/dev/null |
-    sed -n 's/.*Collected : *\([0-9]*\).*/\1/p'
-  rm -f "$out"
+  log=$(mktemp)
+  if ! MCP_SO=$module valgrind --tool=callgrind --callgrind-out-file="$out" lua5.4 bench/race.lua "$1" "$server" \
+    >/dev/null 2>"$log"; then
+    echo "instructions.sh: bench/race.lua failed under valgrind:" >&2
+    grep -v '^==' "$log" >&2
+    exit 1
+  fi
+  sed -n 's/.*Collected : *\([0-9]*\).*/\1/p' "$log"
+  rm -f "$out" "$log"
 }
 short=$(counted 1000)
 long=$(counted 3000)
