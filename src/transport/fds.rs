@@ -1,6 +1,6 @@
 //! Descriptor chores every Unix does a little differently: pipes made
 //! close-on-exec and non-blocking, reads that never wait, and writes to a
-//! pipe or socket whose reader may be gone that must never raise SIGPIPE in the
+//! pipe whose reader may be gone that must never raise SIGPIPE in the
 //! host; and what to tell a user whose process ran out of descriptors,
 //! the limit a host with many servers meets first.
 
@@ -51,50 +51,6 @@ pub fn refuse_sigpipe(fd: RawFd) {
 
 #[cfg(not(any(target_os = "macos", target_os = "ios")))]
 pub fn refuse_sigpipe(_fd: RawFd) {}
-
-/// A connected pair of stream sockets for a child's stdin: (ours,
-/// theirs), both close-on-exec (the child's end is made its descriptor 0
-/// at the spawn), ours non-blocking and, on macOS, refusing SIGPIPE.
-///
-/// A socket rather than a pipe, as libuv gives its children, because a
-/// socket can be written with MSG_NOSIGNAL: a write per request then
-/// needs no signal-mask calls around it (see [`send_without_sigpipe`]),
-/// which were two of a small call's four system calls. The server reads
-/// it as it reads a pipe: EOF when ours closes.
-pub fn stdin_socket_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
-    let (ours, theirs) = (OwnedFd::from(ours), OwnedFd::from(theirs));
-    set_nonblocking(ours.as_raw_fd());
-    refuse_sigpipe(ours.as_raw_fd());
-    Ok((ours, theirs))
-}
-
-/// Sends as much of `bytes` as the non-blocking socket `fd` takes now (0
-/// when it is full), never raising SIGPIPE: MSG_NOSIGNAL where the system
-/// has it, and on macOS the socket's own refusal ([`refuse_sigpipe`]).
-pub fn send_without_sigpipe(fd: RawFd, bytes: &[u8]) -> std::io::Result<usize> {
-    #[cfg(any(target_os = "macos", target_os = "ios"))]
-    const FLAGS: libc::c_int = 0;
-    #[cfg(not(any(target_os = "macos", target_os = "ios")))]
-    const FLAGS: libc::c_int = libc::MSG_NOSIGNAL;
-    let mut sent = 0;
-    while sent < bytes.len() {
-        let rest = &bytes[sent..];
-        // SAFETY: send(2) from a live slice of the length passed.
-        let n = unsafe { libc::send(fd, rest.as_ptr().cast(), rest.len(), FLAGS) };
-        if n >= 0 {
-            sent += n as usize;
-            continue;
-        }
-        let err = std::io::Error::last_os_error();
-        match err.kind() {
-            std::io::ErrorKind::Interrupted => continue,
-            std::io::ErrorKind::WouldBlock => break,
-            _ => return Err(err),
-        }
-    }
-    Ok(sent)
-}
 
 /// Writes as much of `bytes` as the non-blocking `fd` takes now (0 when it
 /// is full). SIGPIPE is blocked in this thread for the duration, and one
@@ -263,47 +219,9 @@ mod tests {
     }
 
     #[test]
-    fn a_send_to_a_socket_nobody_reads_fails_without_a_signal() {
-        let (ours, theirs) = stdin_socket_pair().unwrap();
-        drop(theirs);
-        // SIGPIPE blocked in this thread while sending: a send that
-        // raised one would leave it pending here, where it is looked for
-        // (the test harness ignores SIGPIPE, so it would not be seen
-        // otherwise), then taken back.
-        // SAFETY: signal-mask calls on local sets, for this thread only.
-        unsafe {
-            let mut sigpipe: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut sigpipe);
-            libc::sigaddset(&mut sigpipe, libc::SIGPIPE);
-            let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::pthread_sigmask(libc::SIG_BLOCK, &sigpipe, &mut old);
-            let err = send_without_sigpipe(ours.as_raw_fd(), b"hello").unwrap_err();
-            let mut pending: libc::sigset_t = std::mem::zeroed();
-            libc::sigpending(&mut pending);
-            let raised = libc::sigismember(&pending, libc::SIGPIPE) == 1;
-            if raised {
-                take_pending(&sigpipe);
-            }
-            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-            assert_eq!(err.raw_os_error(), Some(libc::EPIPE));
-            assert!(!raised, "the send raised SIGPIPE");
-        }
-    }
-
-    #[test]
-    fn a_full_socket_takes_what_fits() {
-        let (ours, _theirs) = stdin_socket_pair().unwrap();
-        let big = vec![b'x'; 4 << 20];
-        let n = send_without_sigpipe(ours.as_raw_fd(), &big).unwrap();
-        assert!(n > 0 && n < big.len());
-        assert_eq!(send_without_sigpipe(ours.as_raw_fd(), b"more").unwrap(), 0);
-    }
-
-    #[test]
-    fn pipes_and_sockets_are_close_on_exec() {
+    fn pipes_are_close_on_exec() {
         let (read, write) = nonblocking_pipe().unwrap();
-        let (ours, theirs) = stdin_socket_pair().unwrap();
-        for fd in [read.as_raw_fd(), write.as_raw_fd(), ours.as_raw_fd(), theirs.as_raw_fd()] {
+        for fd in [read.as_raw_fd(), write.as_raw_fd()] {
             // SAFETY: F_GETFD reads the flags of a descriptor we hold.
             let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
             assert_ne!(flags & libc::FD_CLOEXEC, 0);

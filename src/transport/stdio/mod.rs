@@ -8,7 +8,7 @@
 //! Each pipe must be served whatever Lua is doing, and one thread of the
 //! process serves the pipes of every server (`transport::poller`; what
 //! it does for a server is in `unix/served`): a server costs four
-//! descriptors (its stdin, stdout and stderr and the watch on its exit) and no thread
+//! descriptors (its three pipes and the watch on its exit) and no thread
 //! of its own. Where the exit has no descriptor to watch (the `portable`
 //! build, a Unix with neither pidfd nor kqueue) it costs three and a
 //! small waiter thread instead (`unix/exit_watch`).
@@ -17,13 +17,12 @@
 //!   pipe has room (a hand-off to another thread costs a wake-up, which on
 //!   a small VM is as much as the round trip itself); the rest waits in a
 //!   queue that the poll thread drains, so Lua never blocks on a server
-//!   that stopped reading (`unix/stdin`). On Unix the server's stdin is
-//!   a socket, as libuv gives its children, sent to with MSG_NOSIGNAL
-//!   (on macOS, refused on the socket itself): a cdylib inside lua5.4
-//!   does not inherit Rust's ignored SIGPIPE, and one write to a dead
-//!   server would otherwise kill the Lua host, while the host's own
-//!   handling stays as the host chose it, with no signal-mask calls
-//!   around each write (`transport::fds`).
+//!   that stopped reading (`unix/stdin`). Writes happen with SIGPIPE
+//!   blocked in the writing thread only (and, on macOS, which sends it
+//!   to the whole process, refused on the descriptor itself): a cdylib
+//!   inside lua5.4 does not inherit Rust's ignored SIGPIPE, and one write
+//!   to a dead server would otherwise kill the Lua host, while the host's
+//!   own handling stays as the host chose it (`transport::fds`).
 //! * stdout: split into lines of any size (up to a cap), skipping what is
 //!   not JSON (banners, logs printed to the wrong stream), answering `ping`
 //!   and unknown server requests at once, and queueing the rest for Lua;

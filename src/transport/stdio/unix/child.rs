@@ -3,14 +3,11 @@
 //! nobody closed it; how it ended, worded for an error (read without
 //! reaping it: `exit_watch`).
 
-use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio as Pipe};
 use std::sync::{Mutex, Once};
 use std::thread;
 use std::time::{Duration, Instant};
-
-use crate::transport::fds::stdin_socket_pair;
 
 use super::super::{Launch, Options};
 use super::exit_watch::{exit_status_without_reaping, ChildEnd, ExitWatch};
@@ -18,11 +15,9 @@ use super::exit_watch::{exit_status_without_reaping, ChildEnd, ExitWatch};
 /// The spec's shutdown: close stdin, wait, SIGTERM, wait, SIGKILL.
 const GRACE: Duration = Duration::from_secs(2);
 
-/// Starts the server in a process group of its own (see the module's
-/// header), its stdin a socket (see `fds::stdin_socket_pair`) and its
-/// stdout and stderr pipes, and remembers the group for the exit hook.
-/// Returns our end of its stdin beside it.
-pub(super) fn spawn_in_group(options: &Options) -> std::io::Result<(Child, OwnedFd)> {
+/// Starts the server with all three pipes, in a process group of its own
+/// (see the module's header), and remembers the group for the exit hook.
+pub(super) fn spawn_in_group(options: &Options) -> std::io::Result<Child> {
     let mut command = match &options.launch {
         Launch::Shell(line) => {
             // argv[0] "sh", as system(3) gives it: the shell's own
@@ -37,8 +32,7 @@ pub(super) fn spawn_in_group(options: &Options) -> std::io::Result<(Child, Owned
             c
         }
     };
-    let (stdin, theirs) = stdin_socket_pair()?;
-    command.stdin(Pipe::from(theirs)).stdout(Pipe::piped()).stderr(Pipe::piped()).process_group(0);
+    command.stdin(Pipe::piped()).stdout(Pipe::piped()).stderr(Pipe::piped()).process_group(0);
     for (key, value) in &options.env {
         command.env(key, value);
     }
@@ -47,7 +41,7 @@ pub(super) fn spawn_in_group(options: &Options) -> std::io::Result<(Child, Owned
     }
     let child = command.spawn()?;
     remember_group(child.id() as libc::pid_t);
-    Ok((child, stdin))
+    Ok(child)
 }
 
 /// Process groups of servers still running, for the exit hook, with the

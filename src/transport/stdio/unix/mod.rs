@@ -1,5 +1,5 @@
 //! stdio on Unix: the server's process group (`child`), its exit noticed
-//! without reaping it (`exit_watch`), and its stdin socket and two pipes handed to the
+//! without reaping it (`exit_watch`), and its three pipes handed to the
 //! process's poll thread (`pipes`), which serves them (`served`) while no
 //! Lua call waits: stdin written at once or queued (`stdin`), stdout read
 //! by the thread or by the Lua call that takes its place (`reader`). The
@@ -68,11 +68,12 @@ impl Stdio {
             },
         };
         poller::start().map_err(no_start)?;
-        let (mut child, stdin) = spawn_in_group(options).map_err(no_start)?;
+        let mut child = spawn_in_group(options).map_err(no_start)?;
         let pid = child.id() as libc::pid_t;
 
-        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-            unreachable!("both pipes were asked for")
+        let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            unreachable!("all three pipes were asked for")
         };
         let exit = Arc::new(ExitWatch::new(pid));
         let started = match pipes::start(stdin, stdout, stderr, exit.clone(), options) {

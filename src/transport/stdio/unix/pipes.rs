@@ -1,4 +1,4 @@
-//! The server's stdin socket and two pipes, handed to the process's poll thread
+//! The server's three pipes, handed to the process's poll thread
 //! (`transport::poller`) and taken back at the shutdown: stdin (`stdin`),
 //! which Lua writes straight to and the thread finishes writing when it
 //! was full; stdout, read by that thread or by the Lua call that takes
@@ -7,7 +7,8 @@
 //! module's header.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
+use std::process::ChildStdin;
 use std::sync::{Arc, Mutex};
 
 use crate::transport::fds::set_nonblocking;
@@ -35,7 +36,7 @@ pub(super) struct Pipes {
 /// Hands the server's pipes to the poll thread (already running: see
 /// [`poller::start`]).
 pub(super) fn start(
-    stdin: OwnedFd,
+    stdin: ChildStdin,
     stdout: std::process::ChildStdout,
     stderr: std::process::ChildStderr,
     exit: Arc<ExitWatch>,

@@ -2,15 +2,15 @@
 //! thread (`transport::poller`): a message is written straight from the
 //! calling thread while the pipe has room, and what does not fit waits
 //! here, in order, for the thread to finish writing it; a server that
-//! stopped reading then never blocks Lua. It is our end of a socket pair
-//! (`fds::stdin_socket_pair`), sent to without SIGPIPE and without a
-//! system call around each write to keep it away. See the module's header.
+//! stopped reading then never blocks Lua. Written with SIGPIPE refused
+//! (`transport::fds`). See the module's header.
 
 use std::collections::VecDeque;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
+use std::process::ChildStdin;
 use std::sync::Mutex;
 
-use crate::transport::fds::send_without_sigpipe;
+use crate::transport::fds::{refuse_sigpipe, set_nonblocking, write_without_sigpipe};
 use crate::transport::poller;
 
 /// The server's stdin, shared by Lua (requests), the reader (answers to
@@ -21,7 +21,7 @@ pub(in crate::transport::stdio) struct StdinPipe {
 
 struct PipeState {
     /// Non-blocking; None once closed or broken.
-    stdin: Option<OwnedFd>,
+    stdin: Option<ChildStdin>,
     /// Bytes accepted but not yet written, in order.
     pending: VecDeque<u8>,
     /// EOF for the server once `pending` is written.
@@ -29,8 +29,9 @@ struct PipeState {
 }
 
 impl StdinPipe {
-    /// `stdin`: our end of [`stdin_socket_pair`](crate::transport::fds::stdin_socket_pair).
-    pub(super) fn new(stdin: OwnedFd) -> Self {
+    pub(super) fn new(stdin: ChildStdin) -> Self {
+        set_nonblocking(stdin.as_raw_fd());
+        refuse_sigpipe(stdin.as_raw_fd());
         let state = PipeState { stdin: Some(stdin), pending: VecDeque::new(), closing: false };
         StdinPipe { state: Mutex::new(state) }
     }
@@ -52,7 +53,7 @@ impl StdinPipe {
         let written = if queued {
             0
         } else {
-            match send_without_sigpipe(fd, bytes) {
+            match write_without_sigpipe(fd, bytes) {
                 Ok(n) => n,
                 Err(_) => {
                     st.stdin = None;
@@ -100,7 +101,7 @@ impl StdinPipe {
         let Some(fd) = st.stdin.as_ref().map(|s| s.as_raw_fd()) else { return };
         let written = {
             let (front, _) = st.pending.as_slices();
-            send_without_sigpipe(fd, front)
+            write_without_sigpipe(fd, front)
         };
         match written {
             Ok(n) => {
