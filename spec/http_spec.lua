@@ -358,6 +358,15 @@ describe('HTTP faults', function()
     client:close()
   end)
 
+  it('a host outside ASCII is refused before any connection, saying how to write it', function()
+    local url = 'http://b\195\188cher.example:1/mcp'
+    local client = mcp.new({ url = url, timeout = 5 })
+    local ok, err = pcall(client.discover, client)
+    assert.is_false(ok)
+    assert.equal('MCP transport failed (3): cannot reach the MCP server at ' .. url
+      .. ' (not a URL it can send: write it in ASCII, a host in its xn-- form and other bytes %-encoded)', err)
+  end)
+
   it('an unreachable server gives the reference message', function()
     local url = 'http://127.0.0.1:1/mcp'
     local client = mcp.new({ url = url })

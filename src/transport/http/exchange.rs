@@ -210,6 +210,16 @@ impl Shared {
                 weird("sent more response headers than this client reads (128)".into())
             }
             ureq::Error::Protocol(e) => weird(format!("sent a reply that is not valid HTTP ({e})")),
+            // The URL itself, before any connection: curl's "malformed".
+            // Most often a host name outside ASCII, which nothing here
+            // turns into its xn-- form (see Cargo.toml's idna_adapter).
+            ureq::Error::Http(_) | ureq::Error::BadUri(_) => unreachable(
+                "3",
+                Some(
+                    "not a URL it can send: write it in ASCII, a host in its xn-- form and other bytes %-encoded"
+                        .into(),
+                ),
+            ),
             _ => unreachable("7", None),
         }
     }
