@@ -75,9 +75,10 @@ build() {
   # LLVM inlines less than opt-level 3 would (its threshold for -Os is
   # 50, -O2's 225, -O3's 250), across the whole module, which under fat
   # LTO a crate's own opt-level no longer reaches: 5.46 -> 5.14 MB on
-  # Linux x86_64 (50 saved 12 KB more, 25 another 16). The codec's cases
-  # in bench/codec.lua counted within 2% of the instructions of a build
-  # without it, about the spread between two runs of the same build.
+  # Linux x86_64 (50 saved 12 KB more, 25 another 16). What it costs, in
+  # callgrind's instructions for bench/codec.lua's 1 MB cases (median of
+  # five runs; two runs of one build differ by up to 4%): a result +0.4%,
+  # arguments +2.3%, a tool list +3.4%.
   local inlining="target.$triple.rustflags=['-C', 'llvm-args=-inline-threshold=75']"
   # Symbols go too (exports stay): a quarter of the Windows DLL, a seventh
   # of the macOS one.

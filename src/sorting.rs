@@ -1,8 +1,8 @@
 //! Sorting off the per-call path, with one copy of the sort in the module.
 //!
 //! Each `sort_by` of another element type or closure compiles a stable
-//! sort of its own, 4-6 KB of code: twenty of them were about 140 KB of
-//! the stripped module, for lists of a few names each. Here the standard
+//! sort of its own, 4-6 KB of code: putting twenty of them, for lists of
+//! a few names each, through this one took 87 KB off the stripped module. Here the standard
 //! stable sort runs once, over positions, with the comparison behind a
 //! reference; the elements are then moved into that order in place. The
 //! order is the standard sort's (equal elements keep theirs); what it
