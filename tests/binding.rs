@@ -140,3 +140,37 @@ fn callbacks_left_pending_by_a_raise_ring_the_descriptor_and_none_runs_twice() {
         .unwrap();
     assert_eq!(once_each, "1 2 3");
 }
+
+#[test]
+fn a_flat_table_is_written_as_the_general_walk_writes_it() {
+    // A table of a few scalar fields is read on the Lua stack; with any
+    // metatable (here an empty one) the general walk writes it. Both must
+    // give the same bytes, and the same refusal for what the wire refuses.
+    let lua = Lua::new();
+    module(&lua);
+    let mismatches: String = lua
+        .load(
+            r#"
+            local scalars = { 'a', '', 'é', 'x"y\\z\n', '\0', 0, -0.0, 1, -7, 2^53, 2^63, 0.5, 1e300, 1/3,
+              true, false, mcp.null, 0/0, 1/0, -1/0, '\255', {}, { 1 } }
+            local keys = { 'a', 'b', 'B', 'ab', '', 'é', 'k\0', '10', '9', '\255', 1, 2.5 }
+            local seed, out = 7, {}
+            local function next_int(n) seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n + 1 end
+            local function encoded(t)
+              local ok, text = pcall(mcp.json_encode, t)
+              return tostring(ok) .. ' ' .. tostring(text)
+            end
+            for _ = 1, 3000 do
+              local t = {}
+              for _ = 1, next_int(20) - 1 do t[keys[next_int(#keys)]] = scalars[next_int(#scalars)] end
+              local fast = encoded(t)
+              local general = encoded(setmetatable(t, {}))
+              if fast ~= general then out[#out + 1] = fast .. ' ~= ' .. general end
+            end
+            return table.concat(out, '\n')
+            "#,
+        )
+        .eval()
+        .unwrap();
+    assert_eq!(mismatches, "");
+}

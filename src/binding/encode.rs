@@ -7,7 +7,8 @@
 //! call's 54 allocations (`tests/allocations.rs`). What a table costs now
 //! is one list of its entries, which the reference's key order needs
 //! (keys sorted by their text, `__jsonorder` first); string keys are
-//! borrowed from Lua, not copied.
+//! borrowed from Lua, not copied. The arguments of nearly every call, a
+//! few scalar fields, cost not even that (see `flat_table`).
 //!
 //! The output is what `codec::encode_into` would write for the same value,
 //! byte for byte (the differential specs compare it with the pure module),
@@ -35,6 +36,7 @@ use std::ops::Deref;
 
 use mlua::{Table, Value};
 
+use super::flat_table::write_flat_table;
 use super::lua::{call_lua, truthy, Cx, Outcome, Raise};
 use crate::codec::{self, encode_string, write_float, write_int, write_json_float, Json, Members, RawJson};
 use crate::error::{Error, Result};
@@ -335,6 +337,11 @@ impl<'a, 'b> Writer<'a, 'b> {
     }
 
     fn table_body(&mut self, t: &Table, place: Place) -> Result<(), Fail> {
+        // Only the outermost table: a protected call per nested table that
+        // turns out not to be flat cost 3% of a 1 MB argument's encoding.
+        if self.depth == 1 && write_flat_table(self.lua, t, || place.wants_array(), &mut self.out) {
+            return Ok(());
+        }
         // Read once: __pairs, __jsontype and __jsonorder all live there.
         let mt = t.metatable();
         let (mut entries, proxied) = self.entries(t, mt.as_ref())?;

@@ -53,6 +53,7 @@ mod encode;
 mod entry;
 mod fields;
 mod fixture;
+mod flat_table;
 mod handles;
 mod host;
 mod json;
