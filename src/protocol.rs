@@ -358,7 +358,7 @@ pub fn id_key(id: &Json) -> Option<IdKey> {
         Json::Str(s) => Some(IdKey::Str(s.clone())),
         Json::Bool(b) => Some(IdKey::Bool(*b)),
         // A table key in Lua that nothing can look up again.
-        Json::Null | Json::Array(_) | Json::Object(_) | Json::Raw(_) | Json::Request(_) => None,
+        Json::Null | Json::Array(_) | Json::Object(_) | Json::Raw(_) | Json::Request(_) | Json::Response(_) => None,
     }
 }
 

@@ -142,7 +142,7 @@ pub(super) unsafe fn push_json(state: *mut ffi::lua_State, json: &Json) {
             }
         }
         Json::Raw(raw) => push_raw(state, raw),
-        request @ Json::Request(_) => {
+        request @ (Json::Request(_) | Json::Response(_)) => {
             let mut tree = request.clone();
             tree.materialize();
             push_json(state, &tree)

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::OnceLock;
 
-use super::{Json, RawJson, Select};
+use super::{Json, RawJson, Response, ResponseMember, Select};
 
 /// Why a text is not JSON, and where.
 #[derive(Debug, PartialEq)]
@@ -129,6 +129,20 @@ pub fn decode_message(text: &[u8]) -> Result<Json, DecodeError> {
     let mut reader = Reader::new(text, &mut scratch, Tree);
     reader.keep_result_raw = true;
     reader.whole()
+}
+
+/// [`decode_message`] for what a client receives: a reply in the shape
+/// nearly every reply has becomes a [`Response`] (see there); any other
+/// message, or a text the reader refuses, is read the general way, with
+/// the same tree or error as [`decode_message`] gives.
+pub fn decode_reply(text: &[u8]) -> Result<Json, DecodeError> {
+    let mut scratch = Vec::new();
+    let mut reader = Reader::new(text, &mut scratch, Tree);
+    reader.keep_result_raw = true;
+    match reader.usual_reply() {
+        Some(reply) => Ok(reply),
+        None => decode_message(text),
+    }
 }
 
 /// Parses one JSON text with `builder`: whatever it makes of the value.
@@ -492,6 +506,68 @@ impl<'t, 's, B: Build> Reader<'t, 's, B> {
 enum StringAt {
     Plain(usize, usize),
     Escaped,
+}
+
+impl Reader<'_, '_, Tree> {
+    /// The whole text as a [`Response`], or None when it is anything else:
+    /// another key, a key twice or escaped, a version other than "2.0", a
+    /// result that is not an array or object, an error anywhere.
+    fn usual_reply(&mut self) -> Option<Json> {
+        self.skip_space();
+        if self.peek() != Some(b'{') {
+            return None;
+        }
+        self.pos += 1;
+        // As inside the object `whole` would have entered: the result's
+        // depth is counted from here, and a too-deep one is left to the
+        // general read, which says so.
+        self.depth = 1;
+        let (mut id, mut result) = (None, None);
+        let mut order = [ResponseMember::Jsonrpc; 3];
+        for n in 0..order.len() {
+            self.skip_space();
+            if n > 0 {
+                self.literal(b",").ok()?;
+                self.skip_space();
+            }
+            let member = self.response_key()?;
+            if order[..n].contains(&member) {
+                return None;
+            }
+            self.skip_space();
+            self.literal(b":").ok()?;
+            self.skip_space();
+            match member {
+                ResponseMember::Jsonrpc => self.literal(b"\"2.0\"").ok()?,
+                ResponseMember::Id => id = Some(self.value().ok()?),
+                ResponseMember::Result => match self.peek() {
+                    Some(b'{' | b'[') => result = Some(self.kept_raw().ok()?),
+                    _ => return None,
+                },
+            }
+            order[n] = member;
+        }
+        self.skip_space();
+        self.literal(b"}").ok()?;
+        self.skip_space();
+        if self.pos < self.text.len() {
+            return None;
+        }
+        Some(Response::json(id?, result?, order))
+    }
+
+    fn response_key(&mut self) -> Option<ResponseMember> {
+        if self.peek() != Some(b'"') {
+            return None;
+        }
+        let StringAt::Plain(from, to) = self.scan_string().ok()? else { return None };
+        match &self.text[from..to] {
+            b"jsonrpc" => Some(ResponseMember::Jsonrpc),
+            b"id" => Some(ResponseMember::Id),
+            b"result" => Some(ResponseMember::Result),
+            _ => None,
+        }
+    }
 }
 
 impl<B: Build> Reader<'_, '_, B> {

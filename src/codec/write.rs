@@ -27,6 +27,7 @@ pub fn encode_into(value: &Json, out: &mut Vec<u8>) {
             encode_into(&request.params, out);
             out.push(b'}');
         }
+        response @ Json::Response(_) => encode_into(&response.clone().into_tree(), out),
         Json::Array(items) => {
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {

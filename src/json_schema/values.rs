@@ -18,7 +18,7 @@ pub fn field<'a>(pairs: &'a [(Vec<u8>, Json)], key: &[u8]) -> Option<&'a Json> {
 pub fn tree(value: &Json) -> Cow<'_, Json> {
     match value {
         Json::Raw(raw) => Cow::Borrowed(raw.tree()),
-        request @ Json::Request(_) => Cow::Owned(request.clone().into_tree()),
+        request @ (Json::Request(_) | Json::Response(_)) => Cow::Owned(request.clone().into_tree()),
         other => Cow::Borrowed(other),
     }
 }
@@ -30,7 +30,7 @@ pub fn plain(value: &Json) -> Json {
         Json::Array(items) => Json::Array(items.iter().map(plain).collect()),
         Json::Object(pairs) => Json::Object(pairs.iter().map(|(k, v)| (k.clone(), plain(v))).collect()),
         Json::Raw(raw) => plain(raw.tree()),
-        request @ Json::Request(_) => plain(&request.clone().into_tree()),
+        request @ (Json::Request(_) | Json::Response(_)) => plain(&request.clone().into_tree()),
         other => other.clone(),
     }
 }
@@ -57,7 +57,8 @@ pub fn is_integer(value: &Json) -> bool {
 /// JSON's equality, for `enum`, `const` and `uniqueItems`.
 pub fn same(a: &Json, b: &Json) -> bool {
     match (a, b) {
-        (Json::Raw(_) | Json::Request(_), _) | (_, Json::Raw(_) | Json::Request(_)) => same(&tree(a), &tree(b)),
+        (Json::Raw(_) | Json::Request(_) | Json::Response(_), _)
+        | (_, Json::Raw(_) | Json::Request(_) | Json::Response(_)) => same(&tree(a), &tree(b)),
         (Json::Int(x), Json::Int(y)) => x == y,
         (Json::Int(_) | Json::Float(_), Json::Int(_) | Json::Float(_)) => number(a) == number(b),
         (Json::Array(x), Json::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q)),

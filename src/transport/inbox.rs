@@ -84,7 +84,7 @@ pub enum Sorted {
 /// for every transport. `lua_handled` lists the server requests that Lua's
 /// handlers answer (`opts.handlers`); the reader answers every other one.
 pub fn sort(text: &[u8], lua_handled: &[String]) -> Sorted {
-    let msg = match codec::decode_message(text) {
+    let msg = match codec::decode_reply(text) {
         Ok(msg) => msg,
         Err(e) if e.is_too_deep() => {
             // Too deep to read. A reply: say so to whoever waits for its

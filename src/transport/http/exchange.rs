@@ -264,9 +264,9 @@ impl Shared {
             // Nothing here: the reply may come on the server's stream.
             return Ok(Vec::new());
         }
-        match codec::decode_message(text) {
+        match codec::decode_reply(text) {
             Ok(Json::Array(items)) => Ok(items.into_iter().map(Incoming::Message).collect()),
-            Ok(msg @ Json::Object(_)) => Ok(vec![Incoming::Message(msg)]),
+            Ok(msg @ (Json::Object(_) | Json::Response(_))) => Ok(vec![Incoming::Message(msg)]),
             Err(e) if e.is_too_deep() => {
                 // A POST's own body answers that POST: a method here would
                 // be a server talking out of turn, and is skipped.

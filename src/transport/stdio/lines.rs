@@ -93,7 +93,7 @@ impl Reader {
         // On stdout only a JSON object is a message.
         let noise = match &sorted {
             Sorted::NotJson => true,
-            Sorted::Deliver(msg, _) => !matches!(msg, Json::Object(_)),
+            Sorted::Deliver(msg, _) => !matches!(msg, Json::Object(_) | Json::Response(_)),
             _ => false,
         };
         {
