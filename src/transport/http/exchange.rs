@@ -9,6 +9,7 @@
 use std::io::Read;
 use std::time::Duration;
 
+use ureq::http::header::{self as standard, HeaderValue};
 use ureq::http::Response;
 use ureq::{Agent, Body};
 
@@ -97,11 +98,13 @@ impl Shared {
                     // Uncompressed: a compressed event stream is held back
                     // by the compressor, and ureq's decoder would wrap the
                     // errors our reads rely on (see `Pause`).
+                    // Names and values made at compile time: from text,
+                    // each was parsed and its value copied, per request.
                     let mut req = agent
                         .post(&url)
-                        .header(headers::CONTENT_TYPE, "application/json")
-                        .header(headers::ACCEPT, "application/json, text/event-stream")
-                        .header(headers::ACCEPT_ENCODING, "identity");
+                        .header(standard::CONTENT_TYPE, HeaderValue::from_static("application/json"))
+                        .header(standard::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"))
+                        .header(standard::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
                     req = self.decorate(req, headers.modern, "POST", &url)?;
                     for (name, value) in &headers.own {
                         req = req.header(name.as_str(), value.as_str());
@@ -357,8 +360,12 @@ pub(super) struct PostHeaders {
 /// own (`Mcp-Param-*`). An older session's get only their own (the era
 /// probe's, sent before the era is known).
 pub(super) fn post_headers(message: &Json, own: &[(String, String)], modern: bool) -> PostHeaders {
-    let version = protocol::envelope_version(message).filter(|_| modern);
-    let initialize = message.get("method") == Some(&Json::str("initialize"));
+    // Only a modern session's requests carry the envelope (`stamp` has
+    // made their params a tree by now); an older session's params may
+    // still be the arguments' text, which reading `_meta` would decode
+    // whole, on every request.
+    let version = if modern { protocol::envelope_version(message) } else { None };
+    let initialize = is_method(message, "initialize");
     let Some(version) = version else { return PostHeaders { modern: false, own: own.to_vec(), initialize } };
     let mut sent = vec![(headers::MCP_PROTOCOL_VERSION.to_string(), String::from_utf8_lossy(version).into_owned())];
     if let Some(Json::Str(method)) = message.get("method") {
@@ -380,7 +387,12 @@ pub(super) fn post_headers(message: &Json, own: &[(String, String)], modern: boo
 }
 
 pub(super) fn is_cancellation(message: &Json) -> bool {
-    message.get("method") == Some(&Json::str("notifications/cancelled"))
+    is_method(message, "notifications/cancelled")
+}
+
+/// Compared in place: a `Json::str` to compare with is an allocation.
+fn is_method(message: &Json, method: &str) -> bool {
+    matches!(message.get("method"), Some(Json::Str(m)) if m == method.as_bytes())
 }
 
 pub(super) fn header<'a>(response: &'a Response<Body>, name: &str) -> Option<&'a str> {
