@@ -120,7 +120,7 @@ pub fn is_legacy_version(version: &[u8]) -> bool {
 
 /// A request, with its keys in the order the reference codec sorts them.
 pub fn request(id: Json, method: &str, params: Json) -> Json {
-    Json::Request(Box::new(Request { id, method: Json::str(method), params }))
+    Json::Request(Box::new(Request { id, method: Request::method_json(method), params }))
 }
 
 pub fn notification(method: &str, params: Option<Json>) -> Json {

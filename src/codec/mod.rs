@@ -82,15 +82,33 @@ pub enum Json {
 #[derive(Clone, Debug)]
 pub struct Request {
     pub id: Json,
-    /// Always a string.
-    pub method: Json,
+    /// Always a string; the methods a client sends most are shared (see
+    /// [`Request::method_json`]).
+    pub method: Cow<'static, Json>,
     pub params: Json,
 }
 
+/// The methods a session sends over and over, as strings made once.
+const SHARED_METHODS: [&str; 8] =
+    ["tools/call", "tools/list", "resources/read", "resources/list", "prompts/get", "prompts/list", "ping", "tasks/get"];
+
 impl Request {
+    /// `method` as a string: one made once for the methods sent most (a
+    /// string of its own was an allocation of every call), one of its own
+    /// for the rest.
+    pub fn method_json(method: &str) -> Cow<'static, Json> {
+        static SHARED: OnceLock<[Json; SHARED_METHODS.len()]> = OnceLock::new();
+        let shared = SHARED.get_or_init(|| SHARED_METHODS.map(Json::str));
+        match SHARED_METHODS.iter().position(|m| *m == method) {
+            Some(at) => Cow::Borrowed(&shared[at]),
+            None => Cow::Owned(Json::str(method)),
+        }
+    }
+
     /// The object it is written as, keys in the reference's sorted order.
     fn into_tree(self) -> Json {
-        Json::object([("id", self.id), ("jsonrpc", Json::str("2.0")), ("method", self.method), ("params", self.params)])
+        let method = self.method.into_owned();
+        Json::object([("id", self.id), ("jsonrpc", Json::str("2.0")), ("method", method), ("params", self.params)])
     }
 }
 
@@ -321,7 +339,7 @@ impl Json {
             Json::Request(request) => match key {
                 "id" => Some(&request.id),
                 "jsonrpc" => Some(jsonrpc_version()),
-                "method" => Some(&request.method),
+                "method" => Some(&*request.method),
                 "params" => Some(&request.params),
                 _ => None,
             }
