@@ -11,33 +11,38 @@
 //! the cancellation of an interrupted request still goes out
 //! ([`shielded`]).
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 /// How long a wait goes without asking. Ctrl-C is noticed within this; a
 /// reply that arrives meanwhile still wakes the wait at once.
 pub const SLICE: Duration = Duration::from_millis(50);
 
-type Check = Box<dyn Fn() -> bool>;
+/// The check of the innermost [`watching`], lent by it for as long as it
+/// runs: a boxed check was an allocation of every call.
+type Check = *const (dyn Fn() -> bool + 'static);
 
 thread_local! {
-    static CHECK: RefCell<Option<Check>> = const { RefCell::new(None) };
+    static CHECK: Cell<Option<Check>> = const { Cell::new(None) };
     /// Set by [`request`]: the current call is to end as if interrupted.
     static REQUESTED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Runs `body` with `check` answering [`requested`] on this thread. Nested
 /// calls (a callback that calls the client again) restore the outer check.
-pub fn watching<T>(check: Check, body: impl FnOnce() -> T) -> T {
+pub fn watching<T>(check: &dyn Fn() -> bool, body: impl FnOnce() -> T) -> T {
     struct Restore(Option<Check>, bool);
     impl Drop for Restore {
         fn drop(&mut self) {
-            let outer = self.0.take();
-            CHECK.with(|c| *c.borrow_mut() = outer);
+            CHECK.with(|c| c.set(self.0));
             REQUESTED.with(|r| r.set(self.1));
         }
     }
-    let _restore = Restore(CHECK.with(|c| c.borrow_mut().replace(check)), REQUESTED.with(|r| r.replace(false)));
+    // SAFETY: only `requested` calls through the pointer, on this thread,
+    // and only until `Restore` puts the outer check back, which it does
+    // before this function returns or unwinds; `check` outlives this call.
+    let lent = unsafe { std::mem::transmute::<*const (dyn Fn() -> bool + '_), Check>(check) };
+    let _restore = Restore(CHECK.with(|c| c.replace(Some(lent))), REQUESTED.with(|r| r.replace(false)));
     body()
 }
 
@@ -52,19 +57,20 @@ pub fn request() {
 /// Whether this thread runs a Lua call that can be interrupted: waits on
 /// other threads need no slices.
 pub fn watched() -> bool {
-    CHECK.with(|c| c.borrow().is_some())
+    CHECK.with(|c| c.get().is_some())
 }
 
 /// Runs `body` where [`requested`] answers no: for what must still go out
 /// after an interruption (the cancellation of the interrupted request).
 pub fn shielded<T>(body: impl FnOnce() -> T) -> T {
-    watching(Box::new(|| false), body)
+    watching(&|| false, body)
 }
 
 /// Whether the host asked for its thread back. Always false on threads
 /// that are not running a Lua call (readers, stream threads).
 pub fn requested() -> bool {
-    REQUESTED.with(Cell::get) || CHECK.with(|c| c.borrow().as_ref().is_some_and(|check| check()))
+    // SAFETY: a lent check is alive while it is in the slot (see `watching`).
+    REQUESTED.with(Cell::get) || CHECK.with(Cell::get).is_some_and(|check| unsafe { (*check)() })
 }
 
 /// A deadline for a timeout too long to add to now: never, in practice.

@@ -46,7 +46,7 @@ fn export_boxed(lua: &Lua, cell: &Rc<OnceCell<Prelude>>, f: Box<NativeFunction>)
                 let outer = CALLBACK_ERROR.with(|slot| slot.take());
                 let cx = Cx::new(lua, prelude);
                 let typed = keeps_json_types(&cx, args.front());
-                let result = guarded(|| interrupt::watching(check, || with_json_types(typed, || f(&cx, args))));
+                let result = guarded(|| interrupt::watching(&check, || with_json_types(typed, || f(&cx, args))));
                 let raised = CALLBACK_ERROR.with(|slot| slot.replace(outer));
                 match raised {
                     Some(v) => Err(Raise::Lua(v)),
@@ -161,13 +161,13 @@ pub(super) fn guarded(call: impl FnOnce() -> Outcome) -> Outcome {
 /// hook and waits for Lua code to run. A hook, mask or count that differs
 /// from the one in place when the call began means exactly that; the wait
 /// then returns, and the hook fires as soon as the prelude runs again.
-pub(super) fn hook_watch(lua: &Lua) -> Box<dyn Fn() -> bool> {
+pub(super) fn hook_watch(lua: &Lua) -> impl Fn() -> bool {
     let mut states: [*mut mlua::ffi::lua_State; 2] = [std::ptr::null_mut(); 2];
     // SAFETY: the closure records the running state and the main thread
     // (lua.c sets its hook on the main thread; a call made from a
     // coroutine runs on another), leaving the stack as it found it. The
     // pointers are read (never written through) by the check below, and
-    // only while this call runs: `interrupt::watching` drops the check
+    // only while this call runs: `interrupt::watching` lets go of the check
     // before the call returns. The main thread lives as long as the state.
     let _ = unsafe {
         lua.exec_raw::<()>((), |s| {
@@ -182,9 +182,8 @@ pub(super) fn hook_watch(lua: &Lua) -> Box<dyn Fn() -> bool> {
             }
         })
     };
-    if states[0].is_null() {
-        return Box::new(|| false);
-    }
+    // (With no state recorded, nothing is watched: the hooks of no state
+    // read the same at every look.)
     let hooks_of = move || {
         // SAFETY: reading the hook fields of live states, see above.
         states.map(|state| unsafe {
@@ -199,12 +198,12 @@ pub(super) fn hook_watch(lua: &Lua) -> Box<dyn Fn() -> bool> {
     // Latched: lua.c's hook clears itself when it fires, so once seen the
     // request stays seen even if Lua code ran meanwhile.
     let seen = std::cell::Cell::new(false);
-    Box::new(move || {
+    move || {
         if !seen.get() && hooks_of() != at_start {
             seen.set(true);
         }
         seen.get()
-    })
+    }
 }
 
 #[cfg(test)]

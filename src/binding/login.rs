@@ -95,8 +95,8 @@ impl LoginState {
         let thread = std::thread::spawn(move || {
             // The thread's waits (the loopback listener, the answers) end
             // as a Ctrl-C would end them when the client closes.
-            let check = Box::new(move || stopped.load(Ordering::Relaxed));
-            let outcome = interrupt::watching(check, || run(&mut login, status, challenge, again, asking, lua_store));
+            let check = move || stopped.load(Ordering::Relaxed);
+            let outcome = interrupt::watching(&check, || run(&mut login, status, challenge, again, asking, lua_store));
             ending.store(true, Ordering::Release);
             bell.ring();
             (login, outcome)

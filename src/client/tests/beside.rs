@@ -206,7 +206,7 @@ fn a_blocking_call_interrupted_while_it_joins_an_async_handshake_leaves_that_han
     let mut h = host(slow_to_initialize);
     let mut c = client();
     let mut op = start(&mut c, &mut h, "tools/call async", None);
-    let blocking = crate::interrupt::watching(Box::new(|| true), || request(&mut c, &mut h, "tools/call", "blocking"));
+    let blocking = crate::interrupt::watching(&|| true, || request(&mut c, &mut h, "tools/call", "blocking"));
     assert_eq!(blocking.unwrap_err().to_string(), "MCP initialize interrupted");
     // The event loop's request still waits for its session, which comes.
     assert!(!settled(&mut c, &mut h, &mut op));
