@@ -89,8 +89,16 @@ pub struct Request {
 }
 
 /// The methods a session sends over and over, as strings made once.
-const SHARED_METHODS: [&str; 8] =
-    ["tools/call", "tools/list", "resources/read", "resources/list", "prompts/get", "prompts/list", "ping", "tasks/get"];
+const SHARED_METHODS: [&str; 8] = [
+    "tools/call",
+    "tools/list",
+    "resources/read",
+    "resources/list",
+    "prompts/get",
+    "prompts/list",
+    "ping",
+    "tasks/get",
+];
 
 impl Request {
     /// `method` as a string: one made once for the methods sent most (a
@@ -167,12 +175,43 @@ pub struct RawJson {
     /// included), in the order their opening brackets stand in the text:
     /// a builder can then make each container at its final size when it
     /// opens. Empty until counted.
-    sizes: Vec<u32>,
+    sizes: Counts,
     /// The text is what [`encode_into`] would write for the value, so it
     /// goes to the wire as it is; a reply's text is not (spacing,
     /// escapes, number forms) and is encoded from its tree.
     canonical: bool,
     tree: OnceLock<Json>,
+}
+
+/// Member counts held in place up to this many: a small result's three
+/// or four were an allocation of every call.
+const COUNTS_IN_PLACE: usize = 8;
+
+/// A [`RawJson`]'s member counts.
+#[derive(Clone, Debug)]
+enum Counts {
+    InPlace(u8, [u32; COUNTS_IN_PLACE]),
+    Listed(Vec<u32>),
+}
+
+impl Counts {
+    const NONE: Counts = Counts::InPlace(0, [0; COUNTS_IN_PLACE]);
+
+    fn of(counts: &[u32]) -> Counts {
+        if counts.len() > COUNTS_IN_PLACE {
+            return Counts::Listed(counts.to_vec());
+        }
+        let mut in_place = [0; COUNTS_IN_PLACE];
+        in_place[..counts.len()].copy_from_slice(counts);
+        Counts::InPlace(counts.len() as u8, in_place)
+    }
+
+    fn as_slice(&self) -> &[u32] {
+        match self {
+            Counts::InPlace(n, counts) => &counts[..*n as usize],
+            Counts::Listed(counts) => counts,
+        }
+    }
 }
 
 /// A kept text equals the tree it stands for.
@@ -200,7 +239,7 @@ impl PartialEq for Json {
 impl RawJson {
     /// Text our encoder wrote for an array or object.
     pub fn encoded(text: Vec<u8>) -> Json {
-        Json::Raw(Box::new(RawJson { text, sizes: Vec::new(), canonical: true, tree: OnceLock::new() }))
+        Json::Raw(Box::new(RawJson { text, sizes: Counts::NONE, canonical: true, tree: OnceLock::new() }))
     }
 
     pub fn text(&self) -> &[u8] {
@@ -210,8 +249,8 @@ impl RawJson {
     /// The member counts (see the field); counted now if the text came
     /// from our encoder, which does not count them.
     pub fn sizes(&self) -> Cow<'_, [u32]> {
-        if !self.sizes.is_empty() {
-            return Cow::Borrowed(&self.sizes);
+        if !self.sizes.as_slice().is_empty() {
+            return Cow::Borrowed(self.sizes.as_slice());
         }
         let mut sizes = Vec::new();
         let mut scratch = Vec::new();
@@ -234,7 +273,7 @@ impl RawJson {
     /// About how much memory it holds: its text, its counts and its
     /// tree if one was made.
     fn held_bytes(&self) -> usize {
-        self.text.len() + 4 * self.sizes.len() + self.tree.get().map_or(0, Json::held_bytes)
+        self.text.len() + 4 * self.sizes.as_slice().len() + self.tree.get().map_or(0, Json::held_bytes)
     }
 
     fn into_tree(self) -> Json {

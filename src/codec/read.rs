@@ -4,7 +4,15 @@
 use std::fmt;
 use std::sync::OnceLock;
 
-use super::{Json, RawJson, Response, ResponseMember, Select};
+use super::{Counts, Json, RawJson, Response, ResponseMember, Select};
+
+/// The most counts the list below keeps room for between texts.
+const COUNTING_KEPT: usize = 4096;
+
+thread_local! {
+    /// Where a kept text's member counts are made (see `kept_raw`).
+    static COUNTING: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// Why a text is not JSON, and where.
 #[derive(Debug, PartialEq)]
@@ -420,7 +428,10 @@ impl<'t, 's, B: Build> Reader<'t, 's, B> {
     /// Checks and counts the array or object here, keeping its text.
     fn kept_raw(&mut self) -> Result<B::Value, DecodeError> {
         let start = self.pos;
-        let mut sizes = Vec::new();
+        // Counted into a list this thread keeps, then held in place when
+        // they are few (see `Counts`).
+        let mut sizes = COUNTING.with(|c| std::mem::take(&mut *c.borrow_mut()));
+        sizes.clear();
         let mut check = Reader {
             text: self.text,
             pos: self.pos,
@@ -429,10 +440,17 @@ impl<'t, 's, B: Build> Reader<'t, 's, B> {
             builder: Sizes { sizes: &mut sizes },
             keep_result_raw: false,
         };
-        check.value()?;
-        self.pos = check.pos;
+        let checked = check.value();
+        let end = check.pos;
+        let counts = checked.map(|_| Counts::of(&sizes));
+        // A large result's list is let go, not kept for the next one.
+        if sizes.capacity() <= COUNTING_KEPT {
+            COUNTING.with(|c| *c.borrow_mut() = sizes);
+        }
+        let counts = counts?;
+        self.pos = end;
         let text = self.text[start..self.pos].to_vec();
-        Ok(self.builder.raw(RawJson { text, sizes, canonical: false, tree: OnceLock::new() }))
+        Ok(self.builder.raw(RawJson { text, sizes: counts, canonical: false, tree: OnceLock::new() }))
     }
 
     fn object(&mut self) -> Result<B::Value, DecodeError> {
@@ -818,6 +836,33 @@ mod tests {
         assert_eq!(peek_id(format!(r#"{{"result":{}"#, "[".repeat(1000)).as_bytes()), None);
         let request = format!(r#"{{"id":3,"params":{deep},"method":"sampling/createMessage"}}"#);
         assert_eq!(peek_envelope(request.as_bytes()), Envelope { id: Some(Json::Int(3)), has_method: true });
+    }
+
+    #[test]
+    fn a_kept_result_counts_its_members_whether_few_or_many() {
+        // Up to eight counts are held in place, more in a list; a text
+        // refused in between leaves nothing behind for the next one.
+        let many = format!(r#"{{"id":1,"result":[{}[1,2]]}}"#, "[],".repeat(20));
+        let cases: [(&[u8], &[u32]); 3] = [
+            (br#"{"id":1,"result":[[],[1],{"a":[1,2,3]}]}"#, &[3, 0, 1, 1, 3]),
+            (br#"{"id":1,"result":[[],[1],[[[[[[[[[1]]]]]]]]]]}"#, &[]),
+            (many.as_bytes(), &[]),
+        ];
+        for (text, expected) in cases {
+            let message = decode_message(text).unwrap();
+            let Some(Json::Raw(raw)) = message.get("result") else { panic!("the result was decoded") };
+            let mut fresh = Vec::new();
+            read_with(raw.text(), &mut Vec::new(), Sizes { sizes: &mut fresh }).unwrap();
+            assert_eq!(&*raw.sizes(), &fresh[..]);
+            if !expected.is_empty() {
+                assert_eq!(&*raw.sizes(), expected);
+            }
+            assert!(decode_message(br#"{"id":1,"result":[[[1,2,]]]}"#).is_err());
+        }
+        assert_eq!(
+            decode_message(many.as_bytes()).map(|m| m.get("result").map(|r| r.elements().count())),
+            Ok(Some(21))
+        );
     }
 
     #[test]
