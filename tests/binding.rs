@@ -174,3 +174,36 @@ fn a_flat_table_is_written_as_the_general_walk_writes_it() {
         .unwrap();
     assert_eq!(mismatches, "");
 }
+
+#[test]
+fn each_call_names_its_own_tool_however_names_come_and_go() {
+    // Tool names are known again by their Lua string's address; names made
+    // afresh, more of them than are remembered, with collections between
+    // them, must each still reach the wire as themselves.
+    let lua = Lua::new();
+    module(&lua);
+    let wrong: String = lua
+        .load(
+            r#"
+            local sent
+            local c = mcp.new({ transport = function(text)
+              sent = text
+              local id = text:match('"id":(%d+),"jsonrpc":"2.0","method":"tools/call"')
+              return true, '{"jsonrpc":"2.0","id":' .. id .. ',"result":{"content":[{"type":"text","text":"ok"}]}}', 200
+            end })
+            local wrong = {}
+            for i = 1, 200 do
+              local name = 'tool' .. (i * 7 % 13)
+              if i % 5 == 0 then name = name .. string.rep('x', 50) end
+              if i % 17 == 0 then collectgarbage() end
+              c:call(name, { n = i })
+              local went = sent:match('"name":"([^"]*)"}}%s*$')
+              if went ~= name then wrong[#wrong + 1] = name .. ' went as ' .. tostring(went) end
+            end
+            return table.concat(wrong, '; ')
+            "#,
+        )
+        .eval()
+        .unwrap();
+    assert_eq!(wrong, "");
+}

@@ -13,6 +13,7 @@ use mlua::{Function, MultiValue, Table, Value};
 use super::decode::to_lua;
 use super::encode::{encode_call_params, encode_lua, named_entries};
 use super::entry::Entry;
+use super::fields::ToolName;
 use super::host::{refresh_before_call, LuaHost};
 use super::lua::{arg, lua_type, Cx, Outcome};
 use super::options::{bearer_text, ClientState, TransportOptions};
@@ -172,12 +173,14 @@ pub(super) fn current_tool(lua: &Cx, args: MultiValue) -> Outcome {
 
 /// `tools/call` params for the tool `name` of `client`, its arguments
 /// shaped by the tool's `inputSchema` where `discover` found one.
-pub(super) fn call_params(lua: &Cx, client: &Table, name: &Value, args: &Value) -> Outcome<Json> {
+/// `tools/call` params for `name` (whose label `tool` is: for a string,
+/// its bytes are read there, once).
+pub(super) fn call_params(lua: &Cx, client: &Table, name: &Value, tool: &ToolName, args: &Value) -> Outcome<Json> {
     let schema = match name {
-        Value::String(s) => input_schema(lua, client, &s.as_bytes())?,
+        Value::String(_) => input_schema(lua, client, tool.bytes())?,
         _ => None,
     };
-    encode_call_params(lua, name, args, schema.as_deref())
+    encode_call_params(lua, name, tool.bytes(), args, schema.as_deref())
 }
 
 /// The `inputSchema` `discover` found for `tool` (none while the client

@@ -82,15 +82,22 @@ pub(super) fn encode_lua_at(lua: &Cx, root: &str, value: &Value, place: Place) -
 /// `tools/call` params, `{"arguments":...,"name":...}`, written at once.
 /// An absent name stays absent, as in the reference; nil or false
 /// arguments are `{}`. The name is checked first, as the reference does.
-/// `schema` is the tool's `inputSchema`, when `discover` found one.
-pub(super) fn encode_call_params(lua: &Cx, name: &Value, args: &Value, schema: Option<&Json>) -> Outcome<Json> {
+/// `schema` is the tool's `inputSchema`, when `discover` found one;
+/// `name_bytes` are a string name's bytes.
+pub(super) fn encode_call_params(
+    lua: &Cx,
+    name: &Value,
+    name_bytes: &[u8],
+    args: &Value,
+    schema: Option<&Json>,
+) -> Outcome<Json> {
     let mut writer = Writer::new(lua);
     let mut name_text = Vec::new();
     if !matches!(name, Value::String(_) | Value::Nil) {
         writer.run("name", |w| w.value(name, Place::Nowhere))?;
         name_text = std::mem::take(&mut writer.out);
-    } else if let Value::String(s) = name {
-        writer.run("name", |w| w.check_utf8(&s.as_bytes()))?;
+    } else if let Value::String(_) = name {
+        writer.run("name", |w| w.check_utf8(name_bytes))?;
     }
     writer.out.extend_from_slice(b"{\"arguments\":");
     if truthy(args) {
@@ -100,9 +107,9 @@ pub(super) fn encode_call_params(lua: &Cx, name: &Value, args: &Value, schema: O
     }
     match name {
         Value::Nil => {}
-        Value::String(s) => {
+        Value::String(_) => {
             writer.out.extend_from_slice(b",\"name\":");
-            encode_string(&s.as_bytes(), &mut writer.out);
+            encode_string(name_bytes, &mut writer.out);
         }
         _ => {
             writer.out.extend_from_slice(b",\"name\":");

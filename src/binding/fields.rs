@@ -11,7 +11,7 @@ use mlua::{Table, Value};
 use super::convert::concat_text;
 use super::decode::to_lua_opt;
 use super::encode::encode_lua;
-use super::lua::{Cx, Outcome};
+use super::lua::{Cx, Outcome, RecentName};
 use crate::client::{Request, Shape, TOOL_CALL};
 use crate::codec::Json;
 use crate::error::Error;
@@ -95,7 +95,33 @@ thread_local! {
     static LABEL: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
-pub(super) fn tool_label(name: &Value) -> Outcome<ToolName> {
+/// The label of a tool name `tool_label` saw as this very Lua string
+/// lately. Found by the string's address, with no look at its bytes:
+/// through mlua that look copies a reference, which allocates (one of
+/// every call's allocations). Where the Lua version gives strings no
+/// address (before 5.4), nothing is found.
+fn recent_label(lua: &Cx, name: &mlua::LuaString) -> Option<Rc<str>> {
+    let at = name.to_pointer();
+    let recent = lua.prelude.recent_names.borrow();
+    recent.iter().find(|known| !at.is_null() && known.at == at).map(|known| known.label.clone())
+}
+
+fn remember_label(lua: &Cx, name: &mlua::LuaString, label: &Rc<str>) {
+    let at = name.to_pointer();
+    if at.is_null() {
+        return;
+    }
+    let mut recent = lua.prelude.recent_names.borrow_mut();
+    recent.truncate(RECENT_LABELS - 1);
+    recent.insert(0, RecentName { _kept: name.clone(), at, label: label.clone() });
+}
+
+pub(super) fn tool_label(lua: &Cx, name: &Value) -> Outcome<ToolName> {
+    if let Value::String(s) = name {
+        if let Some(label) = recent_label(lua, s) {
+            return Ok(ToolName { label, not_utf8: None });
+        }
+    }
     let label = |text: &str| {
         LABELS.with_borrow_mut(|recent| {
             let found = recent.iter().position(|l| l.strip_prefix(TOOL_CALL) == Some(text));
@@ -117,7 +143,11 @@ pub(super) fn tool_label(name: &Value) -> Outcome<ToolName> {
         Value::String(s) => {
             let bytes = s.as_bytes();
             Ok(match std::str::from_utf8(&bytes) {
-                Ok(text) => ToolName { label: label(text), not_utf8: None },
+                Ok(text) => {
+                    let label = label(text);
+                    remember_label(lua, s, &label);
+                    ToolName { label, not_utf8: None }
+                }
                 Err(_) => ToolName { label: label(&String::from_utf8_lossy(&bytes)), not_utf8: Some(bytes.to_vec()) },
             })
         }

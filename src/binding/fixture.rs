@@ -75,11 +75,11 @@ pub(super) fn store_tools(lua: &Cx, client: &Table, tools: Value, pages: &[Json]
 }
 
 pub(super) fn call_batch(lua: &Cx, client: &Table, transport: Function, name: &Value, args: &Value) -> Outcome {
-    let tool = tool_label(name)?;
+    let tool = tool_label(lua, name)?;
     let what = &*tool.label;
     let (mut messages, _) = batch_handshake(lua, client)?;
     let call_id = next_id(client)?;
-    messages.push(protocol::request(call_id.clone(), "tools/call", call_params(lua, client, name, args)?));
+    messages.push(protocol::request(call_id.clone(), "tools/call", call_params(lua, client, name, &tool, args)?));
     let mut replies = exchange_batch(lua, client, transport, &messages)?;
     let result = replies.result(&call_id, what)?;
     if let Some(checked) = peek(lua, client, |core, _| core.check_output(tool.bytes(), &result, what))? {

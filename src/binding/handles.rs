@@ -119,8 +119,9 @@ pub(super) fn call_async(lua: &Cx, args: MultiValue) -> Outcome {
             new_handle(lua, &client, state, opts.on_done)?
         }
         Seam::Live => {
-            let tool = tool_label(&name)?;
-            let request = tool.request(call_params(lua, &client, &name, &call_args)?);
+            let tool = tool_label(lua, &name)?;
+            let params = call_params(lua, &client, &name, &tool, &call_args)?;
+            let request = tool.request(params);
             start(lua, &client, request, Kind::Call, opts)?
         }
     };

@@ -47,6 +47,18 @@ pub(super) struct Prelude {
     /// handle -> its client, weak both ways: a handle never keeps its
     /// client alive.
     pub(super) handle_clients: Table,
+    /// The tool names called last, as the Lua strings they came as (see
+    /// `fields::tool_label`).
+    pub(super) recent_names: std::cell::RefCell<Vec<RecentName>>,
+}
+
+/// A tool name a call came with, kept alive so that its address names it:
+/// a string at that address is this string, whose label is known.
+pub(super) struct RecentName {
+    /// Held only so that the string, and so its address, stays its own.
+    pub(super) _kept: mlua::LuaString,
+    pub(super) at: *const std::ffi::c_void,
+    pub(super) label: std::rc::Rc<str>,
 }
 
 /// What every native function works with: the Lua state and what its

@@ -105,9 +105,10 @@ pub(super) fn discover_session(lua: &Cx, client: &Table) -> Outcome {
 }
 
 pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value, opts: &Value) -> Outcome {
-    let tool = tool_label(name)?;
+    let tool = tool_label(lua, name)?;
     let opts = request_options(lua, opts, "client:call")?;
-    let request = tool.request(call_params(lua, client, name, args)?);
+    let params = call_params(lua, client, name, &tool, args)?;
+    let request = tool.request(params);
     let result = with_client(lua, client, Borrower::Method, |core, host| run_blocking(core, host, request, &opts))?;
     call_return(lua, result)
 }

@@ -178,6 +178,7 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
                     handle_methods,
                     handle_states,
                     handle_clients,
+                    recent_names: Default::default(),
                 });
                 Ok(())
             },
