@@ -488,6 +488,28 @@ describe('Ctrl-C works', function()
     -- ids: initialize 1, tools/call 2
     assert.is_truthy(methods:find('notifications/cancelled 2\n', 1, true), methods)
   end)
+
+  it('SIGINT during a call made from a coroutine ends it as promptly: the main thread is watched too', function()
+    -- lua.c sets its hook on the main thread, not on the coroutine the
+    -- call runs in; the call must still end, and the hook then raises in
+    -- the main thread once the coroutine gives it back.
+    local opts = string.format("{ command = { %q, %q, 'mute' }, era = 'legacy' }", H.LUA, FAULTY)
+    local t0 = os.time()
+    local out, status = H.run_lua(string.format([[
+      local mcp = require('mcp')
+      local f = io.open('/proc/self/stat')
+      local self_pid = f:read('*n')
+      f:close()
+      local c = mcp.new(%s)
+      os.execute(string.format('(sleep 0.5; kill -INT %%d) &', self_pid))
+      local call = coroutine.wrap(function() return pcall(c.call, c, 'echo', {}) end)
+      call()
+      while true do end
+    ]], opts))
+    assert.is_truthy(out:find('interrupted!', 1, true), out)
+    assert.are_not.equal(0, status, out)
+    assert.is_true(os.time() - t0 < 10, out)
+  end)
 end)
 
 describe('the module outlives the Lua state that loaded it', function()

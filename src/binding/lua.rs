@@ -50,6 +50,9 @@ pub(super) struct Prelude {
     /// The tool names called last, as the Lua strings they came as (see
     /// `fields::tool_label`).
     pub(super) recent_names: std::cell::RefCell<Vec<RecentName>>,
+    /// The state's main thread (null where Lua keeps none), which
+    /// `boundary::hook_watch` watches beside the running state.
+    pub(super) main_thread: *mut mlua::ffi::lua_State,
 }
 
 /// A tool name a call came with, kept alive so that its address names it:

@@ -179,6 +179,7 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
                     handle_states,
                     handle_clients,
                     recent_names: Default::default(),
+                    main_thread: boundary::main_thread(lua),
                 });
                 Ok(())
             },
