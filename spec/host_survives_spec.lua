@@ -493,6 +493,10 @@ describe('Ctrl-C works', function()
     -- lua.c sets its hook on the main thread, not on the coroutine the
     -- call runs in; the call must still end, and the hook then raises in
     -- the main thread once the coroutine gives it back.
+    if H.LUA == 'lua5.1' or H.LUA == 'luajit' then
+      pending('Lua 5.1 and LuaJIT give a module no way to find the main thread')
+      return
+    end
     local opts = string.format("{ command = { %q, %q, 'mute' }, era = 'legacy' }", H.LUA, FAULTY)
     local t0 = os.time()
     local out, status = H.run_lua(string.format([[
