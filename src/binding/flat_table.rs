@@ -62,6 +62,11 @@ pub(super) fn write_flat_table(lua: &Cx, t: &Table, empty_as_array: impl Fn() ->
 }
 
 /// The table's fields, or None when it is not a flat table of scalars.
+///
+/// # Safety
+/// `state` is a live Lua state inside a protected call, the table at index
+/// 1 and room for two more values on its stack; the fields borrow its
+/// strings, valid while the table stays there unchanged.
 unsafe fn read_fields(state: *mut ffi::lua_State, fields: &mut [Field; FLAT_KEYS]) -> Option<usize> {
     if ffi::lua_getmetatable(state, 1) != 0 {
         ffi::lua_pop(state, 1);
@@ -84,6 +89,10 @@ unsafe fn read_fields(state: *mut ffi::lua_State, fields: &mut [Field; FLAT_KEYS
 
 /// The key and value `lua_next` pushed, when the key is a UTF-8 string
 /// and the value a scalar the wire carries.
+///
+/// # Safety
+/// `state` is a live Lua state whose two top values are a key and its
+/// value, as `lua_next` pushed them.
 unsafe fn field_at(state: *mut ffi::lua_State) -> Option<Field> {
     if ffi::lua_type(state, -2) != ffi::LUA_TSTRING {
         return None;
@@ -95,6 +104,9 @@ unsafe fn field_at(state: *mut ffi::lua_State) -> Option<Field> {
 /// The value at `index`, when the wire carries it as it is: the general
 /// walk refuses NaN, infinities and strings that are not UTF-8 with a
 /// path, and follows tables.
+///
+/// # Safety
+/// `state` is a live Lua state with a value at `index`.
 unsafe fn scalar_at(state: *mut ffi::lua_State, index: c_int) -> Option<Scalar> {
     Some(match ffi::lua_type(state, index) {
         ffi::LUA_TBOOLEAN => Scalar::Bool(ffi::lua_toboolean(state, index) != 0),
@@ -109,6 +121,9 @@ unsafe fn scalar_at(state: *mut ffi::lua_State, index: c_int) -> Option<Scalar> 
 }
 
 /// A number as mlua reads it (an integer, or a float that is not one).
+///
+/// # Safety
+/// `state` is a live Lua state with a number at `index`.
 #[cfg(any(feature = "lua53", feature = "lua54"))]
 unsafe fn number_at(state: *mut ffi::lua_State, index: c_int) -> Option<Scalar> {
     if ffi::lua_isinteger(state, index) != 0 {
@@ -119,6 +134,9 @@ unsafe fn number_at(state: *mut ffi::lua_State, index: c_int) -> Option<Scalar> 
 
 /// A number as mlua reads it where Lua has floats only: an integer when
 /// the float is one exactly (not -0), a float otherwise.
+///
+/// # Safety
+/// `state` is a live Lua state with a number at `index`.
 #[cfg(not(any(feature = "lua53", feature = "lua54")))]
 unsafe fn number_at(state: *mut ffi::lua_State, index: c_int) -> Option<Scalar> {
     const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
@@ -134,6 +152,11 @@ fn finite(f: f64) -> Option<Scalar> {
 }
 
 /// The bytes of the string at `index`, when they are UTF-8.
+///
+/// # Safety
+/// `state` is a live Lua state with a string at `index` (a number would be
+/// converted in place, which can raise); the bytes are valid while that
+/// string is held.
 unsafe fn utf8_at(state: *mut ffi::lua_State, index: c_int) -> Option<(*const u8, usize)> {
     let mut len = 0;
     let ptr = ffi::lua_tolstring(state, index, &mut len).cast::<u8>();
@@ -143,6 +166,10 @@ unsafe fn utf8_at(state: *mut ffi::lua_State, index: c_int) -> Option<(*const u8
 
 /// Keys sorted by their bytes, as the general walk sorts them (a Lua
 /// table holds each string key once, so the order is total).
+///
+/// # Safety
+/// Every borrowed key and string in `fields` is still valid (its table is
+/// still on the Lua stack, unchanged).
 unsafe fn write_fields(fields: &mut [Field], empty_as_array: &dyn Fn() -> bool, out: &mut Vec<u8>) {
     let bytes = |(ptr, len): (*const u8, usize)| std::slice::from_raw_parts(ptr, len);
     if fields.is_empty() {
