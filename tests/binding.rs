@@ -207,3 +207,30 @@ fn each_call_names_its_own_tool_however_names_come_and_go() {
         .unwrap();
     assert_eq!(wrong, "");
 }
+
+#[test]
+fn a_transport_a_metatable_gives_is_the_seam_as_a_field_is() {
+    // client.transport is read as Lua reads the field: through __index
+    // too, as the reference's self.transport does.
+    let lua = Lua::new();
+    module(&lua);
+    let text: String = lua
+        .load(
+            r#"
+            local c = mcp.new({ transport = function(text)
+              local id = text:match('"id":(%d+),"jsonrpc":"2.0","method":"tools/call"')
+              return true, '{"jsonrpc":"2.0","id":' .. id .. ',"result":{"content":[{"type":"text","text":"fixture"}]}}', 200
+            end })
+            local transport, methods = c.transport, getmetatable(c).__index
+            c.transport = nil
+            setmetatable(c, { __index = function(_, k)
+              if k == 'transport' then return transport end
+              return methods[k]
+            end })
+            return (c:call('echo', {}))
+            "#,
+        )
+        .eval()
+        .unwrap();
+    assert_eq!(text, "fixture");
+}

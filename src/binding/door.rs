@@ -396,10 +396,16 @@ pub(super) enum Seam {
 
 impl Seam {
     pub(super) fn of(client: &Table) -> Outcome<Seam> {
-        Ok(match client.get::<Value>("transport")? {
+        Ok(Seam::read(client.get::<Value>("transport")?))
+    }
+
+    /// The seam `client.transport` (read as `client.transport` reads it,
+    /// metamethods and all) makes.
+    pub(super) fn read(transport: Value) -> Seam {
+        match transport {
             Value::Nil | Value::Boolean(false) => Seam::Live,
             transport => Seam::Fixture(transport),
-        })
+        }
     }
 
     pub(super) fn is_live(&self) -> bool {

@@ -93,8 +93,9 @@ function Client:discover_async(opts)
 end
 
 -- opts (live clients): timeout, on_progress, max_total_timeout.
+-- (self.transport is read here, where Lua reads a field for little.)
 function Client:call(name, args, opts)
-  return raise_unless(native.call(self, name, args, opts))
+  return raise_unless(native.call(self, name, args, opts, self.transport))
 end
 
 -- Ends the client's session: the server process is stopped (stdio) or the
