@@ -53,12 +53,21 @@ pub(super) fn write_flat_table(lua: &Cx, t: &Table, empty_as_array: impl Fn() ->
     let read = unsafe {
         lua.exec_raw::<()>(t, |state| {
             count = read_fields(state, &mut fields);
-            if let Some(n) = count {
-                write_fields(&mut fields[..n], &empty_as_array, out);
+            if let Some(n @ 1..) = count {
+                write_fields(&mut fields[..n], out);
             }
         })
     };
-    read.is_ok() && count.is_some()
+    match (read, count) {
+        (Ok(()), Some(0)) => {
+            // Decided out here: the schema's walk is Rust that has no
+            // business inside a Lua protected call.
+            out.extend_from_slice(if empty_as_array() { b"[]" } else { b"{}" });
+            true
+        }
+        (Ok(()), Some(_)) => true,
+        _ => false,
+    }
 }
 
 /// The table's fields, or None when it is not a flat table of scalars.
@@ -170,12 +179,8 @@ unsafe fn utf8_at(state: *mut ffi::lua_State, index: c_int) -> Option<(*const u8
 /// # Safety
 /// Every borrowed key and string in `fields` is still valid (its table is
 /// still on the Lua stack, unchanged).
-unsafe fn write_fields(fields: &mut [Field], empty_as_array: &dyn Fn() -> bool, out: &mut Vec<u8>) {
+unsafe fn write_fields(fields: &mut [Field], out: &mut Vec<u8>) {
     let bytes = |(ptr, len): (*const u8, usize)| std::slice::from_raw_parts(ptr, len);
-    if fields.is_empty() {
-        out.extend_from_slice(if empty_as_array() { b"[]" } else { b"{}" });
-        return;
-    }
     fields.sort_unstable_by(|a, b| bytes(a.key).cmp(bytes(b.key)));
     out.push(b'{');
     for (i, field) in fields.iter().enumerate() {
