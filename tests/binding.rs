@@ -7,6 +7,23 @@ use mlua::{Lua, Table, Value};
 fn module(lua: &Lua) -> Table {
     let m = mcp::open(lua).expect("module opens");
     lua.globals().set("mcp", m.clone()).unwrap();
+    // A fixture transport answering each tools/call with a text block
+    // `text`, and a table whose `last` is the last text it was sent.
+    lua.load(
+        r#"
+        function answering(text)
+          local seen = {}
+          return function(sent)
+            seen.last = sent
+            local id = sent:match('"id":(%d+),"jsonrpc":"2.0","method":"tools/call"')
+            return true, '{"jsonrpc":"2.0","id":' .. id .. ',"result":{"content":[{"type":"text","text":"'
+              .. text .. '"}]}}', 200
+          end, seen
+        end
+        "#,
+    )
+    .exec()
+    .unwrap();
     m
 }
 
@@ -185,19 +202,15 @@ fn each_call_names_its_own_tool_however_names_come_and_go() {
     let wrong: String = lua
         .load(
             r#"
-            local sent
-            local c = mcp.new({ transport = function(text)
-              sent = text
-              local id = text:match('"id":(%d+),"jsonrpc":"2.0","method":"tools/call"')
-              return true, '{"jsonrpc":"2.0","id":' .. id .. ',"result":{"content":[{"type":"text","text":"ok"}]}}', 200
-            end })
+            local transport, seen = answering('ok')
+            local c = mcp.new({ transport = transport })
             local wrong = {}
             for i = 1, 200 do
               local name = 'tool' .. (i * 7 % 13)
               if i % 5 == 0 then name = name .. string.rep('x', 50) end
               if i % 17 == 0 then collectgarbage() end
               c:call(name, { n = i })
-              local went = sent:match('"name":"([^"]*)"}}%s*$')
+              local went = seen.last:match('"name":"([^"]*)"}}%s*$')
               if went ~= name then wrong[#wrong + 1] = name .. ' went as ' .. tostring(went) end
             end
             return table.concat(wrong, '; ')
@@ -217,10 +230,7 @@ fn a_transport_a_metatable_gives_is_the_seam_as_a_field_is() {
     let text: String = lua
         .load(
             r#"
-            local c = mcp.new({ transport = function(text)
-              local id = text:match('"id":(%d+),"jsonrpc":"2.0","method":"tools/call"')
-              return true, '{"jsonrpc":"2.0","id":' .. id .. ',"result":{"content":[{"type":"text","text":"fixture"}]}}', 200
-            end })
+            local c = mcp.new({ transport = (answering('fixture')) })
             local transport, methods = c.transport, getmetatable(c).__index
             c.transport = nil
             setmetatable(c, { __index = function(_, k)
