@@ -176,11 +176,11 @@ pub(super) fn current_tool(lua: &Cx, args: MultiValue) -> Outcome {
 /// `tools/call` params for `name` (whose label `tool` is: for a string,
 /// its bytes are read there, once).
 pub(super) fn call_params(lua: &Cx, client: &Table, name: &Value, tool: &ToolName, args: &Value) -> Outcome<Json> {
-    let schema = match name {
-        Value::String(_) => input_schema(lua, client, tool.bytes())?,
-        _ => None,
+    let schema = || match name {
+        Value::String(_) => input_schema(lua, client, tool.bytes()),
+        _ => Ok(None),
     };
-    encode_call_params(lua, name, tool.bytes(), args, schema.as_deref())
+    encode_call_params(lua, name, tool.bytes(), args, schema)
 }
 
 /// The `inputSchema` `discover` found for `tool` (none while the client

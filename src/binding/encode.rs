@@ -33,10 +33,11 @@
 
 use std::ffi::c_void;
 use std::ops::Deref;
+use std::rc::Rc;
 
 use mlua::{Table, Value};
 
-use super::flat_table::write_flat_table;
+use super::flat_table::{write_flat_table, Flat};
 use super::lua::{call_lua, truthy, Cx, Outcome, Raise};
 use crate::codec::{self, encode_string, write_float, write_int, write_json_float, Json, Members, RawJson};
 use crate::error::{Error, Result};
@@ -82,14 +83,15 @@ pub(super) fn encode_lua_at(lua: &Cx, root: &str, value: &Value, place: Place) -
 /// `tools/call` params, `{"arguments":...,"name":...}`, written at once.
 /// An absent name stays absent, as in the reference; nil or false
 /// arguments are `{}`. The name is checked first, as the reference does.
-/// `schema` is the tool's `inputSchema`, when `discover` found one;
-/// `name_bytes` are a string name's bytes.
+/// `schema` gives the tool's `inputSchema`, when `discover` found one
+/// (asked only when the arguments need it); `name_bytes` are a string
+/// name's bytes.
 pub(super) fn encode_call_params(
     lua: &Cx,
     name: &Value,
     name_bytes: &[u8],
     args: &Value,
-    schema: Option<&Json>,
+    schema: impl FnOnce() -> Outcome<Option<Rc<Json>>>,
 ) -> Outcome<Json> {
     let mut writer = Writer::new(lua);
     let mut name_text = Vec::new();
@@ -101,7 +103,7 @@ pub(super) fn encode_call_params(
     }
     writer.out.extend_from_slice(b"{\"arguments\":");
     if truthy(args) {
-        writer.run("arguments", |w| w.value(args, Place::of(schema)))?;
+        writer.run("arguments", |w| w.arguments(args, schema))?;
     } else {
         writer.out.extend_from_slice(b"{}");
     }
@@ -173,6 +175,9 @@ pub(super) struct Writer<'a, 'b> {
     shallow: [*const c_void; SHALLOW],
     deep: Vec<*const c_void>,
     depth: usize,
+    /// The outermost table was tried as a flat one already (see
+    /// [`Writer::arguments`]).
+    flat_tried: bool,
 }
 
 /// A table entry: its key, its value, and, in an object, the key's text.
@@ -221,6 +226,7 @@ impl<'a, 'b> Writer<'a, 'b> {
             shallow: [std::ptr::null(); SHALLOW],
             deep: Vec::new(),
             depth: 0,
+            flat_tried: false,
         }
     }
 
@@ -259,6 +265,32 @@ impl<'a, 'b> Writer<'a, 'b> {
             Ok(_) => Ok(()),
             Err(_) => Err(refused("a string that is not UTF-8")),
         }
+    }
+
+    /// A table with nothing in it and no metatable: `[]` where only an
+    /// array fits, `{}` otherwise (the reference's way).
+    fn empty_table(&mut self, as_array: bool) {
+        self.out.extend_from_slice(if as_array { b"[]" } else { b"{}" });
+    }
+
+    /// A call's arguments, shaped by the tool's input schema, which is
+    /// looked up only when it can matter: a flat table with fields (nearly
+    /// every call's) has nothing it could shape, and the lookup was 1,500
+    /// instructions of each call.
+    fn arguments(&mut self, args: &Value, schema: impl FnOnce() -> Outcome<Option<Rc<Json>>>) -> Result<(), Fail> {
+        if let Value::Table(t) = args {
+            match write_flat_table(self.lua, t, &mut self.out) {
+                Flat::Written => return Ok(()),
+                Flat::Empty => {
+                    let schema = schema().map_err(Fail::Raised)?;
+                    self.empty_table(Place::of(schema.as_deref()).wants_array());
+                    return Ok(());
+                }
+                Flat::Other => self.flat_tried = true,
+            }
+        }
+        let schema = schema().map_err(Fail::Raised)?;
+        self.value(args, Place::of(schema.as_deref()))
     }
 
     fn value(&mut self, value: &Value, place: Place) -> Result<(), Fail> {
@@ -346,8 +378,15 @@ impl<'a, 'b> Writer<'a, 'b> {
     fn table_body(&mut self, t: &Table, place: Place) -> Result<(), Fail> {
         // Only the outermost table: a protected call per nested table that
         // turns out not to be flat cost 3% of a 1 MB argument's encoding.
-        if self.depth == 1 && write_flat_table(self.lua, t, || place.wants_array(), &mut self.out) {
-            return Ok(());
+        if self.depth == 1 && !self.flat_tried {
+            match write_flat_table(self.lua, t, &mut self.out) {
+                Flat::Written => return Ok(()),
+                Flat::Empty => {
+                    self.empty_table(place.wants_array());
+                    return Ok(());
+                }
+                Flat::Other => {}
+            }
         }
         // Read once: __pairs, __jsontype and __jsonorder all live there.
         let mt = t.metatable();

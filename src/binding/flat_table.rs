@@ -39,10 +39,19 @@ struct Field {
     value: Scalar,
 }
 
-/// Writes `t` to `out` when it is such a table (`{}` or `[]` for an empty
-/// one, as `empty_as_array` says) and returns true; writes nothing and
-/// returns false otherwise.
-pub(super) fn write_flat_table(lua: &Cx, t: &Table, empty_as_array: impl Fn() -> bool, out: &mut Vec<u8>) -> bool {
+/// What [`write_flat_table`] made of a table.
+pub(super) enum Flat {
+    /// A flat table with fields, written.
+    Written,
+    /// An empty table with no metatable, not written: whether it goes out
+    /// as `[]` or `{}` is the caller's to say (a schema may know).
+    Empty,
+    /// Anything else, for the general walk; nothing written.
+    Other,
+}
+
+/// Writes `t` to `out` when it is such a table with fields.
+pub(super) fn write_flat_table(lua: &Cx, t: &Table, out: &mut Vec<u8>) -> Flat {
     let mut fields = [Field { key: (std::ptr::null(), 0), value: Scalar::Null }; FLAT_KEYS];
     let mut count = None;
     // SAFETY: the closure reads the table mlua pushed at index 1 and pops
@@ -59,14 +68,9 @@ pub(super) fn write_flat_table(lua: &Cx, t: &Table, empty_as_array: impl Fn() ->
         })
     };
     match (read, count) {
-        (Ok(()), Some(0)) => {
-            // Decided out here: the schema's walk is Rust that has no
-            // business inside a Lua protected call.
-            out.extend_from_slice(if empty_as_array() { b"[]" } else { b"{}" });
-            true
-        }
-        (Ok(()), Some(_)) => true,
-        _ => false,
+        (Ok(()), Some(0)) => Flat::Empty,
+        (Ok(()), Some(_)) => Flat::Written,
+        _ => Flat::Other,
     }
 }
 
