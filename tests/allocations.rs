@@ -94,6 +94,7 @@ fn a_small_call_allocates_little() {
     // since the arguments are written from the Lua stack, a usual reply is
     // held as its parts, the method, the Ctrl-C check and a few member
     // counts need none of their own, and the tool's name is known by its
-    // string's address.
-    assert!(client <= 10.0, "{client} allocations per call by the client");
+    // string's address; 8 since `native.call` takes and returns fixed
+    // lists.
+    assert!(client <= 8.0, "{client} allocations per call by the client");
 }

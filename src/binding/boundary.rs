@@ -14,6 +14,7 @@ use mlua::{Function, Lua, MultiValue, Value};
 use super::decode::with_json_types;
 use super::entry::Entry;
 use super::lua::{Cx, Outcome, Prelude, Raise};
+use super::results::CallReturn;
 use crate::error::Error;
 use crate::interrupt;
 /// Wraps a native function in the `true, ...` / `false, err` convention
@@ -40,23 +41,56 @@ type NativeFunction = dyn Fn(&Cx, MultiValue) -> Outcome;
 fn export_boxed(lua: &Lua, cell: &Rc<OnceCell<Prelude>>, f: Box<NativeFunction>) -> mlua::Result<Function> {
     let cell = cell.clone();
     lua.create_function(move |lua, args: MultiValue| {
-        let result = match cell.get() {
-            Some(prelude) => {
-                let check = hook_watch(lua, prelude);
-                let outer = CALLBACK_ERROR.with(|slot| slot.take());
-                let cx = Cx::new(lua, prelude);
-                let typed = keeps_json_types(&cx, args.front());
-                let result = guarded(|| interrupt::watching(&check, || with_json_types(typed, || f(&cx, args))));
-                let raised = CALLBACK_ERROR.with(|slot| slot.replace(outer));
-                match raised {
-                    Some(v) => Err(Raise::Lua(v)),
-                    None => result,
-                }
-            }
-            None => Err(Raise::Mcp(Error::Lua("the module was not set up".into()))),
-        };
-        packed(lua, result)
+        packed(lua, exported(lua, &cell, args, |args| args.front(), |cx, args| f(cx, args)))
     })
+}
+
+/// What `native.call` takes: the client, the tool's name, its arguments,
+/// the call's options and `client.transport`.
+pub(super) type CallArgs = (Value, Value, Value, Value, Value);
+
+/// [`export`] for `native.call`, the export an agent makes most: its five
+/// arguments and four returns pass as fixed lists, where mlua's lists of
+/// any length are a heap allocation each (two of a small call's ten) and
+/// a thousand instructions.
+pub(super) fn export_call(
+    lua: &Lua,
+    cell: &Rc<OnceCell<Prelude>>,
+    f: fn(&Cx, &CallArgs) -> Outcome<CallReturn>,
+) -> mlua::Result<Function> {
+    let cell = cell.clone();
+    lua.create_function(move |lua, args: CallArgs| {
+        Ok(match exported(lua, &cell, args, |args| Some(&args.0), |cx, args| f(cx, &args)) {
+            Ok(r) => (true, r.text, Value::Boolean(r.is_error), r.whole),
+            Err(raise) => (false, raised_value(lua, raise)?, Value::Nil, Value::Nil),
+        })
+    })
+}
+
+/// What every export does around its function: the Ctrl-C watch, the
+/// JSON types of the client it is called on (its `first` argument), a
+/// panic stopped, and the first error a Lua callback raised during it
+/// carried out.
+fn exported<A, T>(
+    lua: &Lua,
+    cell: &OnceCell<Prelude>,
+    args: A,
+    first: impl FnOnce(&A) -> Option<&Value>,
+    f: impl FnOnce(&Cx, A) -> Outcome<T>,
+) -> Outcome<T> {
+    let Some(prelude) = cell.get() else {
+        return Err(Raise::Mcp(Error::Lua("the module was not set up".into())));
+    };
+    let check = hook_watch(lua, prelude);
+    let outer = CALLBACK_ERROR.with(|slot| slot.take());
+    let cx = Cx::new(lua, prelude);
+    let typed = keeps_json_types(&cx, first(&args));
+    let result = guarded(|| interrupt::watching(&check, || with_json_types(typed, || f(&cx, args))));
+    let raised = CALLBACK_ERROR.with(|slot| slot.replace(outer));
+    match raised {
+        Some(v) => Err(Raise::Lua(v)),
+        None => result,
+    }
 }
 
 /// An outcome as Lua takes it, the way the reference's `pcall` gives it:
@@ -64,24 +98,24 @@ fn export_boxed(lua: &Lua, cell: &Rc<OnceCell<Prelude>>, f: Box<NativeFunction>)
 /// code raised as it was). The prelude raises the error of an export;
 /// `on_done` gets the pair as its arguments.
 pub(super) fn packed(lua: &Lua, outcome: Outcome) -> mlua::Result<MultiValue> {
-    let mut out = MultiValue::new();
     match outcome {
         // In front of the values, in their own deque: exports that make
-        // room for it (see `results::call_return`) then cost no copy.
+        // room for it (see `results::CallReturn`) then cost no copy.
         Ok(mut values) => {
             values.push_front(Value::Boolean(true));
-            return Ok(values);
+            Ok(values)
         }
-        Err(Raise::Mcp(e)) => {
-            out.push_back(Value::Boolean(false));
-            out.push_back(Value::String(lua.create_string(e.to_string())?));
-        }
-        Err(Raise::Lua(v)) => {
-            out.push_back(Value::Boolean(false));
-            out.push_back(v);
-        }
+        Err(raise) => Ok(MultiValue::from_vec(vec![Value::Boolean(false), raised_value(lua, raise)?])),
     }
-    Ok(out)
+}
+
+/// The value a failed export gives Lua: our error as its message, a value
+/// Lua code raised as it was.
+fn raised_value(lua: &Lua, raise: Raise) -> mlua::Result<Value> {
+    Ok(match raise {
+        Raise::Mcp(e) => Value::String(lua.create_string(e.to_string())?),
+        Raise::Lua(v) => v,
+    })
 }
 
 thread_local! {
@@ -170,7 +204,7 @@ pub(super) fn main_thread(lua: &Lua) -> *mut mlua::ffi::lua_State {
 }
 
 /// Runs `call`, turning a panic into [`Error::Internal`] with its message.
-pub(super) fn guarded(call: impl FnOnce() -> Outcome) -> Outcome {
+pub(super) fn guarded<T>(call: impl FnOnce() -> Outcome<T>) -> Outcome<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).unwrap_or_else(|panic| {
         let what = panic
             .downcast_ref::<&str>()
@@ -225,7 +259,7 @@ mod tests {
 
     #[test]
     fn a_panic_becomes_an_error_and_the_next_call_works() {
-        let failed = guarded(|| panic!("index out of bounds"));
+        let failed: Outcome = guarded(|| panic!("index out of bounds"));
         let Err(Raise::Mcp(err)) = failed else { panic!("the panic was not turned into an error") };
         assert_eq!(
             err.to_string(),

@@ -8,7 +8,7 @@ use super::decode::to_lua;
 use super::door::{call_params, peek, peek_mut};
 use super::fields::{apply_initialize, initialize_request, next_id, tool_label};
 use super::lua::{call_lua, lua_tostring, truthy, Cx, Outcome};
-use super::results::{call_return, deliver_notifications, tools_of_page};
+use super::results::{call_return, deliver_notifications, tools_of_page, CallReturn};
 use crate::codec::{self, Json};
 use crate::error::Error;
 use crate::protocol::{self, Replies};
@@ -74,7 +74,13 @@ pub(super) fn store_tools(lua: &Cx, client: &Table, tools: Value, pages: &[Json]
     Ok(MultiValue::from_vec(vec![tools]))
 }
 
-pub(super) fn call_batch(lua: &Cx, client: &Table, transport: Function, name: &Value, args: &Value) -> Outcome {
+pub(super) fn call_batch(
+    lua: &Cx,
+    client: &Table,
+    transport: Function,
+    name: &Value,
+    args: &Value,
+) -> Outcome<CallReturn> {
     let tool = tool_label(lua, name)?;
     let what = &*tool.label;
     let (mut messages, _) = batch_handshake(lua, client)?;

@@ -115,7 +115,7 @@ pub(super) fn call_async(lua: &Cx, args: MultiValue) -> Outcome {
         Seam::Fixture(transport) => {
             let returns = call_batch(lua, &client, Seam::fixture(transport)?, &name, &call_args)?;
             let state = HandleState::new(None, Kind::Call, None);
-            *state.settled.borrow_mut() = Some(Settled::Returns(returns.into_vec()));
+            *state.settled.borrow_mut() = Some(Settled::Returns(returns.into_values().into_vec()));
             new_handle(lua, &client, state, opts.on_done)?
         }
         Seam::Live => {
@@ -199,7 +199,7 @@ pub(super) fn returns_of(lua: &Cx, state: &HandleState, client: Option<&Table>) 
             Ok(MultiValue::from_vec(vec![tools]))
         }
         Some(Settled::Core(Ok(result))) => match (state.kind, result) {
-            (Kind::Call, result) => call_return(lua, result.clone()),
+            (Kind::Call, result) => Ok(call_return(lua, result.clone())?.into_values()),
             (Kind::Pages { field }, Json::Array(pages)) => {
                 Ok(MultiValue::from_vec(vec![Value::Table(listed_items(lua, pages, field)?)]))
             }

@@ -9,6 +9,7 @@ use std::rc::Rc;
 use mlua::{MultiValue, Table, Value};
 
 use super::auth::keep_auth_callbacks;
+use super::boundary::CallArgs;
 use super::decode::to_lua;
 use super::door::{
     call_params, input_schema, peek_mut, request_args, request_options, run_blocking, with_client, Borrower,
@@ -18,9 +19,10 @@ use super::encode::{encode_lua, encode_lua_at};
 use super::entry::Entry;
 use super::fields::{initialize_request, next_id, tool_label};
 use super::fixture::{batch_handshake, call_batch, discover_batch, exchange_batch};
+use super::handles::run_on_done;
 use super::lua::{arg, client_arg, lua_type, truthy, Cx, Outcome, Raise};
 use super::options::{callbacks_of, json_types_option, read_options};
-use super::results::{call_return, list_field, listed_items, tool_listing};
+use super::results::{call_return, list_field, listed_items, tool_listing, CallReturn};
 use crate::client::{Operation, Request, Shape};
 use crate::codec::Json;
 use crate::error::Error;
@@ -72,22 +74,22 @@ pub(super) fn discover(lua: &Cx, args: MultiValue) -> Outcome {
     }
 }
 
-pub(super) fn call(lua: &Cx, mut args: MultiValue) -> Outcome {
-    // Moved out, not cloned: each clone of a Lua reference allocates, and
-    // these were 3 of a small call's allocations.
-    let mut next = || args.pop_front().unwrap_or(Value::Nil);
-    let client = match next() {
-        Value::Table(t) => t,
-        _ => return Err(Error::BadInput("MCP: call call with a colon, as client:call(...)".into()).into()),
+/// `native.call(client, name, args, opts, transport)`; the transport is
+/// `client.transport`, which the prelude reads in Lua: through mlua, a
+/// read that honours metamethods is a protected call, about 1,400
+/// instructions of every call.
+pub(super) fn call(lua: &Cx, args: &CallArgs) -> Outcome<CallReturn> {
+    let (client, name, call_args, opts, transport) = args;
+    let Value::Table(client) = client else {
+        return Err(Error::BadInput("MCP: call call with a colon, as client:call(...)".into()).into());
     };
-    let (name, call_args, opts) = (next(), next(), next());
-    // `client.transport`, which the prelude reads in Lua: through mlua, a
-    // read that honours metamethods is a protected call, about 1,400
-    // instructions of every call.
-    match Seam::read(next()) {
-        Seam::Fixture(transport) => call_batch(lua, &client, Seam::fixture(transport)?, &name, &call_args),
-        Seam::Live => call_session(lua, &client, &name, &call_args, &opts),
-    }
+    let returns = match Seam::read(transport.clone()) {
+        Seam::Fixture(transport) => call_batch(lua, client, Seam::fixture(transport)?, name, call_args)?,
+        Seam::Live => call_session(lua, client, name, call_args, opts)?,
+    };
+    // As `export_method` does for the other methods.
+    run_on_done(lua, client)?;
+    Ok(returns)
 }
 
 pub(super) fn close(lua: &Cx, args: MultiValue) -> Outcome {
@@ -107,7 +109,7 @@ pub(super) fn discover_session(lua: &Cx, client: &Table) -> Outcome {
     Ok(MultiValue::from_vec(vec![client.get::<Value>("tools")?]))
 }
 
-pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value, opts: &Value) -> Outcome {
+pub(super) fn call_session(lua: &Cx, client: &Table, name: &Value, args: &Value, opts: &Value) -> Outcome<CallReturn> {
     let tool = tool_label(lua, name)?;
     let opts = request_options(lua, opts, "client:call")?;
     let params = call_params(lua, client, name, &tool, args)?;

@@ -83,7 +83,7 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     let native = lua.create_table()?;
     native.set("new", export(lua, &cell, new)?)?;
     native.set("discover", export_method(lua, &cell, discover)?)?;
-    native.set("call", export_method(lua, &cell, call)?)?;
+    native.set("call", boundary::export_call(lua, &cell, call)?)?;
     native.set("close", export_method(lua, &cell, close)?)?;
     native.set("mount", export(lua, &cell, mount_tools)?)?;
     native.set("current_tool", export(lua, &cell, door::current_tool)?)?;

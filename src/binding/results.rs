@@ -55,7 +55,23 @@ pub(super) fn tools_of_page(lua: &Cx, page: &Value) -> Outcome<Value> {
 /// What `call` returns: the reference's text and is_error, and then the
 /// whole result (`content`, `structuredContent`, `isError`, `_meta`), which
 /// two-value callers never see.
-pub(super) fn call_return(lua: &Cx, result: Json) -> Outcome {
+pub(super) struct CallReturn {
+    pub(super) text: Value,
+    pub(super) is_error: bool,
+    pub(super) whole: Value,
+}
+
+impl CallReturn {
+    /// The three values, for the exports that return lists.
+    pub(super) fn into_values(self) -> MultiValue {
+        // Room for the `true` the boundary puts in front (`boundary::packed`).
+        let mut values = MultiValue::with_capacity(4);
+        values.extend([self.text, Value::Boolean(self.is_error), self.whole]);
+        values
+    }
+}
+
+pub(super) fn call_return(lua: &Cx, result: Json) -> Outcome<CallReturn> {
     let (whole, text, is_error) = text_blocks_outcome(lua, &result)?;
     let (text, is_error) = match (text, is_error) {
         (text @ Value::String(_), Value::Boolean(is_error)) => (text, is_error),
@@ -67,10 +83,7 @@ pub(super) fn call_return(lua: &Cx, result: Json) -> Outcome {
             }
         },
     };
-    // Room for the `true` the boundary puts in front (`boundary::packed`).
-    let mut values = MultiValue::with_capacity(4);
-    values.extend([text, Value::Boolean(is_error), whole]);
-    Ok(values)
+    Ok(CallReturn { text, is_error, whole })
 }
 
 /// The result as Lua gets it and, when its content is what nearly every
