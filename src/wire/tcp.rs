@@ -202,10 +202,10 @@ impl Transport for QuickAckTransport {
 #[cfg(unix)]
 fn quiet(socket: &TcpStream) -> bool {
     let mut byte = 0u8;
+    let flags = libc::MSG_PEEK | libc::MSG_DONTWAIT;
     // SAFETY: a one-byte peek into a live local, on a descriptor open
     // while `socket` lives.
-    let n =
-        unsafe { libc::recv(socket_of(socket), (&mut byte as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+    let n = unsafe { libc::recv(socket_of(socket), (&mut byte as *mut u8).cast(), 1, flags) };
     n < 0 && matches!(std::io::Error::last_os_error().kind(), ErrorKind::WouldBlock)
 }
 
