@@ -41,7 +41,8 @@ PORTABLE_SPECS="spec/stdio_spec.lua spec/async_spec.lua spec/host_survives_spec.
 build() {
   portable=
   case "$1" in *+portable) portable=1 ;; esac
-  if nice make --no-print-directory test-module LUA="${1%+portable}" PORTABLE=$portable >> "$out/build.log" 2>&1 &&
+  if nice sh scripts/phase.sh "module-$1" make --no-print-directory test-module LUA="${1%+portable}" PORTABLE=$portable \
+      >> "$out/build.log" 2>&1 &&
      cp target/test-module/libmcp.so "target/test-module/mcp-$1.so.part"; then
     mv "target/test-module/mcp-$1.so.part" "target/test-module/mcp-$1.so"
   else
@@ -65,7 +66,8 @@ pass() {
   skip=--exclude-tags=peer specs=
   case "$1" in 5.4*) skip= ;; esac
   case "$1" in *+portable) specs=$PORTABLE_SPECS ;; esac
-  if sh scripts/suite.sh "$1" "target/test-module/mcp-$1.so" -o utfTerminal $skip $specs > "$out/$1.log" 2>&1; then
+  if sh scripts/phase.sh "busted-$1" sh scripts/suite.sh "$1" "target/test-module/mcp-$1.so" -o utfTerminal $skip $specs \
+      > "$out/$1.log" 2>&1; then
     echo "== busted on $1: $(grep -E 'successes' "$out/$1.log" | tail -1)"
   else
     touch "$out/$1.failed"
@@ -94,7 +96,7 @@ for runtimes in "$@"; do
   done
 done
 for runtime in $firsts; do build "$runtime"; done
-(nice make --no-print-directory test-types > "$out/types.log" 2>&1 || touch "$out/types.failed") &
+(nice sh scripts/phase.sh types make --no-print-directory test-types > "$out/types.log" 2>&1 || touch "$out/types.failed") &
 jobs="$jobs $!"
 if [ -n "${DIST_CHECK:-}" ]; then
   (nice sh scripts/phase.sh dist-check make --no-print-directory dist-check > "$out/dist-check.log" 2>&1 ||
