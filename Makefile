@@ -153,6 +153,8 @@ bench:
 	gcc -O2 -Wall -o target/bench/http_echo_server bench/http_echo_server.c
 	gcc -O2 -Wall -o target/bench/http_rtt bench/http_rtt.c
 	cargo build --quiet --release --locked --manifest-path bench/rmcp_client/Cargo.toml --target-dir target/bench/rmcp
+	CARGO_PROFILE_RELEASE_OPT_LEVEL=3 cargo build --quiet --release --locked \
+	  --manifest-path spec/peers/rmcp_tasks/Cargo.toml --target-dir target/bench/rmcp
 	cargo test --release --locked --target-dir target/test-release --test allocations -- --nocapture \
 	  | grep '^allocations per' > target/bench/allocations.txt
 	lua5.4 bench/run.lua

@@ -7,7 +7,7 @@
 -- microseconds of each round's median, and its multiple of the Lua
 -- server's. Rounds alternate the servers, so a drift of the machine lands
 -- on all of them. Needs `make build` (or MCP_SO), `make test` once for
--- the SDK peers, and `make bench` for the C server.
+-- the SDK peers, and `make bench` for the C server and rmcp's.
 local root = (arg[0]:match('^(.*)/bench/[^/]*$') or '.')
 -- Absolute: the races run from /tmp (a Python server started in the
 -- checkout would import ./mcp.so as its `mcp` package).
@@ -16,7 +16,9 @@ local calls = tonumber(arg[1]) or 10000
 local rounds = tonumber(arg[2]) or 3
 
 local peers = root .. '/spec/peers'
-local rmcp = root .. '/target/peers/release/rmcp-tasks-peer'
+-- rmcp's server as `make bench` builds it, optimised (the suite's own is
+-- not, see spec/peers/rmcp_tasks/Cargo.toml).
+local rmcp = root .. '/target/bench/rmcp/release/rmcp-tasks-peer'
 -- Each: its name, its stdio command, and the shell command that serves it
 -- over HTTP (printing `listening PORT`).
 local servers = {

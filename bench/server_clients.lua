@@ -3,7 +3,8 @@
 -- times each (20), all at once through call_async and mcp.wait_all,
 -- against the echo servers of bench/server.lua over Streamable HTTP: the
 -- wall time for all of them and the calls per second, client and server
--- on one CPU each. Needs `make build` and the peers of `make test`.
+-- on one CPU each. Needs `make build`, the peers of `make test`, and
+-- `make bench` for rmcp's server.
 local root = (arg[0]:match('^(.*)/bench/[^/]*$') or '.')
 if root:sub(1, 1) ~= '/' then root = os.getenv('PWD') .. '/' .. root end
 package.cpath = root .. '/?.so;' .. package.cpath
@@ -16,7 +17,9 @@ local servers = {
   { 'typescript sdk', 'exec node ' .. peers .. '/echo_server.mjs http 0' },
   { 'python sdk', 'cd ' .. peers .. ' && exec python/bin/python echo_server.py http 0' },
 }
-local rmcp = root .. '/target/peers/release/rmcp-tasks-peer'
+-- rmcp's server as `make bench` builds it, optimised (the suite's own is
+-- not, see spec/peers/rmcp_tasks/Cargo.toml).
+local rmcp = root .. '/target/bench/rmcp/release/rmcp-tasks-peer'
 if io.open(rmcp) then table.insert(servers, { 'rmcp', 'exec ' .. rmcp .. ' --http 0' }) end
 
 local function start(command)

@@ -102,7 +102,7 @@ install_peers() {
   # once (make bench builds the whole client, optimised, for the timings).
   rmcp_client=target/peers/release/rmcp-bench-client
   if [ ! -x "$rmcp_client" ] || [ -n "$(find bench/rmcp_client -newer "$rmcp_client" -type f | head -1)" ]; then
-    CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_INCREMENTAL=false \
+    CARGO_PROFILE_RELEASE_OPT_LEVEL=0 CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_INCREMENTAL=false \
       cargo build --quiet --release --locked --no-default-features \
       --manifest-path bench/rmcp_client/Cargo.toml --target-dir target/peers
   fi
