@@ -6,7 +6,7 @@ local function run(example)
 end
 
 describe('examples', function()
-  it('luv.lua: a 10 ms timer never stalls more than 50 ms while three slow calls complete', function()
+  it('luv.lua: a 10 ms timer never stalls near a call\'s length while three slow calls complete', function()
     local out, status = run('luv.lua')
     assert.equal(0, status, out)
     for _, ms in ipairs({ 300, 500, 700 }) do
@@ -16,7 +16,10 @@ describe('examples', function()
     assert.is_truthy(stall, out)
     -- the calls take 700 ms: a loop blocked by any of them would tick far less
     assert.is_true(tonumber(ticks) >= 30, out)
-    assert.is_true(tonumber(stall) < 50, out)
+    -- and stall 300 ms at least, the shortest call's sleep. The bound
+    -- leaves room for a loaded machine: with the suite's builds beside
+    -- it, the scheduler alone once held a tick back 60 ms.
+    assert.is_true(tonumber(stall) < 150, out)
   end)
 
   it('parallel.lua: five calls to two servers end with the slowest, each result reported', function()
