@@ -136,12 +136,13 @@ check:
 
 # The types file and the examples, checked against each other by a LuaCATS
 # checker (installed once from crates.io into target/tools if not on PATH;
-# a debug build: it checks these files in a quarter of a second either way,
-# and builds in half the time).
+# a debug build without debug information: it checks these files in a
+# quarter of a second either way, and builds in half the time, and in 154 s
+# of processor time instead of 197 without the information).
 EMMYLUA_CHECK_VERSION = 0.25.1
 test-types:
 	@command -v emmylua_check >/dev/null || test -x target/tools/bin/emmylua_check || \
-	  cargo install --debug --locked --quiet emmylua_check --version $(EMMYLUA_CHECK_VERSION) --root target/tools
+	  CARGO_PROFILE_DEV_DEBUG=false cargo install --debug --locked --quiet emmylua_check --version $(EMMYLUA_CHECK_VERSION) --root target/tools
 	PATH="$$PWD/target/tools/bin:$$PATH" emmylua_check -c .emmyrc.json --warnings-as-errors lua/examples lua/types
 
 bench:
