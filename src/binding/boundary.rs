@@ -13,8 +13,7 @@ use mlua::{Function, Lua, MultiValue, Value};
 
 use super::decode::with_json_types;
 use super::entry::Entry;
-use super::lua::{Cx, Outcome, Prelude, Raise};
-use super::results::CallReturn;
+use super::lua::{CallReturn, Cx, Outcome, Prelude, Raise};
 use crate::error::Error;
 use crate::interrupt;
 /// Wraps a native function in the `true, ...` / `false, err` convention

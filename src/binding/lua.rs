@@ -154,3 +154,22 @@ impl From<Error> for Raise {
         Raise::Mcp(e)
     }
 }
+
+/// What `call` returns: the reference's text and is_error, and then the
+/// whole result (`content`, `structuredContent`, `isError`, `_meta`), which
+/// two-value callers never see.
+pub(super) struct CallReturn {
+    pub(super) text: Value,
+    pub(super) is_error: bool,
+    pub(super) whole: Value,
+}
+
+impl CallReturn {
+    /// The three values, for the exports that return lists.
+    pub(super) fn into_values(self) -> MultiValue {
+        // Room for the `true` the boundary puts in front (`boundary::packed`).
+        let mut values = MultiValue::with_capacity(4);
+        values.extend([self.text, Value::Boolean(self.is_error), self.whole]);
+        values
+    }
+}

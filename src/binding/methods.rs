@@ -19,10 +19,9 @@ use super::encode::{encode_lua, encode_lua_at};
 use super::entry::Entry;
 use super::fields::{initialize_request, next_id, tool_label};
 use super::fixture::{batch_handshake, call_batch, discover_batch, exchange_batch};
-use super::handles::run_on_done;
-use super::lua::{arg, client_arg, lua_type, truthy, Cx, Outcome, Raise};
+use super::lua::{arg, client_arg, lua_type, truthy, CallReturn, Cx, Outcome, Raise};
 use super::options::{callbacks_of, json_types_option, read_options};
-use super::results::{call_return, list_field, listed_items, tool_listing, CallReturn};
+use super::results::{call_return, list_field, listed_items, tool_listing};
 use crate::client::{Operation, Request, Shape};
 use crate::codec::Json;
 use crate::error::Error;
@@ -83,13 +82,10 @@ pub(super) fn call(lua: &Cx, args: &CallArgs) -> Outcome<CallReturn> {
     let Value::Table(client) = client else {
         return Err(Error::BadInput("MCP: call call with a colon, as client:call(...)".into()).into());
     };
-    let returns = match Seam::read(transport.clone()) {
-        Seam::Fixture(transport) => call_batch(lua, client, Seam::fixture(transport)?, name, call_args)?,
-        Seam::Live => call_session(lua, client, name, call_args, opts)?,
-    };
-    // As `export_method` does for the other methods.
-    run_on_done(lua, client)?;
-    Ok(returns)
+    match Seam::read(transport.clone()) {
+        Seam::Fixture(transport) => call_batch(lua, client, Seam::fixture(transport)?, name, call_args),
+        Seam::Live => call_session(lua, client, name, call_args, opts),
+    }
 }
 
 pub(super) fn close(lua: &Cx, args: MultiValue) -> Outcome {

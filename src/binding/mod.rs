@@ -35,11 +35,11 @@ use mlua::{Function, Lua, MultiValue, Table, UserData, Value};
 use crate::protocol::{self};
 use crate::transport::http::{self};
 use crate::transport::stdio::{self};
-use boundary::export;
+use boundary::{export, CallArgs};
 use decode::ARRAY_METATABLE;
 use handles::{call_async, cancel, discover_async, done, request_async, run_on_done, skill_async, status};
 use json::{json_decode, json_encode};
-use lua::{Cx, Outcome, Prelude};
+use lua::{CallReturn, Cx, Outcome, Prelude};
 use methods::{call, close, discover, exchange, handshake, id, initialize_msg, list, new, notify, request, skill};
 use registry::mount_tools;
 use waits::{dispatch, fd, wait, wait_all, wait_any};
@@ -83,7 +83,7 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
     let native = lua.create_table()?;
     native.set("new", export(lua, &cell, new)?)?;
     native.set("discover", export_method(lua, &cell, discover)?)?;
-    native.set("call", boundary::export_call(lua, &cell, call)?)?;
+    native.set("call", boundary::export_call(lua, &cell, call_method)?)?;
     native.set("close", export_method(lua, &cell, close)?)?;
     native.set("mount", export(lua, &cell, mount_tools)?)?;
     native.set("current_tool", export(lua, &cell, door::current_tool)?)?;
@@ -250,4 +250,14 @@ fn export_method(lua: &Lua, cell: &Rc<OnceCell<Prelude>>, f: fn(&Cx, MultiValue)
         }
         Ok(returned)
     })
+}
+
+/// `native.call`, with what [`export_method`] adds to the other methods:
+/// the `on_done` of the client's handles that settled meanwhile.
+fn call_method(lua: &Cx, args: &CallArgs) -> Outcome<CallReturn> {
+    let returns = call(lua, args)?;
+    if let Value::Table(client) = &args.0 {
+        run_on_done(lua, client)?;
+    }
+    Ok(returns)
 }

@@ -7,12 +7,12 @@
 use std::os::raw::c_int;
 use std::rc::Rc;
 
-use mlua::{ffi, MultiValue, Table, Value};
+use mlua::{ffi, Table, Value};
 
 use super::boundary::listener_failed;
 use super::decode::{push_json, to_lua};
 use super::entry::Entry;
-use super::lua::{call_lua, truthy, Cx, Outcome, Raise};
+use super::lua::{call_lua, truthy, CallReturn, Cx, Outcome, Raise};
 use crate::client::{Request, Shape};
 use crate::codec::Json;
 use crate::error::Error;
@@ -52,25 +52,7 @@ pub(super) fn tools_of_page(lua: &Cx, page: &Value) -> Outcome<Value> {
     Ok(Value::Table(lua.create_table()?))
 }
 
-/// What `call` returns: the reference's text and is_error, and then the
-/// whole result (`content`, `structuredContent`, `isError`, `_meta`), which
-/// two-value callers never see.
-pub(super) struct CallReturn {
-    pub(super) text: Value,
-    pub(super) is_error: bool,
-    pub(super) whole: Value,
-}
-
-impl CallReturn {
-    /// The three values, for the exports that return lists.
-    pub(super) fn into_values(self) -> MultiValue {
-        // Room for the `true` the boundary puts in front (`boundary::packed`).
-        let mut values = MultiValue::with_capacity(4);
-        values.extend([self.text, Value::Boolean(self.is_error), self.whole]);
-        values
-    }
-}
-
+/// What `call` returns (see [`CallReturn`]).
 pub(super) fn call_return(lua: &Cx, result: Json) -> Outcome<CallReturn> {
     let (whole, text, is_error) = text_blocks_outcome(lua, &result)?;
     let (text, is_error) = match (text, is_error) {
