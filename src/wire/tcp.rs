@@ -90,7 +90,7 @@ impl<In: Transport> Connector<In> for QuickAckTcp {
             buffers,
             read_limit: None,
             write_limit: None,
-            reads_since_write: 0,
+            reply_begun: false,
         })))
     }
 }
@@ -153,9 +153,10 @@ pub(crate) struct QuickAckTransport {
     /// when it changes.
     read_limit: Option<Duration>,
     write_limit: Option<Duration>,
-    /// Reads since the last write: more than none, and a response has
-    /// begun to arrive (see the module's header).
-    reads_since_write: u32,
+    /// Bytes have arrived since the last write: a response has begun, and
+    /// the next read may wait on our acknowledgement (see the module's
+    /// header).
+    reply_begun: bool,
 }
 
 impl Transport for QuickAckTransport {
@@ -171,7 +172,7 @@ impl Transport for QuickAckTransport {
             self.write_limit = limit;
         }
         let output = &self.buffers.output()[..amount];
-        self.reads_since_write = 0;
+        self.reply_begun = false;
         (&*self.socket).write_all(output).map_err(|e| io_error(e, timeout))
     }
 
@@ -182,10 +183,9 @@ impl Transport for QuickAckTransport {
             self.socket.set_read_timeout(limit)?;
             self.read_limit = limit;
         }
-        if self.reads_since_write > 0 {
+        if self.reply_begun {
             acknowledge_at_once(&self.socket);
         }
-        self.reads_since_write = self.reads_since_write.saturating_add(1);
         LAST_SOCKET.set(Some(socket_of(&self.socket)));
         #[cfg(windows)]
         if let Some(limit) = limit {
@@ -201,6 +201,7 @@ impl Transport for QuickAckTransport {
             }
         };
         self.buffers.input_appended(amount);
+        self.reply_begun |= amount > 0;
         Ok(amount > 0)
     }
 
