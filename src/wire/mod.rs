@@ -9,6 +9,9 @@
 //! [`UserInterrupt`]) and whether this thread's pause time has come (and
 //! stops with [`Pause`], which leaves the connection as it was).
 //!
+//! A session's POSTs to a plain `http://` URL go out on connections kept
+//! here rather than through ureq (`kept`), on the same chain.
+//!
 //! Also here, because every agent is built with them: the trust settings
 //! ([`tls_config`]) and a resolver that looks a server's name up once per
 //! client ([`RememberingResolver`]); and because both users write them, the
@@ -33,8 +36,10 @@ use crate::error::{Error, Result};
 use crate::interrupt;
 
 pub(crate) mod headers;
+mod kept;
 mod tcp;
 
+pub(crate) use kept::{KeptConnections, USER_AGENT};
 pub(crate) use tcp::{last_socket, Socket};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -228,6 +233,7 @@ pub fn side_agent(ca_pem: Option<&[u8]>, timeout: Duration) -> Result<Agent> {
         .http_status_as_error(false)
         .max_redirects(0)
         .max_idle_connections(0)
+        .user_agent(USER_AGENT)
         .timeout_global(Some(timeout))
         .tls_config(tls_config(ca_pem)?)
         .build();

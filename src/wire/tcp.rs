@@ -29,7 +29,7 @@
 //! a millisecond, would each end that way.
 
 use std::cell::Cell;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, IoSlice, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -78,20 +78,16 @@ impl<In: Transport> Connector<In> for QuickAckTcp {
         if let Some(chained) = chained {
             return Ok(Some(Either::A(chained)));
         }
-        let stream = connect_any(details)?;
-        if details.config.no_delay() {
-            stream.set_nodelay(true)?;
-        }
-        let socket = Arc::new(stream);
-        (details.register_shutdown)(Arc::downgrade(&socket) as Weak<dyn ShutdownHandle>)?;
-        let buffers = LazyBuffers::new(details.config.input_buffer_size(), details.config.output_buffer_size());
-        Ok(Some(Either::B(QuickAckTransport {
-            socket,
-            buffers,
-            read_limit: None,
-            write_limit: None,
-            reply_begun: false,
-        })))
+        let total = details.timeout.not_zero().map(|t| *t);
+        let stream = connect_any(&details.addrs, total)?;
+        let transport = QuickAckTransport::new(
+            stream,
+            details.config.no_delay(),
+            details.config.input_buffer_size(),
+            details.config.output_buffer_size(),
+        )?;
+        (details.register_shutdown)(transport.shutdown_handle())?;
+        Ok(Some(Either::B(transport)))
     }
 }
 
@@ -99,13 +95,12 @@ impl<In: Transport> Connector<In> for QuickAckTcp {
 /// half of the rest to the next, and so on (10 ms at least each), as ureq
 /// does; an address that refuses or cannot be routed gives way to the
 /// next, and the last failure is the one reported.
-fn connect_any(details: &ConnectionDetails) -> Result<TcpStream, ureq::Error> {
-    let total = details.timeout.not_zero().map(|t| *t);
+pub(super) fn connect_any(addrs: &[SocketAddr], total: Option<Duration>) -> Result<TcpStream, ureq::Error> {
     let started = std::time::Instant::now();
     let mut share = 0.5;
     let mut last = None;
-    for (i, addr) in details.addrs.iter().enumerate() {
-        let last_one = i + 1 == details.addrs.len();
+    for (i, addr) in addrs.iter().enumerate() {
+        let last_one = i + 1 == addrs.len();
         let budget = total.map(|t| {
             let part = if last_one { t.saturating_sub(started.elapsed()) } else { t.mul_f64(share) };
             part.max(Duration::from_millis(10))
@@ -159,26 +154,85 @@ pub(crate) struct QuickAckTransport {
     reply_begun: bool,
 }
 
+impl QuickAckTransport {
+    pub(super) fn new(stream: TcpStream, no_delay: bool, input: usize, output: usize) -> std::io::Result<Self> {
+        if no_delay {
+            stream.set_nodelay(true)?;
+        }
+        let buffers = LazyBuffers::new(input, output);
+        let socket = Arc::new(stream);
+        Ok(QuickAckTransport { socket, buffers, read_limit: None, write_limit: None, reply_begun: false })
+    }
+
+    /// What shuts the socket down from another thread (see
+    /// `ConnectionDetails::register_shutdown`); only a weak reference, so
+    /// the socket still closes when its connection is dropped.
+    pub(super) fn shutdown_handle(&self) -> Weak<dyn ShutdownHandle> {
+        Arc::downgrade(&self.socket) as Weak<dyn ShutdownHandle>
+    }
+
+    /// Writes `parts` whole, in as few system calls as the kernel takes
+    /// them (one, for a request's head and body that fit its buffer).
+    pub(super) fn send(&mut self, parts: &mut [IoSlice], timeout: NextTimeout) -> Result<(), ureq::Error> {
+        let timeout = self.ready_to_write(timeout)?;
+        write_all(&self.socket, parts, timeout)
+    }
+
+    /// Sets the socket's send limit when it moved (see [`coarse`]); a
+    /// write also ends what was being read.
+    fn ready_to_write(&mut self, timeout: NextTimeout) -> Result<NextTimeout, ureq::Error> {
+        let timeout = at_least_some(timeout.for_write())?;
+        let limit = timeout.not_zero().map(|t| coarse(*t));
+        if limit != self.write_limit {
+            self.socket.set_write_timeout(limit)?;
+            self.write_limit = limit;
+        }
+        self.reply_begun = false;
+        Ok(timeout)
+    }
+}
+
+fn write_all(socket: &TcpStream, mut parts: &mut [IoSlice], timeout: NextTimeout) -> Result<(), ureq::Error> {
+    while !parts.is_empty() {
+        match (&*socket).write_vectored(parts) {
+            Ok(0) => return Err(io_error(ErrorKind::WriteZero.into(), timeout)),
+            Ok(n) => IoSlice::advance_slices(&mut parts, n),
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io_error(e, timeout)),
+        }
+    }
+    Ok(())
+}
+
+/// A socket's time limit on a grid of 10 ms (1 ms under a second, none
+/// under a millisecond), rounded down: a request's time left differs by
+/// microseconds from one request to the next, and set exactly it was a
+/// system call per request; on the grid it is set again only when it
+/// moves. Rounded down, a write or read gives up at most that much early,
+/// never late.
+fn coarse(limit: Duration) -> Duration {
+    let micros = limit.as_micros() as u64;
+    let grid = match micros {
+        0..1_000 => return limit,
+        1_000..1_000_000 => 1_000,
+        _ => 10_000,
+    };
+    Duration::from_micros(micros - micros % grid)
+}
+
 impl Transport for QuickAckTransport {
     fn buffers(&mut self) -> &mut dyn Buffers {
         &mut self.buffers
     }
 
     fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), ureq::Error> {
-        let timeout = at_least_some(timeout.for_write())?;
-        let limit = timeout.not_zero().map(|t| *t);
-        if limit != self.write_limit {
-            self.socket.set_write_timeout(limit)?;
-            self.write_limit = limit;
-        }
-        let output = &self.buffers.output()[..amount];
-        self.reply_begun = false;
-        (&*self.socket).write_all(output).map_err(|e| io_error(e, timeout))
+        let timeout = self.ready_to_write(timeout)?;
+        write_all(&self.socket, &mut [IoSlice::new(&self.buffers.output()[..amount])], timeout)
     }
 
     fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, ureq::Error> {
         let timeout = at_least_some(timeout.for_read())?;
-        let limit = timeout.not_zero().map(|t| *t);
+        let limit = timeout.not_zero().map(|t| coarse(*t));
         if limit != self.read_limit {
             self.socket.set_read_timeout(limit)?;
             self.read_limit = limit;

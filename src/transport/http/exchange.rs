@@ -51,35 +51,65 @@ impl Shared {
     /// headers of its own (`post_headers`).
     /// A token bound to a DPoP key goes with a proof for this one
     /// request (`method` to `url`).
-    pub(super) fn decorate<B>(
-        &self,
-        mut req: ureq::RequestBuilder<B>,
-        modern: bool,
-        method: &str,
-        url: &str,
-    ) -> Result<ureq::RequestBuilder<B>> {
+    fn each_header(&self, modern: bool, method: &str, url: &str, add: &mut dyn FnMut(&str, &str)) -> Result<()> {
         for (name, value) in &self.options.headers {
-            req = req.header(name.as_str(), value.as_str());
+            add(name, value);
         }
         if let Some(token) = lock(&self.options.bearer).as_deref() {
             match self.options.dpop.as_ref().filter(|proofs| proofs.is_bound()) {
                 Some(proofs) => {
-                    req = req.header(headers::AUTHORIZATION, format!("DPoP {token}"));
-                    req = req.header(dpop::DPOP, proofs.proof(method, url, Some(token))?);
+                    add(headers::AUTHORIZATION, &format!("DPoP {token}"));
+                    add(dpop::DPOP, &proofs.proof(method, url, Some(token))?);
                 }
-                None => req = req.header(headers::AUTHORIZATION, format!("Bearer {token}")),
+                None => add(headers::AUTHORIZATION, &format!("Bearer {token}")),
             }
         }
         if modern {
-            return Ok(req);
+            return Ok(());
         }
         if let Some(id) = self.session_id() {
-            req = req.header(headers::MCP_SESSION_ID, id);
+            add(headers::MCP_SESSION_ID, &id);
         }
-        if let Some(v) = lock(&self.protocol_version).clone() {
-            req = req.header(headers::MCP_PROTOCOL_VERSION, v);
+        if let Some(v) = lock(&self.protocol_version).as_deref() {
+            add(headers::MCP_PROTOCOL_VERSION, v);
         }
-        Ok(req)
+        Ok(())
+    }
+
+    /// [`Shared::each_header`] on one of ureq's requests.
+    pub(super) fn decorate<B>(
+        &self,
+        req: ureq::RequestBuilder<B>,
+        modern: bool,
+        method: &str,
+        url: &str,
+    ) -> Result<ureq::RequestBuilder<B>> {
+        let mut req = Some(req);
+        self.each_header(modern, method, url, &mut |name, value| req = req.take().map(|r| r.header(name, value)))?;
+        Ok(req.expect("each header put the request back"))
+    }
+
+    /// A POST on a connection kept by this module (see `wire::kept`),
+    /// with the same headers in the same order as through ureq; None when
+    /// it is ureq's to make. The spare agent's requests (sent after the
+    /// session's connections were shut) are always ureq's.
+    fn post_kept(&self, agent: &Agent, verb: Verb, url: &str, timeout: Duration) -> Option<Result<Response<Body>>> {
+        let Verb::Post(body, post) = verb else { return None };
+        if !std::ptr::eq(agent, &self.agent) {
+            return None;
+        }
+        let mut head = self.kept.head(url, body.len())?;
+        head.field(headers::CONTENT_TYPE, "application/json");
+        head.field(headers::ACCEPT, "application/json, text/event-stream");
+        head.field(headers::ACCEPT_ENCODING, "identity");
+        if let Err(e) = self.each_header(post.modern, "POST", url, &mut |name, value| head.field(name, value)) {
+            return Some(Err(e));
+        }
+        for (name, value) in &post.own {
+            head.field(name, value);
+        }
+        let sent = self.kept.post(head, body, timeout)?;
+        Some(sent.map_err(|e| self.failed(url, e, timeout)))
     }
 
     /// One request, following same-origin redirects (see the module doc).
@@ -93,50 +123,10 @@ impl Shared {
         let mut nonce_tried = false;
         let mut hop = 0;
         loop {
-            let sent = match verb {
-                Verb::Post(body, headers) => {
-                    // Uncompressed: a compressed event stream is held back
-                    // by the compressor, and ureq's decoder would wrap the
-                    // errors our reads rely on (see `Pause`).
-                    // Names and values made at compile time: from text,
-                    // each was parsed and its value copied, per request.
-                    let mut req = agent
-                        .post(&url)
-                        .header(standard::CONTENT_TYPE, HeaderValue::from_static("application/json"))
-                        .header(standard::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"))
-                        .header(standard::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
-                    req = self.decorate(req, headers.modern, "POST", &url)?;
-                    for (name, value) in &headers.own {
-                        req = req.header(name.as_str(), value.as_str());
-                    }
-                    req.config().timeout_global(Some(timeout)).build().send(body)
-                }
-                Verb::Get { last_event_id } => {
-                    let mut req = agent
-                        .get(&url)
-                        .header(headers::ACCEPT, "text/event-stream")
-                        .header(headers::ACCEPT_ENCODING, "identity");
-                    if let Some(id) = last_event_id {
-                        req = req.header(headers::LAST_EVENT_ID, id);
-                    }
-                    // Bounded until the headers arrive; the stream itself
-                    // may then stay open for the session's life.
-                    let connect = Some(timeout.min(STREAM_CONNECT_TIMEOUT));
-                    let config = self
-                        .decorate(req, false, "GET", &url)?
-                        .config()
-                        .timeout_resolve(connect)
-                        .timeout_connect(connect);
-                    config.timeout_recv_response(Some(timeout)).build().call()
-                }
-                Verb::Delete => self
-                    .decorate(agent.delete(&url), false, "DELETE", &url)?
-                    .config()
-                    .timeout_global(Some(timeout))
-                    .build()
-                    .call(),
+            let response = match self.post_kept(agent, verb, &url, timeout) {
+                Some(sent) => sent?,
+                None => self.send_through(agent, verb, &url, timeout)?,
             };
-            let response = sent.map_err(|e| self.failed(&url, e, timeout))?;
             let status = response.status().as_u16();
             if self.wants_new_nonce(&url, &response) && !nonce_tried {
                 nonce_tried = true;
@@ -163,6 +153,54 @@ impl Shared {
             url = next.to_string();
             hop += 1;
         }
+    }
+
+    /// One request through ureq.
+    fn send_through(&self, agent: &Agent, verb: Verb, url: &str, timeout: Duration) -> Result<Response<Body>> {
+        let sent = match verb {
+            Verb::Post(body, headers) => {
+                // Uncompressed: a compressed event stream is held back
+                // by the compressor, and ureq's decoder would wrap the
+                // errors our reads rely on (see `Pause`).
+                // Names and values made at compile time: from text,
+                // each was parsed and its value copied, per request.
+                let mut req = agent
+                    .post(url)
+                    .header(standard::CONTENT_TYPE, HeaderValue::from_static("application/json"))
+                    .header(standard::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"))
+                    .header(standard::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+                req = self.decorate(req, headers.modern, "POST", url)?;
+                for (name, value) in &headers.own {
+                    req = req.header(name.as_str(), value.as_str());
+                }
+                req.config().timeout_global(Some(timeout)).build().send(body)
+            }
+            Verb::Get { last_event_id } => {
+                let mut req = agent
+                    .get(url)
+                    .header(headers::ACCEPT, "text/event-stream")
+                    .header(headers::ACCEPT_ENCODING, "identity");
+                if let Some(id) = last_event_id {
+                    req = req.header(headers::LAST_EVENT_ID, id);
+                }
+                // Bounded until the headers arrive; the stream itself
+                // may then stay open for the session's life.
+                let connect = Some(timeout.min(STREAM_CONNECT_TIMEOUT));
+                let config = self
+                    .decorate(req, false, "GET", url)?
+                    .config()
+                    .timeout_resolve(connect)
+                    .timeout_connect(connect);
+                config.timeout_recv_response(Some(timeout)).build().call()
+            }
+            Verb::Delete => self
+                .decorate(agent.delete(url), false, "DELETE", url)?
+                .config()
+                .timeout_global(Some(timeout))
+                .build()
+                .call(),
+        };
+        sent.map_err(|e| self.failed(url, e, timeout))
     }
 
     /// Keeps the DPoP nonce a reply carries (a server may hand out a new

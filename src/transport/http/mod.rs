@@ -88,7 +88,7 @@ use crate::transport::doorbell::Doorbell;
 use crate::transport::inbox::{Event, Inbox};
 use crate::transport::{Received, Transport};
 use crate::wire::headers;
-use crate::wire::{pausing_at, sliced_connector, tls_config, RememberingResolver, SharedResolver};
+use crate::wire::{pausing_at, sliced_connector, tls_config, KeptConnections, RememberingResolver, SharedResolver, USER_AGENT};
 
 mod exchange;
 mod legacy;
@@ -162,6 +162,8 @@ const FOREGROUND_DRAIN: Duration = Duration::from_millis(5);
 /// What the Lua thread and the stream threads share.
 struct Shared {
     agent: Agent,
+    /// The session's POSTs to a plain `http://` URL (see `wire::kept`).
+    kept: Arc<KeptConnections>,
     options: Options,
     /// Where requests go: `options.url`, or where it redirected to.
     url: Mutex<String>,
@@ -337,6 +339,7 @@ impl Shared {
         self.stopping.notify_all();
         self.inbox.close();
         self.agent.clone().shutdown();
+        self.kept.shutdown();
     }
 
     /// Waits for the stream threads, and for the poll thread to let go
@@ -411,15 +414,19 @@ impl Http {
                 .http_status_as_error(false)
                 .max_redirects(0)
                 .max_idle_connections_per_host(idle)
+                .user_agent(USER_AGENT)
                 .tls_config(tls.clone())
                 .build();
             Agent::with_parts(config, sliced_connector(), shared_resolver.clone())
         };
         let inbox = Arc::new(Inbox::new(options.doorbell.clone()));
+        let main_agent = agent(4);
+        let kept = Arc::new(KeptConnections::new(main_agent.clone(), shared_resolver.clone()));
         let shared = Arc::new_cyclic(|me| Shared {
             me: me.clone(),
             endpoint: legacy::Endpoint::default(),
-            agent: agent(4),
+            agent: main_agent,
+            kept,
             url: Mutex::new(options.url.clone()),
             options,
             session_id: Mutex::new(None),
