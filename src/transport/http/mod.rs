@@ -26,7 +26,7 @@
 //! A reply that comes as an SSE stream is read by the Lua thread that
 //! waits for it, with no hand-off to another thread. Once the reply is in,
 //! the rest of the stream (normally only its end) is read before the next
-//! POST, so that its connection goes back to ureq's pool: a stream dropped
+//! POST, so that its connection is kept for the next one: a stream dropped
 //! unread closes its connection, and against server-everything discover
 //! plus 320 calls opened 325 connections that way. A stream still open
 //! [`FOREGROUND_DRAIN`] after its reply goes on on a thread of its own.
@@ -44,8 +44,9 @@
 //!
 //! A stream that only sends keep-alive comments never gives its thread a
 //! reason to look up, so waiting for "the next event" is not an ending.
-//! Closing shuts down every socket of the client's connection pool (ureq's
-//! `Agent::shutdown`), which wakes each stream thread at once with an
+//! Closing shuts down every socket of the client's connections (ureq's
+//! `Agent::shutdown`, and `KeptConnections::shutdown` for those kept by
+//! `wire::kept`), which wakes each stream thread at once with an
 //! EOF; the threads are then joined, and the poll thread lets go of the
 //! server's own stream (`listener::forget`). The session's DELETE goes
 //! out on a fresh connection, bounded by [`DELETE_TIMEOUT`]; a client
@@ -55,7 +56,8 @@
 //!
 //! CTRL-C
 //!
-//! A POST whose reply is a JSON body is waited for inside ureq, on the Lua
+//! A POST whose reply is a JSON body is waited for inside ureq (or
+//! `wire::kept`, for a plain `http://` URL), on the Lua
 //! thread. So that the host can still take its thread back (see
 //! `interrupt`), the connection is ureq's own chain (proxy, TCP, TLS) with
 //! its waits for input cut into slices on a Lua call's thread; between
@@ -88,7 +90,9 @@ use crate::transport::doorbell::Doorbell;
 use crate::transport::inbox::{Event, Inbox};
 use crate::transport::{Received, Transport};
 use crate::wire::headers;
-use crate::wire::{pausing_at, sliced_connector, tls_config, KeptConnections, RememberingResolver, SharedResolver, USER_AGENT};
+use crate::wire::{
+    pausing_at, sliced_connector, tls_config, KeptConnections, RememberingResolver, SharedResolver, USER_AGENT,
+};
 
 mod exchange;
 mod legacy;

@@ -42,7 +42,7 @@ impl Framing {
         if status == 204 || status == 304 {
             return Ok(Framing::Length(0));
         }
-        if let Some(coding) = headers.get_all(TRANSFER_ENCODING).iter().last() {
+        if let Some(coding) = headers.get_all(TRANSFER_ENCODING).iter().next_back() {
             // Chunked only when it is the last coding; any other ends
             // with the connection.
             let last = coding.as_bytes().rsplit(|&b| b == b',').next().unwrap_or_default();

@@ -185,7 +185,12 @@ impl KeptConnections {
         Some(self.exchange(&head, body, deadline))
     }
 
-    fn exchange(self: &Arc<Self>, head: &RequestHead, body: &[u8], deadline: Instant) -> Result<Response<Body>, ureq::Error> {
+    fn exchange(
+        self: &Arc<Self>,
+        head: &RequestHead,
+        body: &[u8],
+        deadline: Instant,
+    ) -> Result<Response<Body>, ureq::Error> {
         let target = &head.target;
         let mut connection = match self.take_idle(&target.authority) {
             Some(connection) => connection,
