@@ -49,6 +49,8 @@
 //               for any other
 //   /many-headers  a POST gets 200 with 200 distinct response headers
 //   /huge-header   a POST gets 200 with one response header of 100 KB
+//   /cut-big    a well-behaved server, but a POST whose body is over 1 MB has
+//               its connection reset as soon as its headers arrive
 //   /slow-init  a well-behaved server slow at every step of its handshake:
 //               initialize is answered after 2 s, notifications/initialized
 //               after 2 s, and its GET stream's headers come after 1.5 s
@@ -339,6 +341,11 @@ function handle(path, req, res, body) {
     for (let i = 1; i <= 200; i++) headers[`X-Filler-${i}`] = String(i);
     res.writeHead(200, headers);
     res.end('{}');
+    return;
+  }
+  if (req.method === 'POST' && path === '/cut-big' && Number(req.headers['content-length']) > 1024 * 1024) {
+    // Reset, with the body unread: the client is still writing it.
+    req.socket.resetAndDestroy();
     return;
   }
   if (req.method === 'POST' && path === '/huge-header') {

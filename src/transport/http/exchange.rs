@@ -186,11 +186,8 @@ impl Shared {
                 // Bounded until the headers arrive; the stream itself
                 // may then stay open for the session's life.
                 let connect = Some(timeout.min(STREAM_CONNECT_TIMEOUT));
-                let config = self
-                    .decorate(req, false, "GET", url)?
-                    .config()
-                    .timeout_resolve(connect)
-                    .timeout_connect(connect);
+                let config =
+                    self.decorate(req, false, "GET", url)?.config().timeout_resolve(connect).timeout_connect(connect);
                 config.timeout_recv_response(Some(timeout)).build().call()
             }
             Verb::Delete => self

@@ -23,7 +23,6 @@
 //! acknowledgements and time limits, and every socket shut down with the
 //! client.
 
-use std::io::IoSlice;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -92,8 +91,8 @@ impl Target {
     }
 }
 
-/// A request's head as it is written, and whether every header in it
-/// is one this path may send.
+/// A request as it is written (its head, then its body), and whether
+/// every header in it is one this path may send.
 pub(crate) struct RequestHead {
     bytes: Vec<u8>,
     valid: bool,
@@ -147,7 +146,8 @@ impl KeptConnections {
             return None;
         }
         let target = self.target_of(url)?;
-        let mut bytes = Vec::with_capacity(512);
+        // Room for the body too: head and body go in one write.
+        let mut bytes = Vec::with_capacity(512 + length);
         for part in [b"POST ", target.path.as_bytes(), b" HTTP/1.1\r\ncontent-length: "] {
             bytes.extend_from_slice(part);
         }
@@ -181,23 +181,18 @@ impl KeptConnections {
             return None;
         }
         head.bytes.extend_from_slice(b"\r\n");
+        head.bytes.extend_from_slice(body);
         let deadline = Instant::now() + timeout;
-        Some(self.exchange(&head, body, deadline))
+        Some(self.exchange(&head, deadline))
     }
 
-    fn exchange(
-        self: &Arc<Self>,
-        head: &RequestHead,
-        body: &[u8],
-        deadline: Instant,
-    ) -> Result<Response<Body>, ureq::Error> {
-        let target = &head.target;
+    fn exchange(self: &Arc<Self>, request: &RequestHead, deadline: Instant) -> Result<Response<Body>, ureq::Error> {
+        let target = &request.target;
         let mut connection = match self.take_idle(&target.authority) {
             Some(connection) => connection,
             None => self.connect(target, deadline)?,
         };
-        let mut parts = [IoSlice::new(&head.bytes), IoSlice::new(body)];
-        connection.wire.send(&mut parts, left(deadline, Timeout::SendRequest))?;
+        connection.wire.send(&request.bytes, left(deadline, Timeout::SendRequest))?;
         loop {
             let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
             let mut reply = httparse::Response::new(&mut headers);
