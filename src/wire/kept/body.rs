@@ -12,7 +12,7 @@ use ureq::http::HeaderMap;
 use ureq::unversioned::transport::Transport as _;
 use ureq::Timeout;
 
-use super::{has_token, left, Connection, KeptConnections};
+use super::{has_token, left, Connection, KeptConnections, Target};
 
 /// How a body ends.
 #[derive(Debug)]
@@ -65,7 +65,7 @@ impl Framing {
 
 pub(super) struct KeptBody {
     connections: Arc<KeptConnections>,
-    authority: String,
+    target: Arc<Target>,
     /// None once the body has ended (and the connection gone back or
     /// closed).
     connection: Option<Connection>,
@@ -79,13 +79,13 @@ pub(super) struct KeptBody {
 impl KeptBody {
     pub(super) fn new(
         connections: Arc<KeptConnections>,
-        authority: String,
+        target: Arc<Target>,
         connection: Connection,
         framing: Framing,
         keep: bool,
         deadline: Instant,
     ) -> KeptBody {
-        let mut body = KeptBody { connections, authority, connection: Some(connection), framing, keep, deadline };
+        let mut body = KeptBody { connections, target, connection: Some(connection), framing, keep, deadline };
         // A body of no bytes has ended already: 202s to notifications
         // leave their connection free at once.
         if matches!(body.framing, Framing::Length(0)) {
@@ -99,7 +99,7 @@ impl KeptBody {
     fn end(&mut self) {
         let Some(mut connection) = self.connection.take() else { return };
         if self.keep && connection.wire.buffers().input().is_empty() {
-            self.connections.keep(std::mem::take(&mut self.authority), connection);
+            self.connections.keep(self.target.clone(), connection);
         }
     }
 

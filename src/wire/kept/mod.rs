@@ -23,6 +23,7 @@
 //! acknowledgements and time limits, and every socket shut down with the
 //! client.
 
+use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -56,8 +57,9 @@ pub(crate) const USER_AGENT: &str = concat!("lua-mcp/", env!("CARGO_PKG_VERSION"
 /// One client's kept connections, and the sockets of those in use, so
 /// that closing the client ends every wait on them.
 pub(crate) struct KeptConnections {
-    /// Idle connections, each with the authority (`host:port`) it is to.
-    idle: Mutex<Vec<(String, Connection)>>,
+    /// Idle connections, each with the URL it was made for (connections
+    /// are told apart by its authority, `host:port`).
+    idle: Mutex<Vec<(Arc<Target>, Connection)>>,
     sockets: Mutex<Vec<Weak<dyn ShutdownHandle>>>,
     shut: AtomicBool,
     /// The agent whose settings (buffer sizes, Nagle, proxy) this path
@@ -70,7 +72,7 @@ pub(crate) struct KeptConnections {
 
 /// A URL as this path writes it: the Host header and the request line's
 /// path.
-struct Target {
+pub(super) struct Target {
     url: String,
     uri: Uri,
     authority: String,
@@ -151,7 +153,8 @@ impl KeptConnections {
         for part in [b"POST ", target.path.as_bytes(), b" HTTP/1.1\r\ncontent-length: "] {
             bytes.extend_from_slice(part);
         }
-        bytes.extend_from_slice(length.to_string().as_bytes());
+        // (Written in place: `to_string` was an allocation per request.)
+        let _ = write!(bytes, "{length}");
         for part in [b"\r\nuser-agent: ", USER_AGENT.as_bytes(), b"\r\nhost: ", target.authority.as_bytes(), b"\r\n"] {
             bytes.extend_from_slice(part);
         }
@@ -217,7 +220,7 @@ impl KeptConnections {
             }
             let (response, framing, keep) = response_of(&reply)?;
             connection.wire.buffers().input_consume(length);
-            let body = KeptBody::new(self.clone(), target.authority.clone(), connection, framing, keep, deadline);
+            let body = KeptBody::new(self.clone(), target.clone(), connection, framing, keep, deadline);
             return Ok(response.map(|()| Body::builder().reader(body)));
         }
     }
@@ -239,7 +242,7 @@ impl KeptConnections {
     /// (or written to out of turn) meanwhile; others found are dropped.
     fn take_idle(&self, authority: &str) -> Option<Connection> {
         let mut idle = lock(&self.idle);
-        while let Some(at) = idle.iter().rposition(|(a, _)| a == authority) {
+        while let Some(at) = idle.iter().rposition(|(t, _)| t.authority == authority) {
             let (_, mut connection) = idle.swap_remove(at);
             if connection.is_open() {
                 return Some(connection);
@@ -266,10 +269,10 @@ impl KeptConnections {
     }
 
     /// Takes a connection back whose reply was read to its end.
-    fn keep(&self, authority: String, connection: Connection) {
+    fn keep(&self, target: Arc<Target>, connection: Connection) {
         let mut idle = lock(&self.idle);
         if idle.len() < MAX_IDLE && !self.shut.load(Ordering::Relaxed) {
-            idle.push((authority, connection));
+            idle.push((target, connection));
         }
     }
 
