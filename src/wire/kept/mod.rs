@@ -57,9 +57,7 @@ pub(crate) const USER_AGENT: &str = concat!("lua-mcp/", env!("CARGO_PKG_VERSION"
 /// One client's kept connections, and the sockets of those in use, so
 /// that closing the client ends every wait on them.
 pub(crate) struct KeptConnections {
-    /// Idle connections, each with the URL it was made for (connections
-    /// are told apart by its authority, `host:port`).
-    idle: Mutex<Vec<(Arc<Target>, Connection)>>,
+    idle: Mutex<Vec<Idle>>,
     sockets: Mutex<Vec<Weak<dyn ShutdownHandle>>>,
     shut: AtomicBool,
     /// The agent whose settings (buffer sizes, Nagle, proxy) this path
@@ -68,6 +66,15 @@ pub(crate) struct KeptConnections {
     resolver: SharedResolver,
     /// The last URL posted to, taken apart once.
     target: Mutex<Option<Arc<Target>>>,
+}
+
+/// A connection kept for the next POST.
+struct Idle {
+    /// The URL it was made for (connections are told apart by its
+    /// authority, `host:port`).
+    target: Arc<Target>,
+    connection: Connection,
+    since: Instant,
 }
 
 /// A URL as this path writes it: the Host header and the request line's
@@ -239,13 +246,19 @@ impl KeptConnections {
     }
 
     /// An idle connection to `authority` that the server has not closed
-    /// (or written to out of turn) meanwhile; others found are dropped.
+    /// (or written to out of turn) meanwhile; others found are dropped,
+    /// as are those idle longer than the agent's `max_idle_age` (15 s, as
+    /// ureq keeps them): a NAT or firewall may have forgotten such a
+    /// connection without a word, and a request on it would wait out its
+    /// whole time limit.
     fn take_idle(&self, authority: &str) -> Option<Connection> {
+        let max_age = self.agent.config().max_idle_age();
         let mut idle = lock(&self.idle);
-        while let Some(at) = idle.iter().rposition(|(t, _)| t.authority == authority) {
-            let (_, mut connection) = idle.swap_remove(at);
-            if connection.is_open() {
-                return Some(connection);
+        idle.retain(|kept| kept.since.elapsed() <= max_age);
+        while let Some(at) = idle.iter().rposition(|kept| kept.target.authority == authority) {
+            let mut kept = idle.swap_remove(at);
+            if kept.connection.is_open() {
+                return Some(kept.connection);
             }
         }
         None
@@ -272,7 +285,7 @@ impl KeptConnections {
     fn keep(&self, target: Arc<Target>, connection: Connection) {
         let mut idle = lock(&self.idle);
         if idle.len() < MAX_IDLE && !self.shut.load(Ordering::Relaxed) {
-            idle.push((target, connection));
+            idle.push(Idle { target, connection, since: Instant::now() });
         }
     }
 

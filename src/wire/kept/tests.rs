@@ -10,7 +10,11 @@ use crate::wire::RememberingResolver;
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 fn connections() -> Arc<KeptConnections> {
-    let agent = Agent::new_with_config(Agent::config_builder().proxy(None).build());
+    kept_for(Duration::from_secs(15))
+}
+
+fn kept_for(max_idle_age: Duration) -> Arc<KeptConnections> {
+    let agent = Agent::new_with_config(Agent::config_builder().proxy(None).max_idle_age(max_idle_age).build());
     Arc::new(KeptConnections::new(agent, SharedResolver(Arc::new(RememberingResolver::default()))))
 }
 
@@ -137,6 +141,18 @@ fn a_connection_the_server_closed_unannounced_is_not_posted_on_again() {
     thread::sleep(Duration::from_millis(100));
     assert_eq!(text(post(&kept, &url).unwrap()).unwrap(), "{\"ok\":true}");
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn a_connection_idle_longer_than_the_agent_keeps_them_is_not_posted_on_again() {
+    let (url, accepted, _) = serve(vec![vec![OK]; 3]);
+    let kept = kept_for(Duration::from_millis(300));
+    assert_eq!(text(post(&kept, &url).unwrap()).unwrap(), "{\"ok\":true}");
+    assert_eq!(text(post(&kept, &url).unwrap()).unwrap(), "{\"ok\":true}");
+    assert_eq!(accepted.load(Ordering::SeqCst), 1, "kept while young");
+    thread::sleep(Duration::from_millis(500));
+    assert_eq!(text(post(&kept, &url).unwrap()).unwrap(), "{\"ok\":true}");
+    assert_eq!(accepted.load(Ordering::SeqCst), 2, "a new connection once the kept one was too old");
 }
 
 #[test]
