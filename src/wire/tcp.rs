@@ -464,6 +464,24 @@ mod tests {
         assert!(!raised, "the write raised SIGPIPE");
     }
 
+    /// The limit set on a socket is never later than the time left, and
+    /// the time left before each of a client's requests (a minute less a
+    /// few microseconds, differing each time) sets the same one.
+    #[test]
+    fn time_limits_round_down_onto_a_grid_that_requests_share() {
+        let ms = Duration::from_millis;
+        let us = Duration::from_micros;
+        assert_eq!(coarse(ms(60_000) - us(7)), coarse(ms(60_000) - us(23)));
+        assert_eq!(coarse(ms(60_000) - us(7)), ms(59_990));
+        assert_eq!(coarse(ms(12) + us(700)), ms(12));
+        // Under a millisecond (a pause about to come) it stays exact.
+        assert_eq!(coarse(us(300)), us(300));
+        for micros in [1, 999, 1_000, 1_001, 999_999, 1_000_000, 1_234_567, 60_000_000] {
+            let limit = us(micros);
+            assert!(coarse(limit) <= limit && !coarse(limit).is_zero(), "{limit:?} -> {:?}", coarse(limit));
+        }
+    }
+
     #[test]
     fn a_kept_connection_is_quiet_until_its_server_writes_or_closes() {
         let (client, mut server) = connected();
