@@ -5,7 +5,9 @@
 //! that a callback that refers to its own client does not keep the client
 //! alive.
 
-use mlua::{AnyUserData, Function, Table, Value};
+use std::rc::Rc;
+
+use mlua::{ffi, AnyUserData, Function, Table, Value};
 
 use super::lua::{truthy, Cx, KnownEntry, Outcome, Prelude};
 /// The `ClientState` userdata.
@@ -51,11 +53,25 @@ pub(super) struct Listeners {
     pub(super) progress: Option<Table>,
 }
 
-/// A client's entry: its native state and its Lua callbacks.
-pub(super) struct Entry {
+/// A client's entry: its native state and its Lua callbacks. Cheap to
+/// clone: an export hands the one it looked up to every function that
+/// asks for it.
+#[derive(Clone)]
+pub(super) struct Entry(Rc<Looked>);
+
+struct Looked {
     table: Table,
-    /// `opts.json_types`, when [`Entry::of`] read it already.
-    json_types: Option<bool>,
+    /// What [`Entry::of`] read with the entry itself, when it did.
+    at_once: Option<ReadAtOnce>,
+}
+
+/// The fields every call reads, read with the entry in one go on the raw
+/// stack: through mlua, each was a reference made and dropped (about 500
+/// instructions), and a small call read five of them.
+struct ReadAtOnce {
+    state: AnyUserData,
+    json_types: bool,
+    token_function: Option<Function>,
 }
 
 impl Entry {
@@ -81,32 +97,36 @@ impl Entry {
 
     /// Keeps the entry beside `client`, for as long as the client lives.
     pub(super) fn attach(&self, lua: &Cx, client: &Table) -> Outcome<()> {
-        lua.prelude.states.raw_set(client.clone(), self.table.clone())?;
+        lua.prelude.states.raw_set(client.clone(), self.table().clone())?;
         Ok(())
     }
 
     fn unread(table: Table) -> Entry {
-        Entry { table, json_types: None }
+        Entry(Rc::new(Looked { table, at_once: None }))
+    }
+
+    fn table(&self) -> &Table {
+        &self.0.table
     }
 
     /// The entry of `client`; None when `mcp.new` did not make it.
     ///
-    /// The export remembers the last one, with its JSON types (which
-    /// every export reads), keeping the client alive and so its address
-    /// its own until it returns: a small call looked the same entry up
-    /// four times. (Its state is read again each time: a copy of the
-    /// reference would cost an allocation.)
+    /// The export remembers the last one, keeping the client alive and so
+    /// its address its own until it returns: a small call looked the same
+    /// entry up four times.
     pub(super) fn of(lua: &Cx, client: &Table) -> Outcome<Option<Entry>> {
         if let Some(known) = &*lua.last_entry.borrow() {
             if known.client.to_pointer() == client.to_pointer() {
-                return Ok(Some(Entry { table: known.entry.clone(), json_types: Some(known.json_types) }));
+                return Ok(Some(known.entry.clone()));
             }
         }
-        let Some(found) = Entry::in_prelude(lua.prelude, client)? else { return Ok(None) };
-        let json_types = found.json_types();
-        *lua.last_entry.borrow_mut() =
-            Some(KnownEntry { client: client.clone(), entry: found.table.clone(), json_types });
-        Ok(Some(Entry { table: found.table, json_types: Some(json_types) }))
+        let found = match read_at_once(lua, client)? {
+            Some(found) => found,
+            None => Entry::in_prelude(lua.prelude, client)?,
+        };
+        let Some(found) = found else { return Ok(None) };
+        *lua.last_entry.borrow_mut() = Some(KnownEntry { client: client.clone(), entry: found.clone() });
+        Ok(Some(found))
     }
 
     /// [`Entry::of`], for code that has the prelude but no [`Cx`].
@@ -129,8 +149,8 @@ impl Entry {
     /// The client's listeners (see [`Listeners`]), each None when it is
     /// not there: `mcp.new` kept only functions and tables of them.
     pub(super) fn listeners(&self) -> Listeners {
-        let function = |field| self.table.raw_get::<Option<Function>>(field).ok().flatten();
-        let table = |field| self.table.raw_get::<Option<Table>>(field).ok().flatten();
+        let function = |field| self.table().raw_get::<Option<Function>>(field).ok().flatten();
+        let table = |field| self.table().raw_get::<Option<Table>>(field).ok().flatten();
         Listeners {
             on_notification: function(ON_NOTIFICATION),
             handlers: table(HANDLERS),
@@ -141,7 +161,10 @@ impl Entry {
 
     /// `opts.auth.token` when it is a function, asked before each call.
     pub(super) fn token_function(&self) -> Outcome<Option<Function>> {
-        match self.table.raw_get::<Value>(AUTH_TOKEN)? {
+        if let Some(read) = &self.0.at_once {
+            return Ok(read.token_function.clone());
+        }
+        match self.table().raw_get::<Value>(AUTH_TOKEN)? {
             Value::Function(f) => Ok(Some(f)),
             _ => Ok(None),
         }
@@ -149,21 +172,24 @@ impl Entry {
 
     /// The `ClientState` userdata.
     pub(super) fn state(&self) -> Outcome<AnyUserData> {
-        Ok(self.table.raw_get(STATE)?)
+        match &self.0.at_once {
+            Some(read) => Ok(read.state.clone()),
+            None => Ok(self.table().raw_get(STATE)?),
+        }
     }
 
     pub(super) fn on_notification(&self) -> Outcome<Option<Function>> {
-        Ok(self.table.raw_get(ON_NOTIFICATION)?)
+        Ok(self.table().raw_get(ON_NOTIFICATION)?)
     }
 
     /// The handles with an `on_done` still to run (handle -> on_done),
     /// made on first use.
     pub(super) fn pending_on_done(&self, lua: &Cx) -> Outcome<Table> {
-        match self.table.raw_get::<Value>(PENDING_ON_DONE)? {
+        match self.table().raw_get::<Value>(PENDING_ON_DONE)? {
             Value::Table(t) => Ok(t),
             _ => {
                 let t = lua.create_table()?;
-                self.table.raw_set(PENDING_ON_DONE, t.clone())?;
+                self.table().raw_set(PENDING_ON_DONE, t.clone())?;
                 Ok(t)
             }
         }
@@ -171,7 +197,7 @@ impl Entry {
 
     /// [`Entry::pending_on_done`] if it was ever made.
     pub(super) fn pending_on_done_if_any(&self) -> Outcome<Option<Table>> {
-        match self.table.raw_get::<Value>(PENDING_ON_DONE)? {
+        match self.table().raw_get::<Value>(PENDING_ON_DONE)? {
             Value::Table(t) => Ok(Some(t)),
             _ => Ok(None),
         }
@@ -179,21 +205,21 @@ impl Entry {
 
     /// Whether `client:dispatch()` is running the client's callbacks.
     pub(super) fn dispatching(&self) -> Outcome<bool> {
-        Ok(truthy(&self.table.raw_get::<Value>(DISPATCHING)?))
+        Ok(truthy(&self.table().raw_get::<Value>(DISPATCHING)?))
     }
 
     pub(super) fn set_dispatching(&self, on: bool) -> Outcome<()> {
         if on {
-            self.table.raw_set(DISPATCHING, true)?;
+            self.table().raw_set(DISPATCHING, true)?;
         } else {
-            self.table.raw_set(DISPATCHING, Value::Nil)?;
+            self.table().raw_set(DISPATCHING, Value::Nil)?;
         }
         Ok(())
     }
 
     /// See [`SETTLED_COUNT_SEEN`]; None when the next call must look.
     pub(super) fn settled_count_seen(&self) -> Outcome<Option<u64>> {
-        Ok(match self.table.raw_get::<Value>(SETTLED_COUNT_SEEN)? {
+        Ok(match self.table().raw_get::<Value>(SETTLED_COUNT_SEEN)? {
             Value::Integer(n) => Some(n as u64),
             // Lua 5.1 and LuaJIT keep every number as a float.
             Value::Number(n) => Some(n as u64),
@@ -203,8 +229,8 @@ impl Entry {
 
     pub(super) fn set_settled_count_seen(&self, count: Option<u64>) -> Outcome<()> {
         match count {
-            Some(n) => self.table.raw_set(SETTLED_COUNT_SEEN, n as i64)?,
-            None => self.table.raw_set(SETTLED_COUNT_SEEN, Value::Nil)?,
+            Some(n) => self.table().raw_set(SETTLED_COUNT_SEEN, n as i64)?,
+            None => self.table().raw_set(SETTLED_COUNT_SEEN, Value::Nil)?,
         }
         Ok(())
     }
@@ -212,11 +238,11 @@ impl Entry {
     /// The watched mounts, a list of `{ registry, opts, names }`, made on
     /// first use.
     pub(super) fn watches(&self, lua: &Cx) -> Outcome<Table> {
-        match self.table.raw_get::<Value>(WATCHES)? {
+        match self.table().raw_get::<Value>(WATCHES)? {
             Value::Table(t) => Ok(t),
             _ => {
                 let t = lua.create_table()?;
-                self.table.raw_set(WATCHES, t.clone())?;
+                self.table().raw_set(WATCHES, t.clone())?;
                 Ok(t)
             }
         }
@@ -224,40 +250,90 @@ impl Entry {
 
     /// [`Entry::watches`] if there are any.
     pub(super) fn watches_if_any(&self) -> Outcome<Option<Table>> {
-        match self.table.raw_get::<Value>(WATCHES)? {
+        match self.table().raw_get::<Value>(WATCHES)? {
             Value::Table(t) => Ok(Some(t)),
             _ => Ok(None),
         }
     }
 
     pub(super) fn set_token_function(&self, f: Function) -> Outcome<()> {
-        self.table.raw_set(AUTH_TOKEN, f)?;
+        self.table().raw_set(AUTH_TOKEN, f)?;
         Ok(())
     }
 
     /// `opts.auth.authorize`.
     pub(super) fn authorize_callback(&self) -> Outcome<Option<Function>> {
-        Ok(self.table.raw_get(AUTH_AUTHORIZE)?)
+        Ok(self.table().raw_get(AUTH_AUTHORIZE)?)
     }
 
     pub(super) fn set_authorize_callback(&self, f: Function) -> Outcome<()> {
-        self.table.raw_set(AUTH_AUTHORIZE, f)?;
+        self.table().raw_set(AUTH_AUTHORIZE, f)?;
         Ok(())
     }
 
     /// `opts.auth.store` when it is a table of `load` and `save`.
     pub(super) fn store_table(&self) -> Outcome<Option<Table>> {
-        Ok(self.table.raw_get(AUTH_STORE)?)
+        Ok(self.table().raw_get(AUTH_STORE)?)
     }
 
     pub(super) fn set_store_table(&self, t: Table) -> Outcome<()> {
-        self.table.raw_set(AUTH_STORE, t)?;
+        self.table().raw_set(AUTH_STORE, t)?;
         Ok(())
     }
 
     /// `opts.json_types`: whether what the client returns keeps `null`
     /// and empty arrays.
     pub(super) fn json_types(&self) -> bool {
-        self.json_types.unwrap_or_else(|| self.table.raw_get::<bool>(JSON_TYPES).unwrap_or(false))
+        match &self.0.at_once {
+            Some(read) => read.json_types,
+            None => self.table().raw_get::<bool>(JSON_TYPES).unwrap_or(false),
+        }
     }
+}
+
+/// `states[client]`, with the entry's `ClientState`, JSON types and token
+/// function (see [`ReadAtOnce`]): Some(None) when the client has no entry,
+/// None when this could not tell (no room on the stack, or an entry whose
+/// state is not there) and the reads through mlua must.
+fn read_at_once(lua: &Cx, client: &Table) -> mlua::Result<Option<Option<Entry>>> {
+    lua.exec_raw_lua(|raw| {
+        // SAFETY: only reads that cannot raise a Lua error, so that no
+        // protected call is needed: raw gets by a table or an integer key
+        // (no metamethod, no allocation), types and booleans, and mlua's
+        // own pushes and pops of references. The stack is checked for
+        // room first and left as it was found.
+        unsafe {
+            let state = raw.state();
+            if ffi::lua_checkstack(state, 4) == 0 {
+                return Ok(None);
+            }
+            let top = ffi::lua_gettop(state);
+            let read = (|| {
+                raw.push(&lua.prelude.states)?;
+                raw.push(client)?;
+                ffi::lua_rawget(state, -2);
+                if ffi::lua_type(state, -1) != ffi::LUA_TTABLE {
+                    return Ok(Some(None));
+                }
+                if ffi::lua_rawgeti(state, -1, STATE) != ffi::LUA_TUSERDATA {
+                    return Ok(None);
+                }
+                let state_userdata: AnyUserData = raw.pop()?;
+                ffi::lua_rawgeti(state, -1, JSON_TYPES);
+                let json_types = ffi::lua_toboolean(state, -1) != 0;
+                ffi::lua_pop(state, 1);
+                let token_function = match ffi::lua_rawgeti(state, -1, AUTH_TOKEN) {
+                    ffi::LUA_TFUNCTION => Some(raw.pop::<Function>()?),
+                    _ => {
+                        ffi::lua_pop(state, 1);
+                        None
+                    }
+                };
+                let at_once = ReadAtOnce { state: state_userdata, json_types, token_function };
+                Ok(Some(Some(Entry(Rc::new(Looked { table: raw.pop::<Table>()?, at_once: Some(at_once) })))))
+            })();
+            ffi::lua_settop(state, top);
+            read
+        }
+    })
 }

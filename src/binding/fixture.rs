@@ -46,13 +46,13 @@ pub(super) fn batch_handshake(lua: &Cx, client: &Table) -> Outcome<(Vec<Json>, O
     if truthy(&url) && truthy(&ready) {
         return Ok((vec![], None));
     }
-    let id = next_id(client)?;
+    let id = next_id(lua, client)?;
     Ok((vec![initialize_request(lua, client, id.clone(), Json::Object(vec![]))?, protocol::initialized()], Some(id)))
 }
 
 pub(super) fn discover_batch(lua: &Cx, client: &Table, transport: Function) -> Outcome {
     let (mut messages, init_id) = batch_handshake(lua, client)?;
-    let list_id = next_id(client)?;
+    let list_id = next_id(lua, client)?;
     messages.push(protocol::request(list_id.clone(), "tools/list", Json::Object(vec![])));
     let mut replies = exchange_batch(lua, client, transport, &messages)?;
     if let Some(init_id) = init_id {
@@ -84,7 +84,7 @@ pub(super) fn call_batch(
     let tool = tool_label(lua, name)?;
     let what = &*tool.label;
     let (mut messages, _) = batch_handshake(lua, client)?;
-    let call_id = next_id(client)?;
+    let call_id = next_id(lua, client)?;
     messages.push(protocol::request(call_id.clone(), "tools/call", call_params(lua, client, name, &tool, args)?));
     let mut replies = exchange_batch(lua, client, transport, &messages)?;
     let result = replies.result(&call_id, what)?;

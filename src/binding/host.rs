@@ -222,7 +222,7 @@ impl Host for LuaHost<'_, '_> {
     }
 
     fn next_id(&mut self) -> Outcome<Json> {
-        next_id(self.table)
+        next_id(self.lua, self.table)
     }
 
     /// A callback's error goes to the caller the way one raised while an

@@ -50,6 +50,9 @@ pub(super) struct Prelude {
     /// The tool names called last, as the Lua strings they came as (see
     /// `fields::tool_label`).
     pub(super) recent_names: std::cell::RefCell<Vec<RecentName>>,
+    /// The string `"next_id"`, kept so that the raw read of a client's
+    /// `next_id` makes no string (see `fields::next_own_id`).
+    pub(super) next_id_key: mlua::LuaString,
     /// The state's main thread (null where Lua keeps none), which
     /// `boundary::hook_watch` watches beside the running state.
     pub(super) main_thread: *mut mlua::ffi::lua_State,
@@ -73,12 +76,10 @@ pub(super) struct Cx<'a> {
     pub(super) last_entry: std::cell::RefCell<Option<KnownEntry>>,
 }
 
-/// A client's entry table as an export last looked it up, with its JSON
-/// types.
+/// A client's entry as an export last looked it up.
 pub(super) struct KnownEntry {
     pub(super) client: Table,
-    pub(super) entry: Table,
-    pub(super) json_types: bool,
+    pub(super) entry: super::entry::Entry,
 }
 
 impl<'a> Cx<'a> {

@@ -257,9 +257,9 @@ pub(super) fn skill(lua: &Cx, args: MultiValue) -> Outcome {
 }
 
 /// `client:id()`: the next request id, as the reference counts them.
-pub(super) fn id(_lua: &Cx, args: MultiValue) -> Outcome {
+pub(super) fn id(lua: &Cx, args: MultiValue) -> Outcome {
     let client = client_arg(&args, "id")?;
-    let id = next_id(&client)?;
+    let id = next_id(lua, &client)?;
     Ok(MultiValue::from_vec(vec![match id {
         Json::Int(i) => Value::Integer(i as _),
         Json::Float(f) => Value::Number(f),
@@ -272,7 +272,7 @@ pub(super) fn id(_lua: &Cx, args: MultiValue) -> Outcome {
 /// one what its handlers answer.
 pub(super) fn initialize_msg(lua: &Cx, args: MultiValue) -> Outcome {
     let client = client_arg(&args, "initialize_msg")?;
-    let id = next_id(&client)?;
+    let id = next_id(lua, &client)?;
     let capabilities = declared_capabilities(lua, &client)?;
     let message = initialize_request(lua, &client, id, capabilities)?;
     Ok(MultiValue::from_vec(vec![to_lua(lua, &message)?]))

@@ -181,6 +181,7 @@ pub fn open(lua: &Lua) -> mlua::Result<Table> {
                     handle_states,
                     handle_clients,
                     recent_names: Default::default(),
+                    next_id_key: lua.create_string("next_id")?,
                     main_thread: boundary::main_thread(lua),
                 });
                 Ok(())
