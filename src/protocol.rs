@@ -282,12 +282,41 @@ pub enum Kind {
 }
 
 pub fn classify(msg: &Json) -> Kind {
-    match (msg.get("id"), msg.get("method")) {
+    match id_and_method(msg) {
         (Some(_), Some(m)) if m.is_truthy() => Kind::ServerRequest,
         (Some(id), _) => id_key(id).map_or(Kind::Other, Kind::Response),
         (None, Some(m)) if m.is_truthy() => Kind::Notification,
         _ => Kind::Other,
     }
+}
+
+/// `msg.get("id")` and `msg.get("method")` in one pass over an object's
+/// members, or straight from a reply (each message is classified up to
+/// three times on its way in, and the two lookups were most of it): the last of each key wins, and
+/// a null is none, as [`Json::get`] reads them.
+fn id_and_method(msg: &Json) -> (Option<&Json>, Option<&Json>) {
+    let pairs = match msg {
+        Json::Object(pairs) => pairs,
+        // A reply as the decoder keeps it: `jsonrpc`, `id` and `result`.
+        Json::Response(response) => return (present(Some(&response.id)), None),
+        _ => return (msg.get("id"), msg.get("method")),
+    };
+    let (mut id, mut method) = (None, None);
+    for (key, value) in pairs.iter().rev() {
+        match key.as_slice() {
+            b"id" if id.is_none() => id = Some(value),
+            b"method" if method.is_none() => method = Some(value),
+            _ => continue,
+        }
+        if id.is_some() && method.is_some() {
+            break;
+        }
+    }
+    (present(id), present(method))
+}
+
+fn present(value: Option<&Json>) -> Option<&Json> {
+    value.filter(|v| !matches!(v, Json::Null))
 }
 
 /// An id as a Lua table key: 1 and 1.0 are the same key, "1" is another.

@@ -12,7 +12,7 @@ use std::rc::Rc;
 use mlua::{Function, Lua, MultiValue, Value};
 
 use super::decode::with_json_types;
-use super::entry::Entry;
+use super::entry::{Entry, EntryRef};
 use super::lua::{CallReturn, Cx, Outcome, Prelude, Raise};
 use crate::error::Error;
 use crate::interrupt;
@@ -168,7 +168,7 @@ pub(super) fn keeps_json_types(lua: &Cx, first: Option<&Value>) -> bool {
         Ok(Some(entry)) => entry,
         _ => match lua.prelude.handle_clients.raw_get::<Value>(object.clone()) {
             Ok(Value::Table(client)) => match Entry::in_prelude(lua.prelude, &client) {
-                Ok(Some(entry)) => entry,
+                Ok(Some(entry)) => EntryRef::Own(entry),
                 _ => return false,
             },
             _ => return false,

@@ -5,8 +5,6 @@
 //! that a callback that refers to its own client does not keep the client
 //! alive.
 
-use std::rc::Rc;
-
 use mlua::{ffi, AnyUserData, Function, Table, Value};
 
 use super::lua::{truthy, Cx, KnownEntry, Outcome, Prelude};
@@ -53,16 +51,28 @@ pub(super) struct Listeners {
     pub(super) progress: Option<Table>,
 }
 
-/// A client's entry: its native state and its Lua callbacks. Cheap to
-/// clone: an export hands the one it looked up to every function that
-/// asks for it.
-#[derive(Clone)]
-pub(super) struct Entry(Rc<Looked>);
-
-struct Looked {
+/// A client's entry: its native state and its Lua callbacks.
+pub(super) struct Entry {
     table: Table,
     /// What [`Entry::of`] read with the entry itself, when it did.
     at_once: Option<ReadAtOnce>,
+}
+
+/// An entry as [`Entry::of`] gives it: the one the export keeps, lent,
+/// or one looked up for this caller alone.
+pub(super) enum EntryRef<'a> {
+    Kept(&'a Entry),
+    Own(Entry),
+}
+
+impl std::ops::Deref for EntryRef<'_> {
+    type Target = Entry;
+    fn deref(&self) -> &Entry {
+        match self {
+            EntryRef::Kept(entry) => entry,
+            EntryRef::Own(entry) => entry,
+        }
+    }
 }
 
 /// The fields every call reads, read with the entry in one go on the raw
@@ -102,22 +112,24 @@ impl Entry {
     }
 
     fn unread(table: Table) -> Entry {
-        Entry(Rc::new(Looked { table, at_once: None }))
+        Entry { table, at_once: None }
     }
 
     fn table(&self) -> &Table {
-        &self.0.table
+        &self.table
     }
 
     /// The entry of `client`; None when `mcp.new` did not make it.
     ///
-    /// The export remembers the last one, keeping the client alive and so
-    /// its address its own until it returns: a small call looked the same
-    /// entry up four times.
-    pub(super) fn of(lua: &Cx, client: &Table) -> Outcome<Option<Entry>> {
-        if let Some(known) = &*lua.last_entry.borrow() {
+    /// The export keeps the first one it looks up (nearly always its own
+    /// client's), keeping the client alive and so its address its own
+    /// until it returns, and lends it to every later look: a small call
+    /// looked the same entry up four times. Kept in place, not shared
+    /// through an `Rc`, which was an allocation a call.
+    pub(super) fn of<'a>(lua: &'a Cx, client: &Table) -> Outcome<Option<EntryRef<'a>>> {
+        if let Some(known) = lua.known_entry.get() {
             if known.client.to_pointer() == client.to_pointer() {
-                return Ok(Some(known.entry.clone()));
+                return Ok(Some(EntryRef::Kept(&known.entry)));
             }
         }
         let found = match read_at_once(lua, client)? {
@@ -125,8 +137,11 @@ impl Entry {
             None => Entry::in_prelude(lua.prelude, client)?,
         };
         let Some(found) = found else { return Ok(None) };
-        *lua.last_entry.borrow_mut() = Some(KnownEntry { client: client.clone(), entry: found.clone() });
-        Ok(Some(found))
+        if lua.known_entry.get().is_some() {
+            return Ok(Some(EntryRef::Own(found)));
+        }
+        let known = lua.known_entry.get_or_init(|| KnownEntry { client: client.clone(), entry: found });
+        Ok(Some(EntryRef::Kept(&known.entry)))
     }
 
     /// [`Entry::of`], for code that has the prelude but no [`Cx`].
@@ -139,10 +154,10 @@ impl Entry {
 
     /// The entry of a client that must have one: when it has none, the
     /// error mlua gives for reading nil as a table.
-    pub(super) fn existing(lua: &Cx, client: &Table) -> Outcome<Entry> {
+    pub(super) fn existing<'a>(lua: &'a Cx, client: &Table) -> Outcome<EntryRef<'a>> {
         match Entry::of(lua, client)? {
             Some(entry) => Ok(entry),
-            None => Ok(Entry::unread(lua.prelude.states.raw_get::<Table>(client.clone())?)),
+            None => Ok(EntryRef::Own(Entry::unread(lua.prelude.states.raw_get::<Table>(client.clone())?))),
         }
     }
 
@@ -161,7 +176,7 @@ impl Entry {
 
     /// `opts.auth.token` when it is a function, asked before each call.
     pub(super) fn token_function(&self) -> Outcome<Option<Function>> {
-        if let Some(read) = &self.0.at_once {
+        if let Some(read) = &self.at_once {
             return Ok(read.token_function.clone());
         }
         match self.table().raw_get::<Value>(AUTH_TOKEN)? {
@@ -172,7 +187,7 @@ impl Entry {
 
     /// The `ClientState` userdata.
     pub(super) fn state(&self) -> Outcome<AnyUserData> {
-        match &self.0.at_once {
+        match &self.at_once {
             Some(read) => Ok(read.state.clone()),
             None => Ok(self.table().raw_get(STATE)?),
         }
@@ -284,7 +299,7 @@ impl Entry {
     /// `opts.json_types`: whether what the client returns keeps `null`
     /// and empty arrays.
     pub(super) fn json_types(&self) -> bool {
-        match &self.0.at_once {
+        match &self.at_once {
             Some(read) => read.json_types,
             None => self.table().raw_get::<bool>(JSON_TYPES).unwrap_or(false),
         }
@@ -330,7 +345,7 @@ fn read_at_once(lua: &Cx, client: &Table) -> mlua::Result<Option<Option<Entry>>>
                     }
                 };
                 let at_once = ReadAtOnce { state: state_userdata, json_types, token_function };
-                Ok(Some(Some(Entry(Rc::new(Looked { table: raw.pop::<Table>()?, at_once: Some(at_once) })))))
+                Ok(Some(Some(Entry { table: raw.pop::<Table>()?, at_once: Some(at_once) })))
             })();
             ffi::lua_settop(state, top);
             read

@@ -12,7 +12,7 @@ use super::auth::{Login, LuaStore, LuaUser};
 use super::boundary::{callback_failed, listener_failed};
 use super::decode::{to_lua, to_lua_opt};
 use super::encode::encode_lua;
-use super::entry::{Entry, Listeners};
+use super::entry::{Entry, EntryRef, Listeners};
 use super::fields::{apply_initialize, client_info, initialize_request, next_id};
 use super::login::Refusal;
 use super::lua::{call_lua, lua_tostring, truthy, Cx, Outcome, Raise};
@@ -125,7 +125,7 @@ pub(super) struct LuaHost<'a, 'b> {
     /// The entry's listeners, once a message needed one.
     pub(super) listeners: std::cell::OnceCell<Listeners>,
     /// The client's entry (for the login's callbacks).
-    pub(super) entry: Entry,
+    pub(super) entry: EntryRef<'a>,
     /// Notifications kept for the caller too (`client:exchange` returns
     /// them, as the reference does).
     pub(super) collected: Option<Vec<Json>>,

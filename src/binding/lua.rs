@@ -72,11 +72,11 @@ pub(super) struct RecentName {
 pub(super) struct Cx<'a> {
     pub(super) lua: &'a Lua,
     pub(super) prelude: &'a Prelude,
-    /// The entry this export looked up last (see `Entry::of`).
-    pub(super) last_entry: std::cell::RefCell<Option<KnownEntry>>,
+    /// The entry this export looked up first (see `Entry::of`).
+    pub(super) known_entry: std::cell::OnceCell<KnownEntry>,
 }
 
-/// A client's entry as an export last looked it up.
+/// A client's entry as an export first looked it up.
 pub(super) struct KnownEntry {
     pub(super) client: Table,
     pub(super) entry: super::entry::Entry,
@@ -84,7 +84,7 @@ pub(super) struct KnownEntry {
 
 impl<'a> Cx<'a> {
     pub(super) fn new(lua: &'a Lua, prelude: &'a Prelude) -> Self {
-        Cx { lua, prelude, last_entry: Default::default() }
+        Cx { lua, prelude, known_entry: Default::default() }
     }
 }
 
