@@ -533,6 +533,19 @@ case('id counts up from next_id, which a caller may set', {}, function(c)
   c.step('id after next_id = 41', function() return c.client:id() end)
 end)
 
+-- The native module reads and writes an own number field on the raw
+-- stack, keeping its kind: a float stays a float, an integer an integer.
+case('id counts on from a fractional next_id, and from one set again', {}, function(c)
+  c.new()
+  c.client.next_id = 1.5
+  c.step('id after next_id = 1.5', function() return c.client:id() end)
+  c.step('id', function() return c.client:id() end)
+  c.client.next_id = 2.0
+  c.step('id after next_id = 2.0', function() return c.client:id() end)
+  c.client.next_id = -3
+  c.step('id after next_id = -3', function() return c.client:id() end)
+end)
+
 case('initialize_msg is the initialize request with a fresh id', {}, function(c)
   c.new({ protocol_version = '2025-03-26' })
   c.step('initialize_msg', function() return c.client:initialize_msg() end)
