@@ -42,8 +42,9 @@ apt_install() {
 
 install_system() {
   local want=(lua5.4)
-  # liblua5.4-dev and pkg-config: the cargo tests link the system Lua.
-  [ "$mode" = demo ] || want+=(liblua5.4-dev pkg-config)
+  # liblua5.4-dev and pkg-config: the cargo tests link the system Lua;
+  # curl: the specs read back what their own servers saw with it.
+  [ "$mode" = demo ] || want+=(liblua5.4-dev pkg-config curl)
   # gcc builds the minimal echo server and the pipe floor; curl is what the
   # pure-Lua module's HTTP transport runs.
   [ "$mode" != bench ] || want+=(gcc curl)

@@ -17,7 +17,7 @@ local function lines_in(path)
   return n
 end
 
-local node_get = H.node_get
+local get_json = H.get_json
 
 describe('HTTP connections', function()
   it("discover and 300 calls to server-everything open at most three connections #peer", function()
@@ -40,7 +40,7 @@ describe('HTTP connections', function()
     setup(function() base, stop = H.fault_server() end)
     teardown(function() stop() end)
 
-    local function accepted(path) return node_get(base .. '/stats').accepted[path] or 0 end
+    local function accepted(path) return get_json(base .. '/stats').accepted[path] or 0 end
 
     it('a stream that ends with its reply gives its connection back', function()
       -- The handshake's connection, the server's stream, and one for the
@@ -74,7 +74,7 @@ describe('HTTP connections', function()
     end)
 
     it('SIGINT while the Lua thread reads its reply stream returns Lua to the host, and the request is cancelled', function()
-      node_get(base .. '/log')
+      get_json(base .. '/log')
       local seconds, raised, out, status =
         H.interrupted_call(string.format('{ url = %q, timeout = 30 }', base .. '/sse'), 'slow', 'c:discover()')
       assert.equal(0, status, out)
@@ -82,7 +82,7 @@ describe('HTTP connections', function()
       -- the server answers after 3 s; the call must not wait for it
       assert.is_true(seconds < 2, out)
       local cancelled
-      for _, r in ipairs(node_get(base .. '/log')) do
+      for _, r in ipairs(get_json(base .. '/log')) do
         local m = r.method == 'POST' and trace.decode(r.body)
         if m and m.method == 'notifications/cancelled' then cancelled = m.params end
       end
@@ -101,7 +101,7 @@ describe('HTTP connections', function()
       end
       -- At most four streams are read past their reply; with the server's
       -- own stream and the last call's, six connections stay open.
-      local open = node_get(base .. '/stats').paths['/sse-open'] or 0
+      local open = get_json(base .. '/stats').paths['/sse-open'] or 0
       assert.is_true(open <= 6, open .. ' connections open')
       client:ping()
       assert.is_true(seen >= 1)

@@ -115,7 +115,7 @@ describe('async requests made before or during a connect', function()
     assert.equal('Echo: after', (h:wait(20)))
     client:close()
     local seen = {}
-    for _, request in ipairs(H.node_get(base .. '/log')) do
+    for _, request in ipairs(H.get_json(base .. '/log')) do
       local body = request.body ~= '' and require('trace').decode(request.body) or {}
       -- The era probe goes first unless an earlier run remembered this
       -- server as legacy.
@@ -202,7 +202,7 @@ describe('a login beside the loop', function()
     local old = client:call('whoami', {})
     -- Every token revoked: the next call is refused, and a login (or a
     -- refresh) gets a new token.
-    H.node_get(base .. '/control?revoke=1')
+    H.get_json(base .. '/control?revoke=1')
     local first = client:call_async('whoami', {})
     local second = client:call_async('whoami', {})
     assert.is_true(mcp.wait_all({ first, second }, 20))
@@ -226,7 +226,7 @@ describe('a login beside the loop', function()
     local h = client:call_async('whoami', {})
     -- Until the login's thread waits at its listener.
     local deadline = mcp.clock() + 5
-    while H.node_get(base .. '/stats').register == 0 and mcp.clock() < deadline do
+    while H.get_json(base .. '/stats').register == 0 and mcp.clock() < deadline do
       client:dispatch()
       os.execute('sleep 0.05')
     end

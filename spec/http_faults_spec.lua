@@ -10,7 +10,7 @@ local trace = require('trace')
 local mcp = H.native()
 
 -- GET base..path with node's fetch, decoded.
-local function node_get(base, path) return H.node_get(base .. path) end
+local function get_json(base, path) return H.get_json(base .. path) end
 
 -- Calls `check` until it returns true or `seconds` pass (by mcp.clock);
 -- true when it did. Each check is a node process (some 50 ms), so no
@@ -28,8 +28,8 @@ describe('HTTP transport quirks', function()
   setup(function() base, stop, port = H.fault_server() end)
   teardown(function() stop() end)
 
-  local function stats() return node_get(base, '/stats') end
-  local function log() return node_get(base, '/log') end
+  local function stats() return get_json(base, '/stats') end
+  local function log() return get_json(base, '/log') end
 
   -- Connections the server has open for `path`: all of them, and those
   -- whose last request was a GET (the server's stream).
@@ -327,7 +327,7 @@ describe('a modern HTTP server', function()
   teardown(function() stop() end)
 
   it('Ctrl-C during a blocking task call sends tasks/cancel over HTTP too', function()
-    node_get(base, '/log')
+    get_json(base, '/log')
     local out, status = H.run_lua(string.format([[
       local mcp = require('mcp')
       local f = io.open('/proc/self/stat')
@@ -345,7 +345,7 @@ describe('a modern HTTP server', function()
     assert.is_truthy(out:find('raised: [^\n]*interrupted!\n'), out)
     local cancelled
     within(5, function()
-      for _, r in ipairs(node_get(base, '/log')) do
+      for _, r in ipairs(get_json(base, '/log')) do
         local m = r.method == 'POST' and trace.decode(r.body)
         if m and m.method == 'tasks/cancel' then cancelled = m.params.taskId end
       end
@@ -363,7 +363,7 @@ describe('a modern HTTP server', function()
       .. 'over the 8192 this client sends in one header (opts.max_header_bytes)); the call itself was sent, so '
       .. 'calling the tool again would run it twice', err)
     client:close()
-    node_get(base, '/log')
+    get_json(base, '/log')
   end)
 
   it('a reply stream that breaks is not resumed: the request goes again as a new one, with no session', function()
@@ -372,7 +372,7 @@ describe('a modern HTTP server', function()
     assert.equal('modern', client.era)
     assert.equal('Echo: x (call 2)', (client:call('echo', { message = 'x' })))
     client:close()
-    local seen = node_get(base, '/log')
+    local seen = get_json(base, '/log')
     local calls, ids = 0, {}
     for _, r in ipairs(seen) do
       assert.equal('POST', r.method, 'no GET stream, no resumption, no DELETE')
@@ -485,14 +485,14 @@ describe('cancelling a modern HTTP request', function()
   it('closes its reply stream, which is how the server hears of it; nothing is posted', function()
     local client = mcp.new({ url = base .. '/modern-drop' })
     client:discover()
-    node_get(base, '/log')
+    get_json(base, '/log')
     local handle = client:call_async('hang', {})
     os.execute('sleep 0.3')
     assert.is_true(handle:cancel())
     -- Every request the server saw, the close of the stream among them.
     local seen, closed = {}, false
     local function read_log()
-      for _, r in ipairs(node_get(base, '/log')) do
+      for _, r in ipairs(get_json(base, '/log')) do
         seen[#seen + 1] = r
         closed = closed or r.method == 'CLOSED'
       end

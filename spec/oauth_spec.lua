@@ -2,7 +2,7 @@
 -- spec/servers/http_faults.js (/mcp): a server whose authorization server
 -- issues refresh tokens and, on demand, expires, revokes or refuses them,
 -- which the conformance suite's mocks never do. What the server saw is
--- read back with node, never through our client.
+-- read back with curl, never through our client.
 local H = require('helpers')
 local trace = require('trace')
 
@@ -20,8 +20,8 @@ describe('OAuth login', function()
     os.remove(store)
   end)
 
-  local function stats() return H.node_get(base .. '/stats') end
-  local function control(query) H.node_get(base .. '/control?' .. query) end
+  local function stats() return H.get_json(base .. '/stats') end
+  local function control(query) H.get_json(base .. '/control?' .. query) end
 
   -- A browser: opened on the authorization URL, it follows the redirect
   -- to wherever it points (our loopback listener), a moment later.
@@ -467,7 +467,7 @@ describe('OAuth login', function()
       control('token_barrier=6')
       local said, out = six_logins(auth)
       -- When the server saw what, for the message of a failure.
-      local arrivals = H.node_get(base .. '/arrivals')
+      local arrivals = H.get_json(base .. '/arrivals')
       local timeline = {}
       for _, a in ipairs(arrivals) do
         local who = a.who or a.registered or ''
