@@ -24,14 +24,20 @@ local function read(command)
 end
 
 -- Each run: a scenario, and the revision it runs at (nil for an extension).
-local runs = {}
-for _, revision in ipairs(REVISIONS) do
-  for name in read(suite .. ' list --client --spec-version ' .. revision):gmatch('\n  %- ([^ \n]+)') do
-    runs[#runs + 1] = { scenario = name, revision = revision }
+-- Listed when the #peer block is registered, not as the file loads: the
+-- passes that leave the peers out (every runtime but 5.4) then start no
+-- node for it (five listings, 3 s of processor time a pass).
+local function list_runs()
+  local runs = {}
+  for _, revision in ipairs(REVISIONS) do
+    for name in read(suite .. ' list --client --spec-version ' .. revision):gmatch('\n  %- ([^ \n]+)') do
+      runs[#runs + 1] = { scenario = name, revision = revision }
+    end
   end
-end
-for name in read(suite .. ' list --client'):gmatch('\n  %- ([^ \n]+) %[extension%]') do
-  runs[#runs + 1] = { scenario = name }
+  for name in read(suite .. ' list --client'):gmatch('\n  %- ([^ \n]+) %[extension%]') do
+    runs[#runs + 1] = { scenario = name }
+  end
+  return runs
 end
 
 local expected = {}
@@ -40,6 +46,7 @@ for name in (H.slurp(H.ROOT .. '/spec/conformance/expected-failures.yml') or '')
 end
 
 describe('conformance #peer', function()
+  local runs = list_runs()
   it('the suite lists 69 runs: 59 scenario-revision pairs and 10 extensions', function()
     local extensions = 0
     for _, run in ipairs(runs) do
