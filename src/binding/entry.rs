@@ -7,7 +7,7 @@
 
 use mlua::{ffi, AnyUserData, Function, Table, Value};
 
-use super::lua::{truthy, Cx, KnownEntry, Outcome, Prelude};
+use super::lua::{on_raw_stack, truthy, Cx, KnownEntry, Outcome, Prelude};
 /// The `ClientState` userdata.
 pub(super) const STATE: i64 = 1;
 /// `opts.on_notification`.
@@ -312,18 +312,12 @@ impl Entry {
 /// state is not there) and the reads through mlua must.
 fn read_at_once(lua: &Cx, client: &Table) -> mlua::Result<Option<Option<Entry>>> {
     lua.exec_raw_lua(|raw| {
-        // SAFETY: only reads that cannot raise a Lua error, so that no
-        // protected call is needed: raw gets by a table or an integer key
-        // (no metamethod, no allocation), types and booleans, and mlua's
-        // own pushes and pops of references. The stack is checked for
-        // room first and left as it was found.
+        let state = raw.state();
+        // SAFETY: only reads that cannot raise a Lua error: raw gets by a
+        // table or an integer key (no metamethod, no allocation), types
+        // and booleans, and mlua's own pushes and pops of references.
         unsafe {
-            let state = raw.state();
-            if ffi::lua_checkstack(state, 4) == 0 {
-                return Ok(None);
-            }
-            let top = ffi::lua_gettop(state);
-            let read = (|| {
+            on_raw_stack(state, 4, || {
                 raw.push(&lua.prelude.states)?;
                 raw.push(client)?;
                 ffi::lua_rawget(state, -2);
@@ -346,9 +340,7 @@ fn read_at_once(lua: &Cx, client: &Table) -> mlua::Result<Option<Option<Entry>>>
                 };
                 let at_once = ReadAtOnce { state: state_userdata, json_types, token_function };
                 Ok(Some(Some(Entry { table: raw.pop::<Table>()?, at_once: Some(at_once) })))
-            })();
-            ffi::lua_settop(state, top);
-            read
+            })
         }
     })
 }

@@ -11,7 +11,7 @@ use mlua::{ffi, Table, Value};
 use super::convert::concat_text;
 use super::decode::to_lua_opt;
 use super::encode::encode_lua;
-use super::lua::{Cx, Outcome, RecentName};
+use super::lua::{on_raw_stack, Cx, Outcome, RecentName};
 use crate::client::{Request, Shape, TOOL_CALL};
 use crate::codec::Json;
 use crate::error::Error;
@@ -53,18 +53,13 @@ pub(super) fn next_id(lua: &Cx, client: &Table) -> Outcome<Json> {
 /// words it as before.
 fn next_own_id(lua: &Cx, client: &Table) -> mlua::Result<Option<Json>> {
     lua.exec_raw_lua(|raw| {
+        let state = raw.state();
         // SAFETY: nothing here can raise a Lua error: raw gets and sets by
         // a string that already exists (no allocation), and the set only
         // replaces the value of a key the table has (no new slot), with
-        // mlua's own pushes of references. The stack is checked for room
-        // first and left as it was found.
+        // mlua's own pushes of references.
         unsafe {
-            let state = raw.state();
-            if ffi::lua_checkstack(state, 4) == 0 {
-                return Ok(None);
-            }
-            let top = ffi::lua_gettop(state);
-            let next = (|| {
+            on_raw_stack(state, 4, || {
                 raw.push(client)?;
                 raw.push(&lua.prelude.next_id_key)?;
                 ffi::lua_rawget(state, -2);
@@ -81,9 +76,7 @@ fn next_own_id(lua: &Cx, client: &Table) -> mlua::Result<Option<Json>> {
                     Value::Number(f) => Json::Float(f),
                     _ => Json::Null,
                 }))
-            })();
-            ffi::lua_settop(state, top);
-            next
+            })
         }
     })
 }

@@ -174,3 +174,26 @@ impl CallReturn {
         values
     }
 }
+
+/// Runs `read`, which reads or writes on the raw Lua stack without a
+/// protected call, with room for `room` more values, and leaves the
+/// stack as it was found. None when there is no room: the caller then
+/// goes through mlua.
+///
+/// # Safety
+/// `state` is the running Lua state, and `read` makes only calls that
+/// cannot raise a Lua error (no metamethod, no allocation): with no
+/// protected call around it, an error would unwind through Rust frames.
+pub(super) unsafe fn on_raw_stack<T>(
+    state: *mut mlua::ffi::lua_State,
+    room: std::os::raw::c_int,
+    read: impl FnOnce() -> mlua::Result<Option<T>>,
+) -> mlua::Result<Option<T>> {
+    if mlua::ffi::lua_checkstack(state, room) == 0 {
+        return Ok(None);
+    }
+    let top = mlua::ffi::lua_gettop(state);
+    let read = read();
+    mlua::ffi::lua_settop(state, top);
+    read
+}
