@@ -7,7 +7,8 @@
 
 use mlua::{ffi, AnyUserData, Function, Table, Value};
 
-use super::lua::{on_raw_stack, truthy, Cx, KnownEntry, Outcome, Prelude};
+pub(super) use super::lua::Entry;
+use super::lua::{on_raw_stack, truthy, Cx, KnownEntry, Outcome, Prelude, ReadAtOnce};
 /// The `ClientState` userdata.
 pub(super) const STATE: i64 = 1;
 /// `opts.on_notification`.
@@ -51,13 +52,6 @@ pub(super) struct Listeners {
     pub(super) progress: Option<Table>,
 }
 
-/// A client's entry: its native state and its Lua callbacks.
-pub(super) struct Entry {
-    table: Table,
-    /// What [`Entry::of`] read with the entry itself, when it did.
-    at_once: Option<ReadAtOnce>,
-}
-
 /// An entry as [`Entry::of`] gives it: the one the export keeps, lent,
 /// or one looked up for this caller alone.
 pub(super) enum EntryRef<'a> {
@@ -73,15 +67,6 @@ impl std::ops::Deref for EntryRef<'_> {
             EntryRef::Own(entry) => entry,
         }
     }
-}
-
-/// The fields every call reads, read with the entry in one go on the raw
-/// stack: through mlua, each was a reference made and dropped (about 500
-/// instructions), and a small call read five of them.
-struct ReadAtOnce {
-    state: AnyUserData,
-    json_types: bool,
-    token_function: Option<Function>,
 }
 
 impl Entry {

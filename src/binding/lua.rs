@@ -79,7 +79,24 @@ pub(super) struct Cx<'a> {
 /// A client's entry as an export first looked it up.
 pub(super) struct KnownEntry {
     pub(super) client: Table,
-    pub(super) entry: super::entry::Entry,
+    pub(super) entry: Entry,
+}
+
+/// A client's entry: its native state and its Lua callbacks (what it
+/// does: `entry.rs`; kept here, beside the context that keeps one).
+pub(super) struct Entry {
+    pub(super) table: Table,
+    /// What [`Entry::of`] read with the entry itself, when it did.
+    pub(super) at_once: Option<ReadAtOnce>,
+}
+
+/// The fields every call reads, read with the entry in one go on the raw
+/// stack: through mlua, each was a reference made and dropped (about 500
+/// instructions), and a small call read five of them.
+pub(super) struct ReadAtOnce {
+    pub(super) state: mlua::AnyUserData,
+    pub(super) json_types: bool,
+    pub(super) token_function: Option<Function>,
 }
 
 impl<'a> Cx<'a> {
