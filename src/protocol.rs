@@ -292,8 +292,8 @@ pub fn classify(msg: &Json) -> Kind {
 
 /// `msg.get("id")` and `msg.get("method")` in one pass over an object's
 /// members, or straight from a reply (each message is classified up to
-/// three times on its way in, and the two lookups were most of it): the last of each key wins, and
-/// a null is none, as [`Json::get`] reads them.
+/// three times on its way in, and the two lookups were most of it): the
+/// last of each key wins, and a null is none, as [`Json::get`] reads them.
 fn id_and_method(msg: &Json) -> (Option<&Json>, Option<&Json>) {
     let pairs = match msg {
         Json::Object(pairs) => pairs,
@@ -315,6 +315,7 @@ fn id_and_method(msg: &Json) -> (Option<&Json>, Option<&Json>) {
     (present(id), present(method))
 }
 
+/// A member as [`Json::get`] gives it: a null is no member.
 fn present(value: Option<&Json>) -> Option<&Json> {
     value.filter(|v| !matches!(v, Json::Null))
 }
@@ -615,6 +616,20 @@ mod tests {
         let res = decode(br#"{"content":[{"type":"text","text":"a"},{"type":"image","data":"x"},null,{"type":"text","text":"b"}],"isError":true}"#).unwrap();
         assert_eq!(call_outcome(res), (b"a\n[image content]\nb".to_vec(), true));
         assert_eq!(call_outcome(decode(b"{}").unwrap()), (b"(no content)".to_vec(), false));
+    }
+
+    #[test]
+    fn a_message_is_classified_by_its_last_id_and_method_a_null_being_none() {
+        let kind = |text: &str| classify(&decode(text.as_bytes()).unwrap());
+        assert_eq!(kind(r#"{"jsonrpc":"2.0","id":7,"result":{}}"#), Kind::Response(IdKey::Int(7)));
+        assert_eq!(kind(r#"{"id":1,"id":2,"result":{}}"#), Kind::Response(IdKey::Int(2)));
+        assert_eq!(kind(r#"{"id":1,"method":"ping","id":null}"#), Kind::Notification);
+        assert_eq!(kind(r#"{"method":null,"id":3,"method":"ping"}"#), Kind::ServerRequest);
+        assert_eq!(kind(r#"{"id":3,"method":"ping","method":null}"#), Kind::Response(IdKey::Int(3)));
+        assert_eq!(kind(r#"{"id":null,"result":{}}"#), Kind::Other);
+        // A reply as the decoder keeps it for a session (its result as text).
+        let reply = codec::decode_reply(br#"{"jsonrpc":"2.0","id":"r1","result":{"content":[]}}"#).unwrap();
+        assert_eq!(classify(&reply), Kind::Response(IdKey::Str(b"r1".to_vec())));
     }
 
     #[test]

@@ -92,16 +92,12 @@ impl Entry {
 
     /// Keeps the entry beside `client`, for as long as the client lives.
     pub(super) fn attach(&self, lua: &Cx, client: &Table) -> Outcome<()> {
-        lua.prelude.states.raw_set(client.clone(), self.table().clone())?;
+        lua.prelude.states.raw_set(client.clone(), self.table.clone())?;
         Ok(())
     }
 
     fn unread(table: Table) -> Entry {
         Entry { table, at_once: None }
-    }
-
-    fn table(&self) -> &Table {
-        &self.table
     }
 
     /// The entry of `client`; None when `mcp.new` did not make it.
@@ -149,8 +145,8 @@ impl Entry {
     /// The client's listeners (see [`Listeners`]), each None when it is
     /// not there: `mcp.new` kept only functions and tables of them.
     pub(super) fn listeners(&self) -> Listeners {
-        let function = |field| self.table().raw_get::<Option<Function>>(field).ok().flatten();
-        let table = |field| self.table().raw_get::<Option<Table>>(field).ok().flatten();
+        let function = |field| self.table.raw_get::<Option<Function>>(field).ok().flatten();
+        let table = |field| self.table.raw_get::<Option<Table>>(field).ok().flatten();
         Listeners {
             on_notification: function(ON_NOTIFICATION),
             handlers: table(HANDLERS),
@@ -164,7 +160,7 @@ impl Entry {
         if let Some(read) = &self.at_once {
             return Ok(read.token_function.clone());
         }
-        match self.table().raw_get::<Value>(AUTH_TOKEN)? {
+        match self.table.raw_get::<Value>(AUTH_TOKEN)? {
             Value::Function(f) => Ok(Some(f)),
             _ => Ok(None),
         }
@@ -174,22 +170,22 @@ impl Entry {
     pub(super) fn state(&self) -> Outcome<AnyUserData> {
         match &self.at_once {
             Some(read) => Ok(read.state.clone()),
-            None => Ok(self.table().raw_get(STATE)?),
+            None => Ok(self.table.raw_get(STATE)?),
         }
     }
 
     pub(super) fn on_notification(&self) -> Outcome<Option<Function>> {
-        Ok(self.table().raw_get(ON_NOTIFICATION)?)
+        Ok(self.table.raw_get(ON_NOTIFICATION)?)
     }
 
     /// The handles with an `on_done` still to run (handle -> on_done),
     /// made on first use.
     pub(super) fn pending_on_done(&self, lua: &Cx) -> Outcome<Table> {
-        match self.table().raw_get::<Value>(PENDING_ON_DONE)? {
+        match self.table.raw_get::<Value>(PENDING_ON_DONE)? {
             Value::Table(t) => Ok(t),
             _ => {
                 let t = lua.create_table()?;
-                self.table().raw_set(PENDING_ON_DONE, t.clone())?;
+                self.table.raw_set(PENDING_ON_DONE, t.clone())?;
                 Ok(t)
             }
         }
@@ -197,7 +193,7 @@ impl Entry {
 
     /// [`Entry::pending_on_done`] if it was ever made.
     pub(super) fn pending_on_done_if_any(&self) -> Outcome<Option<Table>> {
-        match self.table().raw_get::<Value>(PENDING_ON_DONE)? {
+        match self.table.raw_get::<Value>(PENDING_ON_DONE)? {
             Value::Table(t) => Ok(Some(t)),
             _ => Ok(None),
         }
@@ -205,21 +201,21 @@ impl Entry {
 
     /// Whether `client:dispatch()` is running the client's callbacks.
     pub(super) fn dispatching(&self) -> Outcome<bool> {
-        Ok(truthy(&self.table().raw_get::<Value>(DISPATCHING)?))
+        Ok(truthy(&self.table.raw_get::<Value>(DISPATCHING)?))
     }
 
     pub(super) fn set_dispatching(&self, on: bool) -> Outcome<()> {
         if on {
-            self.table().raw_set(DISPATCHING, true)?;
+            self.table.raw_set(DISPATCHING, true)?;
         } else {
-            self.table().raw_set(DISPATCHING, Value::Nil)?;
+            self.table.raw_set(DISPATCHING, Value::Nil)?;
         }
         Ok(())
     }
 
     /// See [`SETTLED_COUNT_SEEN`]; None when the next call must look.
     pub(super) fn settled_count_seen(&self) -> Outcome<Option<u64>> {
-        Ok(match self.table().raw_get::<Value>(SETTLED_COUNT_SEEN)? {
+        Ok(match self.table.raw_get::<Value>(SETTLED_COUNT_SEEN)? {
             Value::Integer(n) => Some(n as u64),
             // Lua 5.1 and LuaJIT keep every number as a float.
             Value::Number(n) => Some(n as u64),
@@ -229,8 +225,8 @@ impl Entry {
 
     pub(super) fn set_settled_count_seen(&self, count: Option<u64>) -> Outcome<()> {
         match count {
-            Some(n) => self.table().raw_set(SETTLED_COUNT_SEEN, n as i64)?,
-            None => self.table().raw_set(SETTLED_COUNT_SEEN, Value::Nil)?,
+            Some(n) => self.table.raw_set(SETTLED_COUNT_SEEN, n as i64)?,
+            None => self.table.raw_set(SETTLED_COUNT_SEEN, Value::Nil)?,
         }
         Ok(())
     }
@@ -238,11 +234,11 @@ impl Entry {
     /// The watched mounts, a list of `{ registry, opts, names }`, made on
     /// first use.
     pub(super) fn watches(&self, lua: &Cx) -> Outcome<Table> {
-        match self.table().raw_get::<Value>(WATCHES)? {
+        match self.table.raw_get::<Value>(WATCHES)? {
             Value::Table(t) => Ok(t),
             _ => {
                 let t = lua.create_table()?;
-                self.table().raw_set(WATCHES, t.clone())?;
+                self.table.raw_set(WATCHES, t.clone())?;
                 Ok(t)
             }
         }
@@ -250,34 +246,34 @@ impl Entry {
 
     /// [`Entry::watches`] if there are any.
     pub(super) fn watches_if_any(&self) -> Outcome<Option<Table>> {
-        match self.table().raw_get::<Value>(WATCHES)? {
+        match self.table.raw_get::<Value>(WATCHES)? {
             Value::Table(t) => Ok(Some(t)),
             _ => Ok(None),
         }
     }
 
     pub(super) fn set_token_function(&self, f: Function) -> Outcome<()> {
-        self.table().raw_set(AUTH_TOKEN, f)?;
+        self.table.raw_set(AUTH_TOKEN, f)?;
         Ok(())
     }
 
     /// `opts.auth.authorize`.
     pub(super) fn authorize_callback(&self) -> Outcome<Option<Function>> {
-        Ok(self.table().raw_get(AUTH_AUTHORIZE)?)
+        Ok(self.table.raw_get(AUTH_AUTHORIZE)?)
     }
 
     pub(super) fn set_authorize_callback(&self, f: Function) -> Outcome<()> {
-        self.table().raw_set(AUTH_AUTHORIZE, f)?;
+        self.table.raw_set(AUTH_AUTHORIZE, f)?;
         Ok(())
     }
 
     /// `opts.auth.store` when it is a table of `load` and `save`.
     pub(super) fn store_table(&self) -> Outcome<Option<Table>> {
-        Ok(self.table().raw_get(AUTH_STORE)?)
+        Ok(self.table.raw_get(AUTH_STORE)?)
     }
 
     pub(super) fn set_store_table(&self, t: Table) -> Outcome<()> {
-        self.table().raw_set(AUTH_STORE, t)?;
+        self.table.raw_set(AUTH_STORE, t)?;
         Ok(())
     }
 
@@ -286,7 +282,7 @@ impl Entry {
     pub(super) fn json_types(&self) -> bool {
         match &self.at_once {
             Some(read) => read.json_types,
-            None => self.table().raw_get::<bool>(JSON_TYPES).unwrap_or(false),
+            None => self.table.raw_get::<bool>(JSON_TYPES).unwrap_or(false),
         }
     }
 }
